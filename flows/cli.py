@@ -1,0 +1,173 @@
+"""The ``hopforge`` command line (typer).
+
+Every command takes ``--config FILE`` (default ``configs/demo.yaml``), any number of
+``--set dotted.key=value`` overrides, and ``--out DIR``.  Bad config or input exits 2
+with a message naming the key or record.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="hopforge: Wikipedia -> warm-start data for search agents.")
+corpus_app = typer.Typer(no_args_is_help=True, help="Build corpora.")
+app.add_typer(corpus_app, name="corpus")
+
+DEFAULT_CONFIG = "configs/demo.yaml"
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key: dotted.key=value (repeatable).")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder DIR: every stage reads and writes here.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Recompute even if inputs, config and code are unchanged.")]
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed and exit 2."""
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    from synth.progress import console
+
+    console.print(f"[bold red]error:[/] {msg}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _load(config: Path, overrides: list[str] | None):
+    from synth.config import ConfigError, load_config
+
+    try:
+        return load_config(config, overrides or [])
+    except ConfigError as e:
+        _fail(str(e))
+
+
+def _run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
+    from synth.pipeline import run_stage
+    from synth.progress import print_table
+    from synth.stages import BY_NAME
+    from synth.store import Store
+
+    store = Store(out)
+    outcomes = []
+    for name in names:
+        outcomes.append(run_stage(BY_NAME[name], cfg, store, force=force))
+    rows = []
+    for o in outcomes:
+        r = o.report
+        dropped = r.get("dropped", {})
+        rows.append([o.name, "reused" if o.reused else "ran", r.get("input", ""), r.get("output", ""),
+                     sum(dropped.values()) if dropped else 0, round(o.seconds, 2)])
+    print_table(f"hopforge: {out}", ["stage", "status", "input", "output", "dropped", "seconds"], rows)
+
+
+def _guard(fn):
+    """Turn known user errors into exit code 2 with a clear message."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        from synth.config import ConfigError
+        from synth.errors import InputError
+        from synth.store import MissingInput
+
+        try:
+            return fn(*a, **kw)
+        except (ConfigError, MissingInput, InputError, UsageError) as e:
+            _fail(str(e))
+
+    return wrapper
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False) -> None:
+    from synth.progress import setup_logging
+
+    setup_logging(logging.DEBUG if verbose else logging.INFO)
+
+
+@app.command()
+@_guard
+def run(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+        force: ForceOpt = False) -> None:
+    """Run every stage in order, reusing the ones whose inputs, config and code are unchanged."""
+    from synth.stages import PIPELINE
+
+    cfg = _load(config, set_)
+    _run_stages([s.name for s in PIPELINE], cfg, out, force)
+
+
+@app.command()
+@_guard
+def ingest(kilt: Annotated[Optional[str], typer.Option("--kilt", help="KILT source: JSONL(.gz/.bz2), HF-layout Parquet/JSONL, hf:facebook/kilt_wikipedia, or demo.")] = None,
+           strict: Annotated[bool, typer.Option("--strict", help="Exit 2 at the first bad line.")] = False,
+           config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+           force: ForceOpt = False) -> None:
+    """Ingest a KILT Wikipedia snapshot into corpus/pages and corpus/links."""
+    extra = list(set_ or [])
+    if kilt is not None:
+        extra.append(f"corpus.source={kilt}")
+    if strict:
+        extra.append("corpus.strict=true")
+    cfg = _load(config, extra)
+    _run_stages(["ingest"], cfg, out, force)
+
+
+@app.command()
+@_guard
+def graph(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+          force: ForceOpt = False) -> None:
+    """Build the CSR link graph from corpus/links and print its stats."""
+    cfg = _load(config, set_)
+    _run_stages(["graph"], cfg, out, force)
+
+
+@app.command()
+@_guard
+def walk(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+         force: ForceOpt = False) -> None:
+    """Walk k-hop entity paths over the link graph (builds the graph first if needed)."""
+    cfg = _load(config, set_)
+    from synth.store import Store
+
+    names = ["walks"] if Store(out).stage_entry("graph") else ["graph", "walks"]
+    _run_stages(names, cfg, out, force)
+
+
+@app.command()
+@_guard
+def expand(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+           force: ForceOpt = False) -> None:
+    """Expand connected subgraphs of K pages around seed pages (OpenSeeker-v2)."""
+    cfg = _load(config, set_)
+    from synth.store import Store
+
+    names = ["expand"] if Store(out).stage_entry("graph") else ["graph", "expand"]
+    _run_stages(names, cfg, out, force)
+
+
+@corpus_app.command("demo")
+@_guard
+def corpus_demo(out: Annotated[Path, typer.Option("--out", "-o", help="KILT-format JSONL file to write.")] = Path("data/source/kilt_demo.jsonl")) -> None:
+    """Write the demo corpus: ~10k real Wikipedia summaries as KILT JSONL, links from title mentions."""
+    from synth.democorpus import build_demo_corpus
+
+    stats = build_demo_corpus(out)
+    from synth.progress import print_table
+
+    print_table(f"demo corpus: {out}", ["what", "count"], [[k, v] for k, v in stats.items()])
+
+
+def main() -> None:
+    """Console entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

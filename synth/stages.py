@@ -1,0 +1,73 @@
+"""The pipeline's stages in order, as :class:`~synth.pipeline.Stage` records.
+
+Each stage's work lives in its own module; this file only says what each one
+reads, which config and code shape its output, and what it publishes.  Stage
+modules are imported lazily so the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from .config import Config
+from .pipeline import STAGE_COMMANDS, Stage, StageContext, StageResult
+
+
+def _lazy(module: str, fn: str) -> Callable[[StageContext], StageResult]:
+    def run(ctx: StageContext) -> StageResult:
+        return getattr(importlib.import_module(module), fn)(ctx)
+
+    run.__name__ = f"{module}.{fn}"
+    return run
+
+
+def _source_identity(cfg: Config, store) -> str:
+    from .kilt import resolve_source, source_identity
+
+    return source_identity(resolve_source(cfg.corpus.source, store.root))
+
+
+INGEST = Stage(
+    name="ingest",
+    run=_lazy("synth.ingest", "run_ingest"),
+    sections=("corpus",),
+    modules=("synth.kilt", "synth.ingest", "synth.records"),
+    outputs=("corpus/pages", "corpus/links", "rejects/ingest.jsonl"),
+    command="ingest",
+    key_extra=_source_identity,
+)
+
+GRAPH = Stage(
+    name="graph",
+    run=_lazy("synth.graph", "run_graph"),
+    reads=("ingest",),
+    sections=("graph",),
+    modules=("synth.graph",),
+    outputs=("graph",),
+    command="graph",
+)
+
+WALKS = Stage(
+    name="walks",
+    run=_lazy("synth.walks", "run_walks"),
+    reads=("ingest", "graph"),
+    sections=("walk",),
+    modules=("synth.walks", "synth.evidence", "synth.nodefilter", "synth.records"),
+    outputs=("walks",),
+    command="walk",
+)
+
+EXPAND = Stage(
+    name="expand",
+    run=_lazy("synth.expand", "run_expand"),
+    reads=("ingest", "graph"),
+    sections=("expand", "walk.max_in_degree", "walk.exclude_patterns"),
+    modules=("synth.expand", "synth.evidence", "synth.nodefilter", "synth.records"),
+    outputs=("subgraphs",),
+    command="expand",
+)
+
+PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND]
+BY_NAME: dict[str, Stage] = {s.name: s for s in PIPELINE}
+STAGE_COMMANDS.update({s.name: s.command for s in PIPELINE})
