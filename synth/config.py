@@ -16,20 +16,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
-class ConfigError(ValueError):
-    """A config file, key or value is wrong.  The message names the key."""
-
-
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, values are validated on assignment."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
-
-
-def operational(description: str, default: Any = ..., **kw: Any) -> Any:
-    """A config field that does not change a stage's output (kept out of content keys)."""
-    return Field(default, description=description, json_schema_extra={"operational": True}, **kw)
-
+from .config_base import ConfigError, Section, operational  # noqa: E402  (re-exported)
+from .teacher_config import TeacherConfig  # noqa: E402
+from .tools_config import ToolsConfig  # noqa: E402
 
 
 class CorpusConfig(Section):
@@ -87,6 +76,19 @@ class ExpandConfig(Section):
     max_attempts: int = Field(4, ge=1, le=1000, description="Seeds tried per subgraph slot before giving up.")
 
 
+class QuestionsConfig(Section):
+    from_walks: bool = Field(True, description="Write one question per walk (through every entity of the path).")
+    from_subgraphs: bool = Field(True, description="Also write one question per expanded subgraph, when `subgraphs` exists.")
+    min_subgraph_hops: int = Field(3, ge=1, description="A subgraph question must chain at least this many links.")
+    min_words: int = Field(8, ge=1, description="Shorter questions are dropped (`length`).")
+    max_words: int = Field(220, ge=1, description="Longer questions are dropped (`length`); also told to the teacher.")
+    obfuscate: bool = Field(False, description="Rewrite pass that blurs entity names into descriptions (WebSailor/ASearcher).")
+    check_closed_book: bool = Field(False, description="Drop a question the teacher answers without tools (`too_easy`).")
+    check_solvable: bool = Field(False, description="Drop a question the teacher fails with the gold pages in context (`unsolvable`).")
+    check_shortcut: bool = Field(True, description="Drop a question when one search for its text returns the answer page in the top `shortcut_k` (`shortcut`).")
+    shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut search.")
+
+
 class Config(Section):
     """The whole run.  Sections are stage configs; `seed` drives every random choice."""
 
@@ -95,6 +97,9 @@ class Config(Section):
     graph: GraphConfig = Field(default_factory=GraphConfig)
     walk: WalkConfig = Field(default_factory=WalkConfig)
     expand: ExpandConfig = Field(default_factory=ExpandConfig)
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig)
+    questions: QuestionsConfig = Field(default_factory=QuestionsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
 
     def get(self, dotted: str) -> Any:
         """The value at a dotted path, e.g. ``walk.hops``."""

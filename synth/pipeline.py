@@ -55,6 +55,7 @@ class Stage:
     name: str
     run: Callable[["StageContext"], StageResult]
     reads: tuple[str, ...] = ()
+    optional_reads: tuple[str, ...] = ()  # read when present (e.g. subgraphs); their keys enter ours then
     sections: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     files: tuple[str, ...] = ()  # extra files (prompts, templates) relative to the repo package roots
@@ -124,6 +125,10 @@ def stage_key(stage: Stage, cfg: Config, store: Store) -> tuple[str, dict]:
             raise MissingInput(f"stage '{stage.name}' needs the output of stage '{up}', which is not in {store.root}"
                                f" (run `hopforge {STAGE_COMMANDS.get(up, up)} --out {store.root}` first)")
         input_keys[up] = entry["key"]
+    for up in stage.optional_reads:
+        entry = store.stage_entry(up)
+        if entry is not None:
+            input_keys[up] = entry["key"]
     parts = {
         "stage": stage.name,
         "version": VERSION,

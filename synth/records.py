@@ -8,7 +8,7 @@ free-form dict.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -125,6 +125,63 @@ class Subgraph(Record):
     )
 
 
+HOP_TYPE = pa.struct(
+    [
+        pa.field("sub_question", pa.string()),
+        pa.field("bridge", pa.string()),  # title of the entity this hop reaches
+        pa.field("page_id", pa.string()),  # that entity's page
+    ]
+)
+
+
+@dataclass(slots=True)
+class Question(Record):
+    """A verified multi-hop question through every entity of ``path``, with its provenance."""
+
+    question_id: str
+    kind: str  # "walk" or "subgraph"
+    walk_id: str  # the walk (or subgraph) the question was written from
+    path: list[str]  # page ids of the gold chain, in order; the last one is the answer page
+    titles: list[str]
+    question: str
+    answer: str  # title of the answer page
+    answer_aliases: list[str]
+    answer_page_id: str  # masked from search during rollouts
+    hops: list[dict]  # HOP_TYPE dicts, one per link of the chain
+    teacher_model: str
+    prompt_sha: str
+    seed: int
+
+    SCHEMA: ClassVar[pa.Schema] = pa.schema(
+        [
+            pa.field("question_id", pa.string(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
+            pa.field("walk_id", pa.string(), nullable=False),
+            pa.field("path", pa.list_(pa.string()), nullable=False),
+            pa.field("titles", pa.list_(pa.string()), nullable=False),
+            pa.field("question", pa.string(), nullable=False),
+            pa.field("answer", pa.string(), nullable=False),
+            pa.field("answer_aliases", pa.list_(pa.string()), nullable=False),
+            pa.field("answer_page_id", pa.string(), nullable=False),
+            pa.field("hops", pa.list_(HOP_TYPE), nullable=False),
+            pa.field("teacher_model", pa.string(), nullable=False),
+            pa.field("prompt_sha", pa.string(), nullable=False),
+            pa.field("seed", pa.int64(), nullable=False),
+        ]
+    )
+
+
+# Rejected rows of per-record stages keep the raw model output and the reason.
+REJECT_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("source_id", pa.string()),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("detail", pa.string()),
+        pa.field("raw", pa.string()),
+    ]
+)
+
 __all__ = [
     "PAGE_SCHEMA",
     "LINK_SCHEMA",
@@ -133,5 +190,7 @@ __all__ = [
     "Record",
     "Walk",
     "Subgraph",
-    "field",
+    "Question",
+    "HOP_TYPE",
+    "REJECT_SCHEMA",
 ]

@@ -32,7 +32,7 @@ INGEST = Stage(
     name="ingest",
     run=_lazy("synth.ingest", "run_ingest"),
     sections=("corpus",),
-    modules=("synth.kilt", "synth.ingest", "synth.records"),
+    modules=("synth.kilt", "synth.kiltlines", "synth.kiltnorm", "synth.linkresolve", "synth.ingest", "synth.records"),
     outputs=("corpus/pages", "corpus/links", "rejects/ingest.jsonl"),
     command="ingest",
     key_extra=_source_identity,
@@ -68,6 +68,20 @@ EXPAND = Stage(
     command="expand",
 )
 
-PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND]
+QUESTIONS = Stage(
+    name="questions",
+    run=_lazy("synth.question_stage", "run_questions"),
+    reads=("ingest", "walks"),
+    optional_reads=("expand",),
+    sections=("questions", "teacher"),
+    modules=("synth.questions", "synth.question_stage", "synth.prompting", "synth.answers", "synth.teacher_oracle",
+             "synth.records"),
+    files=("synth/prompts/question.jinja2", "synth/prompts/subgraph_question.jinja2", "synth/prompts/obfuscate.jinja2",
+           "synth/prompts/closed_book.jinja2", "synth/prompts/solvable.jinja2"),
+    outputs=("questions", "rejects/questions"),
+    command="questions",
+)
+
+PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, QUESTIONS]
 BY_NAME: dict[str, Stage] = {s.name: s for s in PIPELINE}
 STAGE_COMMANDS.update({s.name: s.command for s in PIPELINE})
