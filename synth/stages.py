@@ -53,7 +53,7 @@ WALKS = Stage(
     run=_lazy("synth.walks", "run_walks"),
     reads=("ingest", "graph"),
     sections=("walk",),
-    modules=("synth.walks", "synth.evidence", "synth.nodefilter", "synth.records"),
+    modules=("synth.walks", "synth.evidence", "synth.nodefilter", "synth.records", "synth.rng"),
     outputs=("walks",),
     command="walk",
 )
@@ -63,7 +63,7 @@ EXPAND = Stage(
     run=_lazy("synth.expand", "run_expand"),
     reads=("ingest", "graph"),
     sections=("expand", "walk.max_in_degree", "walk.exclude_patterns"),
-    modules=("synth.expand", "synth.evidence", "synth.nodefilter", "synth.records"),
+    modules=("synth.expand", "synth.evidence", "synth.nodefilter", "synth.records", "synth.rng"),
     outputs=("subgraphs",),
     command="expand",
 )

@@ -1,0 +1,108 @@
+"""Subgraph expansion (OpenSeeker-v2 ``Expand(G, v_seed, K)``)."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from helpers.linkcorpus import make_corpus, random_edges, write_ingest
+from synth.config import Config
+from synth.expand import expand_slot, seed_nodes
+from synth.graph import CSRGraph, open_graph
+from synth.nodefilter import node_filter
+from synth.pipeline import run_stage
+from synth.rng import stream_key
+from synth.stages import EXPAND, GRAPH
+from synth.store import Store
+
+
+def build(tmp_path, edges, cfg: Config, titles=None) -> Store:
+    pages, links = make_corpus(edges, titles=titles)
+    store = Store(tmp_path / "out")
+    write_ingest(store, pages, links)
+    run_stage(GRAPH, cfg, store, progress=False)
+    return store
+
+
+@pytest.fixture()
+def expanded(tmp_path):
+    cfg = Config()
+    cfg.expand.num_subgraphs, cfg.expand.budget = 40, 9
+    cfg.walk.max_in_degree = 30
+    edges = random_edges(150, 500, seed=2) + [(f"p{i}", "hub") for i in range(0, 150, 3)] + [("p1", "y")]
+    store = build(tmp_path, edges, cfg, titles={"y": "1999"})
+    return store, cfg, run_stage(EXPAND, cfg, store, progress=False)
+
+
+def test_subgraphs_are_connected_induced_and_allowed(expanded):
+    store, cfg, outcome = expanded
+    g = open_graph(store)
+    allowed = node_filter(g, cfg.walk).allowed
+    rows = store.read("subgraphs").to_pylist()
+    assert len(rows) == outcome.report["output"] > 30
+    for row in rows:
+        nodes = g.nodes_of(row["nodes"])
+        assert len(set(row["nodes"])) == cfg.expand.budget and row["seed_id"] == row["nodes"][0]
+        assert allowed[nodes].all() and "hub" not in row["nodes"] and "y" not in row["nodes"]
+        sub = nx.DiGraph()
+        sub.add_nodes_from(row["nodes"])
+        sub.add_edges_from((e["src_id"], e["dst_id"]) for e in row["edges"])
+        assert nx.is_weakly_connected(sub)
+        # Exactly the induced edges: every recorded edge exists, every edge among the nodes is recorded.
+        induced = {(u, v) for u in row["nodes"] for v in row["nodes"]
+                   if u != v and g.has_edge(g.node_of(u), g.node_of(v))}
+        assert {(e["src_id"], e["dst_id"]) for e in row["edges"]} == induced
+        assert row["titles"] == [f"Page {p}" for p in row["nodes"]]
+        for e in row["edges"]:
+            assert e["anchor_text"] in e["paragraph"]
+    ids = [r["subgraph_id"] for r in rows]
+    assert len(set(ids)) == len(ids)
+
+
+def test_funnel_and_determinism(tmp_path, expanded):
+    store, cfg, outcome = expanded
+    r = outcome.report
+    assert r["input"] == cfg.expand.num_subgraphs == r["output"] + sum(r["dropped"].values())
+    again = run_stage(EXPAND, cfg, store, force=True, progress=False)
+    assert again.report["output"] == r["output"]
+    first = store.read("subgraphs")
+    g = open_graph(store)
+    allowed = node_filter(g, cfg.walk).allowed
+    seeds = seed_nodes(g, allowed)
+    key = stream_key(cfg.seed, "expand")
+    slot = first.column("slot")[3].as_py()
+    nodes, _ = expand_slot(g, allowed, seeds, cfg.expand.budget, key, slot, cfg.expand.max_attempts)
+    assert g.page_ids.take(nodes).to_pylist() == first.column("nodes")[3].as_py()  # one slot alone: same result
+    other, _ = expand_slot(g, allowed, seeds, cfg.expand.budget, stream_key(cfg.seed + 1, "expand"), slot, 4)
+    assert other is None or not np.array_equal(other, nodes)
+
+
+def test_small_components_are_dropped(tmp_path):
+    # Components of 3 pages cannot hold K = 5.
+    edges = [(f"c{i}a", f"c{i}b") for i in range(10)] + [(f"c{i}c", f"c{i}b") for i in range(10)]
+    cfg = Config()
+    cfg.expand.num_subgraphs, cfg.expand.budget, cfg.expand.max_attempts = 6, 5, 3
+    store = build(tmp_path, edges, cfg)
+    r = run_stage(EXPAND, cfg, store, progress=False).report
+    assert r["output"] == 0 and r["dropped"]["too_small"] == 6 and r["expand"]["attempts"] == 18
+    cfg.expand.budget = 3  # now every component fits, via in-links as well as out-links
+    r = run_stage(EXPAND, cfg, store, progress=False).report
+    assert r["output"] + r["dropped"]["duplicate_subgraph"] == 6 and r["output"] > 1
+
+
+def test_zero_subgraphs_writes_an_empty_table(tmp_path):
+    cfg = Config()
+    cfg.expand.num_subgraphs = 0
+    store = build(tmp_path, random_edges(20, 60), cfg)
+    r = run_stage(EXPAND, cfg, store, progress=False).report
+    t = store.read("subgraphs")
+    assert r["input"] == r["output"] == 0 and t.num_rows == 0 and "edges" in t.schema.names
+
+
+def test_expand_uses_in_links():
+    # A star into node 0: from any leaf, only in-links of 0 reach the other leaves.
+    g = CSRGraph.from_edges(6, [1, 2, 3, 4, 5], [0, 0, 0, 0, 0])
+    allowed = np.ones(6, np.bool_)
+    nodes, tries = expand_slot(g, allowed, seed_nodes(g, allowed), 6, stream_key(0, "expand"), 0, 1)
+    assert tries == 1 and sorted(nodes.tolist()) == [0, 1, 2, 3, 4, 5]
