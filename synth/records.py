@@ -171,6 +171,100 @@ class Question(Record):
     )
 
 
+@dataclass(slots=True)
+class Trace(Record):
+    """One teacher rollout: the full ReAct conversation plus the measurements filters and RL read.
+
+    ``messages`` and ``tools`` are JSON strings (OpenAI format, with ``tool_call_id``s and
+    tool-call ``arguments`` as JSON strings) because Arrow would merge dict keys across rows.
+    Turns count assistant messages from 1.  ``gold_first_seen[j]`` is the turn whose tool
+    observation first showed gold page ``path[j]`` (in a search result, an opened or a found
+    page), -1 if never; the evidence state E_t and the evidence-recovery time derive from it.
+    """
+
+    trace_id: str
+    question_id: str
+    sample_index: int
+    messages: str
+    tools: str
+    final_answer: str | None
+    stop_reason: str  # answer | max_turns | max_tokens | teacher_failed | no_answer
+    n_turns: int
+    n_tool_calls: int
+    n_search: int
+    n_open: int
+    n_find: int
+    n_tool_errors: int  # malformed or failed tool calls (the observation was an error)
+    searched_page_ids: list[str]
+    opened_page_ids: list[str]
+    gold_page_ids: list[str]  # the question's path, in order
+    gold_first_seen: list[int]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    teacher_model: str
+    error: str | None  # teacher failure reason when stop_reason == teacher_failed
+
+    SCHEMA: ClassVar[pa.Schema] = pa.schema(
+        [
+            pa.field("trace_id", pa.string(), nullable=False),
+            pa.field("question_id", pa.string(), nullable=False),
+            pa.field("sample_index", pa.int32(), nullable=False),
+            pa.field("messages", pa.string(), nullable=False),
+            pa.field("tools", pa.string(), nullable=False),
+            pa.field("final_answer", pa.string()),
+            pa.field("stop_reason", pa.string(), nullable=False),
+            pa.field("n_turns", pa.int32(), nullable=False),
+            pa.field("n_tool_calls", pa.int32(), nullable=False),
+            pa.field("n_search", pa.int32(), nullable=False),
+            pa.field("n_open", pa.int32(), nullable=False),
+            pa.field("n_find", pa.int32(), nullable=False),
+            pa.field("n_tool_errors", pa.int32(), nullable=False),
+            pa.field("searched_page_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("opened_page_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("gold_page_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("gold_first_seen", pa.list_(pa.int32()), nullable=False),
+            pa.field("prompt_tokens", pa.int64(), nullable=False),
+            pa.field("completion_tokens", pa.int64(), nullable=False),
+            pa.field("latency_s", pa.float64(), nullable=False),
+            pa.field("teacher_model", pa.string(), nullable=False),
+            pa.field("error", pa.string()),
+        ]
+    )
+
+
+# Chat messages as TRL's SFTTrainer reads them (conversational, with tool calls).
+# Tool-call arguments stay JSON strings: Arrow would otherwise merge argument keys across rows.
+TOOL_CALL_TYPE = pa.struct(
+    [
+        pa.field("id", pa.string()),
+        pa.field("type", pa.string()),
+        pa.field("function", pa.struct([pa.field("name", pa.string()), pa.field("arguments", pa.string())])),
+    ]
+)
+MESSAGE_TYPE = pa.struct(
+    [
+        pa.field("role", pa.string()),
+        pa.field("content", pa.string()),
+        pa.field("tool_calls", pa.list_(TOOL_CALL_TYPE)),
+        pa.field("tool_call_id", pa.string()),
+        pa.field("name", pa.string()),
+    ]
+)
+
+SFT_SCHEMA = pa.schema(
+    [
+        pa.field("messages", pa.list_(MESSAGE_TYPE), nullable=False),
+        pa.field("tools", pa.string(), nullable=False),  # JSON list of OpenAI function schemas (TRL json.loads it)
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("trace_id", pa.string(), nullable=False),
+        pa.field("rubric", pa.float64(), nullable=False),
+        pa.field("n_tool_calls", pa.int32(), nullable=False),
+        pa.field("teacher_model", pa.string(), nullable=False),
+    ]
+)
+
+
 # Rejected rows of per-record stages keep the raw model output and the reason.
 REJECT_SCHEMA = pa.schema(
     [
@@ -193,4 +287,8 @@ __all__ = [
     "Question",
     "HOP_TYPE",
     "REJECT_SCHEMA",
+    "Trace",
+    "SFT_SCHEMA",
+    "MESSAGE_TYPE",
+    "TOOL_CALL_TYPE",
 ]
