@@ -31,6 +31,8 @@ OPENERS = ["Start from the Wikipedia article on {t}.", "Begin with the article a
 FIRST = ["It mentions {d}.", "That article links to {d}.", "Its text refers to {d}."]
 NEXT = ["The latter's article mentions {d}.", "That article in turn links to {d}.", "Its article refers to {d}.",
         "From there, the article mentions {d}."]
+BACK = ["It is mentioned in the article on {d}.", "It is linked from the article on {d}.",
+        "The article on {d} refers to it."]
 CLOSERS = ["What is the title of the last article in this chain?", "Which article is reached at the end of the chain?",
            "Name the final entity of this chain."]
 
@@ -47,26 +49,37 @@ def describe(entity: dict, avoid: list[str]) -> str:
     return _article(d[0].lower() + d[1:])
 
 
-def chain_question(chain: list[dict], rnd: random.Random) -> tuple[str, list[dict]]:
-    """Question text and hops (sub-question + bridge) for a chain of entities, from templates."""
+def chain_question(chain: list[dict], rnd: random.Random, backward: list[bool] | None = None) -> tuple[str, list[dict]]:
+    """Question text and hops (sub-question + bridge) for a chain of entities, from templates.
+
+    ``backward[i]`` says hop i follows a link from the next entity to the current one.
+    """
     answer_names = names_of(chain[-1])
     parts = [rnd.choice(OPENERS).format(t=chain[0]["title"])]
     hops = []
     for i, e in enumerate(chain[1:], start=1):
         d = describe(e, answer_names)
-        parts.append(rnd.choice(FIRST if i == 1 else NEXT).format(d=d))
-        hops.append({"sub_question": f"Which entity, {d}, does the article on {chain[i - 1]['title']} mention?",
-                     "bridge": e["title"]})
+        prev = chain[i - 1]["title"]
+        if backward and backward[i - 1]:
+            parts.append(rnd.choice(BACK).format(d=d.split(" ", 1)[-1] if d != "another topic" else d))
+            sub = f"Which entity, {d}, has an article that mentions {prev}?"
+        else:
+            parts.append(rnd.choice(FIRST if i == 1 else NEXT).format(d=d))
+            sub = f"Which entity, {d}, does the article on {prev} mention?"
+        hops.append({"sub_question": sub, "bridge": e["title"]})
     parts.append(rnd.choice(CLOSERS))
     return " ".join(parts), hops
 
 
-def subgraph_chain(src: Source, min_hops: int, rnd: random.Random) -> list[dict] | None:
-    """A simple path along the subgraph's links with at least ``min_hops`` hops (longest found, seeded)."""
+def subgraph_chain(src: Source, min_hops: int, rnd: random.Random) -> tuple[list[dict], list[bool]] | None:
+    """A simple path along the subgraph's links (either direction) with at least ``min_hops`` hops:
+    the longest found from seeded starts, with whether each hop runs against its link."""
     by_id = {e["page_id"]: e for e in src.entities}
     adj: dict[str, list[str]] = {}
-    for link in src.links:
-        adj.setdefault(link["src_id"], []).append(link["dst_id"])
+    forward = {(l["src_id"], l["dst_id"]) for l in src.links}
+    for a, b in sorted(forward):
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
     best: list[str] = []
     starts = sorted(by_id)
     rnd.shuffle(starts)
@@ -83,7 +96,9 @@ def subgraph_chain(src: Source, min_hops: int, rnd: random.Random) -> list[dict]
             stack.extend(path + [n] for n in nxt)
         if len(best) > min_hops + 2:
             break
-    return [by_id[p] for p in best] if len(best) - 1 >= min_hops else None
+    if len(best) - 1 < min_hops:
+        return None
+    return [by_id[p] for p in best], [(a, b) not in forward for a, b in zip(best, best[1:])]
 
 
 class OracleModel:
@@ -124,10 +139,11 @@ class OracleModel:
     def _subgraph_question(self, messages, tools, sample_index, hint) -> dict:
         src: Source = hint["source"]
         rnd = random.Random(derive_seed(hint["seed"], "oracle-subgraph", sample_index))
-        chain = subgraph_chain(src, hint["min_hops"], rnd)
-        if chain is None:
+        found = subgraph_chain(src, hint["min_hops"], rnd)
+        if found is None:
             return {"role": "assistant", "content": "This group has no chain of links long enough for a question."}
-        text, hops = chain_question(chain, rnd)
+        chain, backward = found
+        text, hops = chain_question(chain, rnd, backward)
         return _json_message({"question": text, "start": chain[0]["title"], "answer": chain[-1]["title"],
                               "answer_aliases": names_of(chain[-1])[1:], "hops": hops})
 

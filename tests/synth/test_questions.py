@@ -1,0 +1,190 @@
+"""Question synthesis: oracle and openai backends, validation reasons, cache, secrets."""
+
+import json
+import re
+
+import pyarrow.dataset as ds
+import pytest
+
+from helpers.openai_server import Reply, Status, serve
+from helpers.walkstore import chain_title, make_chain_store
+from synth.answers import mentions, normalize_answer
+from synth.config import load_config
+from synth.pipeline import run_stage
+from synth.stages import QUESTIONS
+
+SECRET = "sk-hopforge-SECRET-4242"
+ENTITY = re.compile(r"^(\d+)\. ([A-Za-z]+ (\d+)-\d+)", re.M)
+
+
+def _questions(root):
+    return ds.dataset(root / "questions").to_table().to_pylist()
+
+
+def _rejects(root):
+    return ds.dataset(root / "rejects" / "questions").to_table().to_pylist()
+
+
+def _check_valid(rows, qcfg):
+    seen = set()
+    for r in rows:
+        assert r["answer"] == r["titles"][-1] and r["answer_page_id"] == r["path"][-1]
+        assert not mentions(r["question"], r["answer"])
+        assert not any(mentions(r["question"], a) for a in r["answer_aliases"])
+        assert [h["bridge"] for h in r["hops"]] == r["titles"][1:]
+        assert [h["page_id"] for h in r["hops"]] == r["path"][1:]
+        assert qcfg.min_words <= len(r["question"].split()) <= qcfg.max_words
+        assert normalize_answer(r["question"]) not in seen
+        seen.add(normalize_answer(r["question"]))
+
+
+def test_oracle_questions_pass_every_validation(tmp_path):
+    store = make_chain_store(tmp_path, n=6, hops=3)
+    cfg = load_config(None, ["questions.check_shortcut=false"])
+    out = run_stage(QUESTIONS, cfg, store)
+    rows = _questions(tmp_path)
+    assert out.report["output"] == len(rows) == 6 and out.report["dropped"] == {}
+    _check_valid(rows, cfg.questions)
+    assert all(r["teacher_model"] == "oracle-v1" and r["prompt_sha"] for r in rows)
+    # Deterministic: the same config gives the same rows.
+    run_stage(QUESTIONS, cfg, store, force=True)
+    assert _questions(tmp_path) == rows
+
+
+def test_optional_checks_with_the_oracle(tmp_path):
+    # The oracle "knows" two-hop chains closed-book, so every question there is too easy.
+    store = make_chain_store(tmp_path / "two", n=3, hops=2)
+    cfg = load_config(None, ["questions.check_shortcut=false", "questions.check_closed_book=true",
+                             "questions.check_solvable=true", "questions.obfuscate=true"])
+    out = run_stage(QUESTIONS, cfg, store)
+    assert out.report["dropped"] == {"too_easy": 3} and out.report["output"] == 0
+    # Three hops: closed-book fails, the gold pages solve it, and the rewrite blurs the start name.
+    store = make_chain_store(tmp_path / "three", n=3, hops=3)
+    out = run_stage(QUESTIONS, cfg, store)
+    rows = _questions(tmp_path / "three")
+    assert out.report["output"] == 3
+    assert all(not mentions(r["question"], r["titles"][0]) for r in rows)
+    assert out.report["teacher"]["requests"] == 12  # write + obfuscate + closed book + solvable, 3 each
+
+
+def _handler(req, mode=None):
+    user = req["messages"][-1]["content"]
+    ents = ENTITY.findall(user)
+    titles = [t for _, t, _ in ents]
+    c = int(ents[0][2])
+    valid = {"question": f"Starting from {titles[0]}, follow each linked article in turn through every place it "
+                         f"leads to; which place do you reach at the very end?",
+             "answer": titles[-1], "answer_aliases": [],
+             "hops": [{"sub_question": f"hop {i}", "bridge": t} for i, t in enumerate(titles[1:], 1)]}
+    mode = c % 10 if mode is None else mode
+    if mode == 1:
+        return Reply(content="Sure, here is a great question for you!")
+    if mode == 2:
+        return Reply(content=json.dumps({"question": valid["question"], "answer": titles[-1]}))
+    if mode == 3:
+        return Reply(content=json.dumps({**valid, "question": valid["question"] + f" Hint: it is {titles[-1]}."}))
+    if mode == 4:
+        return Reply(content=json.dumps({**valid, "answer": titles[1]}))
+    if mode == 5:
+        return Reply(content=json.dumps({**valid, "hops": valid["hops"][::-1]}))
+    if mode == 6:
+        return Reply(content=json.dumps({**valid, "question": "Which place?"}))
+    if mode == 7:
+        zero = chain_title(0, 0)
+        return Reply(content=json.dumps({**valid, "question": valid["question"].replace(titles[0], zero)}))
+    if mode == 8:
+        return Status(500)
+    return Reply(content="```json\n" + json.dumps(valid) + "\n```")
+
+
+def _openai_cfg(base_url):
+    return load_config(None, [
+        "questions.check_shortcut=false", "teacher.backend=openai", f"teacher.base_url={base_url}",
+        "teacher.model=test-model", "teacher.max_retries=1", "teacher.backoff_base_s=0", "teacher.timeout_s=5",
+        "teacher.concurrency=3",
+    ])
+
+
+def test_openai_backend_every_reason_counted_and_nothing_leaked(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    store = make_chain_store(tmp_path, n=10, hops=3)
+    with serve(handler=_handler) as srv:
+        cfg = _openai_cfg(srv.base_url)
+        out = run_stage(QUESTIONS, cfg, store)
+        rep = out.report
+        assert rep["dropped"] == {"parse_error": 1, "schema_error": 1, "answer_leak": 1, "wrong_answer": 1,
+                                  "hop_missing": 1, "length": 1, "duplicate": 1, "teacher_failed": 1}
+        assert rep["output"] == 2 and rep["input"] == 10
+        # Chain 8 always answers 500: one try plus one retry, then it fails with its reason.
+        assert rep["teacher"]["failures"] == {"http_500": 1} and rep["teacher"]["retries"] == 1
+        assert rep["teacher"]["requests"] == 11
+        rejects = _rejects(tmp_path)
+        assert sorted(r["reason"] for r in rejects) == sorted(rep["dropped"])
+        assert next(r for r in rejects if r["reason"] == "parse_error")["raw"].startswith("Sure")
+        first = _questions(tmp_path)
+        _check_valid(first, cfg.questions)
+        # The key went only into the Authorization header.
+        assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in srv.requests)
+        n_sent = srv.count
+
+        # A rerun (forced) pays nothing for completed calls: only the failed one is retried.
+        out2 = run_stage(QUESTIONS, cfg, store, force=True)
+        assert srv.count - n_sent == 2 and out2.report["teacher"]["cache_hits"] == 9
+        assert _questions(tmp_path) == first
+
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert SECRET not in caplog.text
+
+
+def test_order_and_content_do_not_depend_on_concurrency(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    with serve(handler=_handler) as srv:
+        rows = []
+        for conc in (1, 8):
+            root = tmp_path / f"c{conc}"
+            store = make_chain_store(root, n=10, hops=3)
+            cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
+                                     f"teacher.base_url={srv.base_url}", "teacher.model=m", "teacher.max_retries=0",
+                                     f"teacher.concurrency={conc}"])
+            run_stage(QUESTIONS, cfg, store)
+            rows.append(_questions(root))
+        assert rows[0] == rows[1] and len(rows[0]) == 2
+
+
+def test_missing_key_fails_fast_naming_the_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    store = make_chain_store(tmp_path, n=1, hops=3)
+    cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
+                             "teacher.base_url=http://127.0.0.1:9/v1"])
+    with pytest.raises(Exception, match="OPENAI_API_KEY"):
+        run_stage(QUESTIONS, cfg, store)
+
+
+def test_run_finishes_whatever_the_server_does(tmp_path, monkeypatch):
+    from helpers.openai_server import Drop, Malformed, Stall
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    store = make_chain_store(tmp_path, n=6, hops=3)
+    actions = {0: lambda: Drop(), 1: lambda: Malformed(), 2: lambda: Stall(30),
+               3: lambda: Status(429, headers={"Retry-After": "0"}), 4: lambda: Status(400), 5: None}
+
+    def handler(req):
+        c = int(ENTITY.findall(req["messages"][-1]["content"])[0][2])
+        make = actions[c]
+        return make() if make else _handler(req, mode=0)
+
+    with serve(handler=handler) as srv:
+        cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
+                                 f"teacher.base_url={srv.base_url}", "teacher.model=m", "teacher.max_retries=1",
+                                 "teacher.backoff_base_s=0", "teacher.timeout_s=0.5"])
+        out = run_stage(QUESTIONS, cfg, store)
+    rep = out.report
+    assert rep["input"] == 6 and rep["output"] == 1 and rep["dropped"] == {"teacher_failed": 5}
+    assert rep["teacher"]["failures"] == {"connection": 1, "bad_response": 1, "timeout": 1, "http_429": 1, "http_400": 1}
+    # 400 is not retried; the other four failures were retried once.
+    assert rep["teacher"]["retries"] == 4
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
