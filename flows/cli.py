@@ -152,6 +152,24 @@ def expand(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: O
     _run_stages(names, cfg, out, force)
 
 
+@app.command()
+@_guard
+def index(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+          force: ForceOpt = False) -> None:
+    """Build the local BM25 search index (DIR/index) over corpus/pages."""
+    cfg = _load(config, set_)
+    _run_stages(["index"], cfg, out, force)
+
+
+@app.command()
+@_guard
+def questions(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+              force: ForceOpt = False) -> None:
+    """Write verified multi-hop questions from walks (and subgraphs) through the teacher."""
+    cfg = _load(config, set_)
+    _run_stages(["questions"], cfg, out, force)
+
+
 @corpus_app.command("demo")
 @_guard
 def corpus_demo(out: Annotated[Path, typer.Option("--out", "-o", help="KILT-format JSONL file to write.")] = Path("data/source/kilt_demo.jsonl")) -> None:
@@ -162,6 +180,9 @@ def corpus_demo(out: Annotated[Path, typer.Option("--out", "-o", help="KILT-form
     from synth.progress import print_table
 
     print_table(f"demo corpus: {out}", ["what", "count"], [[k, v] for k, v in stats.items()])
+
+
+import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`; it imports _guard/_load from here)
 
 
 def main() -> None:

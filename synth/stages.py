@@ -68,11 +68,21 @@ EXPAND = Stage(
     command="expand",
 )
 
+INDEX = Stage(
+    name="index",
+    run=_lazy("synth.index_stage", "run_index"),
+    reads=("ingest",),
+    sections=(),  # only the pages and the code shape the index; tools.* act at query time
+    modules=("synth.index_stage", "synth.search_build", "synth.search_text"),
+    outputs=("index",),
+    command="index",
+)
+
 QUESTIONS = Stage(
     name="questions",
     run=_lazy("synth.question_stage", "run_questions"),
     reads=("ingest", "walks"),
-    optional_reads=("expand",),
+    optional_reads=("expand", "index"),  # the index only for the shortcut check
     sections=("questions", "teacher"),
     modules=("synth.questions", "synth.question_stage", "synth.prompting", "synth.answers", "synth.teacher_oracle",
              "synth.records"),
@@ -82,6 +92,6 @@ QUESTIONS = Stage(
     command="questions",
 )
 
-PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, QUESTIONS]
+PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS]
 BY_NAME: dict[str, Stage] = {s.name: s for s in PIPELINE}
 STAGE_COMMANDS.update({s.name: s.command for s in PIPELINE})

@@ -1,0 +1,139 @@
+"""The tool server (GET and POST for each endpoint, errors, masking) and `hopforge tools` on the command line."""
+
+import json
+
+import httpx
+import pytest
+from helpers.searchcorpus import build_test_index
+from typer.testing import CliRunner
+
+from flows.cli_tools import tools_app
+from synth.search import SearchIndex
+from synth.tools import Toolbox
+from synth.tools_config import ToolsConfig
+from synth.toolserver import check_loopback, start_server
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toolserver")
+    build_test_index(root)  # root/index: the layout `hopforge index --out root` leaves
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(out):
+    with start_server(out / "index", ToolsConfig(page_chars=300)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def box(out):
+    return Toolbox(SearchIndex.open(out / "index"), ToolsConfig(page_chars=300))
+
+
+def test_health_and_tools(client, box):
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["docs"] > 10
+    assert client.get("/tools").json() == box.schemas()
+
+
+def test_search_get_and_post(client, box):
+    expected = json.loads(box.call("search", {"query": "volcano crater", "k": 3})[0])
+    assert client.get("/search", params={"q": "volcano crater", "k": 3}).json() == expected
+    assert client.post("/search", json={"q": "volcano crater", "k": 3}).json() == expected
+    assert client.post("/search", json={"query": "volcano crater", "k": 3}).json() == expected
+    got = client.get("/search", params={"q": "volcano"}).json()
+    assert len(got) == 5 and all(set(r) == {"page_id", "title", "snippet"} for r in got)
+
+
+def test_search_exclude_masks(client):
+    top = client.get("/search", params={"q": "Paris"}).json()[0]["page_id"]
+    got = client.get("/search", params={"q": "Paris", "exclude": top}).json()
+    assert top not in [r["page_id"] for r in got]
+    got = client.post("/search", json={"q": "volcano", "k": 5, "exclude": ["200", "201"]}).json()
+    assert len(got) == 5 and not {"200", "201"} & {r["page_id"] for r in got}
+    got = client.get("/search", params={"q": "volcano", "exclude": "200,201"}).json()
+    assert not {"200", "201"} & {r["page_id"] for r in got}
+
+
+def test_open_get_and_post(client, box):
+    expected = json.loads(box.call("open", {"page": "105", "offset": 300})[0])
+    assert client.get("/open", params={"page": "105", "offset": 300}).json() == expected
+    assert client.post("/open", json={"page": "105", "offset": 300}).json() == expected
+    first = client.get("/open", params={"page": "Long harbour page"}).json()
+    assert first["offset"] == 0 and first["next_offset"] == len(first["text"]) <= 300
+
+
+def test_find_get_and_post(client, box):
+    expected = json.loads(box.call("find", {"page": "Obsidian", "text": "glass"})[0])
+    assert client.get("/find", params={"page": "Obsidian", "text": "glass"}).json() == expected
+    assert client.post("/find", json={"page": "103", "text": "glass"}).json() == expected
+    assert expected["passages"][0]["index"] == 3
+
+
+@pytest.mark.parametrize("method, path, kw, status, needle", [
+    ("GET", "/search", {"params": {}}, 400, "missing argument 'query'"),
+    ("GET", "/search", {"params": {"q": "x", "k": "many"}}, 400, "'k' must be an integer"),
+    ("GET", "/search", {"params": {"q": "x", "k": 0}}, 400, "'k' must be between"),
+    ("POST", "/search", {"content": b"{not json"}, 400, "not valid JSON"),
+    ("POST", "/search", {"content": b"\xff\xfe{"}, 400, "not valid JSON"),
+    ("POST", "/search", {"json": [1, 2]}, 400, "must be a JSON object"),
+    ("POST", "/search", {"json": {"q": "x", "exclude": 5}}, 400, "'exclude'"),
+    ("GET", "/open", {"params": {"page": "Atlantis"}}, 404, "no page with id or title"),
+    ("GET", "/open", {"params": {"page": "103", "offset": -3}}, 400, "'offset' must be >= 0"),
+    ("GET", "/open", {"params": {"page": "103", "offset": "1.5"}}, 400, "'offset' must be an integer"),
+    ("POST", "/open", {"json": {"page": "103", "offset": 10**7}}, 400, "past the end"),
+    ("GET", "/find", {"params": {"page": "103"}}, 400, "missing argument 'text'"),
+    ("POST", "/find", {"json": {"page": "103", "text": ""}}, 400, "'text' is empty"),
+    ("GET", "/find", {"params": {"page": "103", "text": "x", "bogus": 1}}, 400, "unknown argument(s) bogus"),
+])
+def test_errors_are_json_with_4xx(client, method, path, kw, status, needle):
+    r = client.request(method, path, **kw)
+    assert r.status_code == status and needle in r.json()["error"]
+
+
+def test_hostile_query_over_http(client):
+    for q in ['"unbalanced', "AND OR NOT", "title:(x", "🌋", "\\"]:
+        r = client.get("/search", params={"q": q})
+        assert r.status_code == 200 and isinstance(r.json(), list)
+
+
+def test_loopback_only():
+    for host in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
+        check_loopback(host)
+    for host in ("0.0.0.0", "192.168.1.10", "example.com", "::"):
+        with pytest.raises(ValueError, match="loopback"):
+            check_loopback(host)
+    with pytest.raises(ValueError, match="loopback"):
+        start_server("unused", host="0.0.0.0")
+
+
+def test_cli_tools_search_prints_json(out):
+    r = CliRunner().invoke(tools_app, ["search", "--out", str(out), "--query", "Paris Hilton", "--k", "2"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert len(got) == 2 and got[0]["title"] == "Paris Hilton"
+    r = CliRunner().invoke(tools_app, ["search", "--out", str(out), "-q", "Paris", "--exclude", "100"])
+    assert r.exit_code == 0 and "100" not in [x["page_id"] for x in json.loads(r.stdout)]
+
+
+def test_cli_errors_exit_2(out, tmp_path):
+    def run(*args):
+        r = CliRunner().invoke(tools_app, list(args))
+        return r.exit_code, " ".join(r.output.split())  # the error console wraps long lines
+
+    code, text = run("search", "--out", str(tmp_path), "--query", "Paris")
+    assert code == 2 and f"hopforge index --out {tmp_path}" in text
+    code, text = run("search", "--out", str(out), "--query", "Paris", "--k", "0")
+    assert code == 2 and "'k' must be between" in text
+    code, text = run("serve", "--out", str(out), "--host", "0.0.0.0")
+    assert code == 2 and "loopback" in text
+    code, text = run("serve", "--out", str(tmp_path), "--port", "0")
+    assert code == 2 and f"hopforge index --out {tmp_path}" in text

@@ -1,0 +1,183 @@
+"""The local BM25 index: build, ranking, masking, hostile queries, snippets, lookups, the stage."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from helpers.linkcorpus import write_ingest
+from helpers.searchcorpus import N_EMPTY, N_PAGES, build_test_index, pages_table
+
+from synth.config import load_config
+from synth.pipeline import Stage, run_stage
+from synth.search import IndexNotFound, SearchIndex, build_index
+from synth.search_text import query_terms, render_paragraph, snippet_window, title_key
+from synth.store import Store
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> SearchIndex:
+    return SearchIndex.open(build_test_index(tmp_path_factory.mktemp("search")), snippet_chars=120)
+
+
+def test_build_counts_and_drops_empty(tmp_path):
+    from helpers.searchcorpus import write_pages
+
+    stats = build_index(write_pages(tmp_path / "pages"), tmp_path / "index", threads=1, heap_mb=32)
+    assert stats["pages"] == N_PAGES and stats["empty"] == N_EMPTY and stats["indexed"] == N_PAGES - N_EMPTY
+    assert SearchIndex.open(tmp_path / "index").num_docs == N_PAGES - N_EMPTY
+    # A rebuild into the same folder starts over instead of adding to what is there.
+    build_index(tmp_path / "pages", tmp_path / "index", threads=1, heap_mb=32)
+    assert SearchIndex.open(tmp_path / "index").num_docs == N_PAGES - N_EMPTY
+
+
+@pytest.mark.parametrize("title", ["Paris", "Paris Hilton", "Paris, Texas", "Obsidian", "Zürich", "Volcano 3"])
+def test_exact_title_ranks_first(index, title):
+    assert index.search(title, 5)[0]["title"] == title
+    assert index.search(title.lower(), 5)[0]["title"] == title
+
+
+def test_results_have_the_documented_shape(index):
+    hits = index.search("volcano crater lake", 5)
+    assert len(hits) == 5
+    assert all(set(h) == {"page_id", "title", "snippet"} for h in hits)
+    assert all(isinstance(v, str) for h in hits for v in h.values())
+    assert [h["page_id"] for h in hits] == index.search_ids("volcano crater lake", 5)
+
+
+def test_masked_page_never_returned_and_k_kept(index):
+    top = index.search("volcano", 5)
+    assert len(top) == 5
+    masked = [top[0]["page_id"], top[2]["page_id"]]
+    hits = index.search("volcano", 5, exclude_page_ids=masked)
+    assert len(hits) == 5 and not set(masked) & {h["page_id"] for h in hits}
+    # Masked for every k, even when k covers every matching page.
+    for k in (1, 3, 13, 50):
+        assert not set(masked) & set(index.search_ids("volcano", k, exclude_page_ids=masked))
+    # The result is the top k of the pages that are not masked, in the same order.
+    for q in ("volcano crater", "Paris Eiffel Tower", "lighthouse harbour", "erupted times"):
+        full = index.search_ids(q, 100)
+        for masked in (full[:1], full[1:3], full[:4] + ["no-such-id"]):
+            assert index.search_ids(q, 3, exclude_page_ids=masked) == [p for p in full if p not in masked][:3]
+    # An exact-title query for the masked page itself does not bring it back.
+    assert "100" not in index.search_ids("Paris", 5, exclude_page_ids=["100"])
+    assert "100" not in index.search_ids("Paris", 5, exclude_page_ids="100")
+
+
+HOSTILE = [
+    "", "   ", '"', '""', "'", ":", "title:Paris", "Paris AND", "AND OR NOT", "NOT Paris", "-Paris +Texas",
+    "(Paris", "Paris)", "[1 TO 5]", "{}", "a*", "?", "~2", "^3", "\\", "\\\\\"", "Paris^", "obsidian~",
+    "\"unbalanced quote", "Zürich 東京", "🌋 volcano", "\x00\x01", "a" * 5000, " ".join(["volcano"] * 500),
+    "who was the founder of hilton hotels?", "the", "the the the", "\ud800 lone surrogate", "\udfff",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_hostile_queries_never_raise(index, query):
+    hits = index.search(query, 5)
+    assert isinstance(hits, list) and len(hits) <= 5
+
+
+def test_empty_and_stopword_queries(index):
+    assert index.search("", 5) == [] and index.search("  \t ", 5) == [] and index.search("?!", 5) == []
+    assert index.search("Paris", 0) == []
+    assert query_terms("the founder of the hotels") == ["founder", "hotel"]
+    assert query_terms("the the") == ["the"]  # only stop words: they are kept
+    assert index.search("AND OR NOT Obsidian", 5)[0]["title"] == "Obsidian"
+
+
+def test_snippet_is_the_best_matching_paragraph(index):
+    hit = next(h for h in index.search("obsidian glass blades", 5) if h["title"] == "Obsidian")
+    assert "glass" in hit["snippet"] and "Knappers" in index.get_page("103")["paragraphs"][3]
+    assert hit["snippet"].strip("…") in index.get_page("103")["paragraphs"][3]
+    # A later paragraph wins over the lead when it matches better.
+    hit = index.search("Tarnoch eruption ash", 1)[0]
+    assert hit["title"] == "Mount Quillar" and hit["snippet"].startswith("Its last eruption")
+    # Accented and CJK text matches through folding.
+    assert index.search("zurichsee", 1)[0]["snippet"].startswith("Der Zürichsee")
+    assert "東京" in index.search("東京", 1)[0]["snippet"]
+
+
+def test_snippet_is_trimmed_around_the_match(index):
+    hit = index.search("obsidian surgeons", 1, snippet_chars=60)[0]
+    assert len(hit["snippet"]) <= 60 and "surgeons" in hit["snippet"]
+    assert hit["snippet"].startswith("…")
+    # A title-only match shows the lead paragraph, headings skipped.
+    assert index.search("Blue Fjord", 1)[0]["snippet"] == "A narrow inlet on a rocky coast."
+
+
+def test_snippet_window():
+    text = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho"
+    assert snippet_window("short", [], 40) == "short"
+    at = text.index("omicron")
+    out = snippet_window(text, [(at, at + 7)], 30)
+    assert len(out) <= 30 and "omicron" in out and out.startswith("…")
+    assert all(w in text.split() for w in out.strip("…").split())  # cut on whole words
+    head = snippet_window(text, [], 30)
+    assert head.startswith("alpha") and head.endswith("…") and len(head) <= 30
+
+
+def test_get_page_by_id_and_title(index):
+    p = index.get_page("100")
+    assert p["title"] == "Paris" and p["description"] == "capital of France" and p["aliases"] == ["City of Light"]
+    assert p["paragraphs"][1] == "## History" and p["paragraphs"][3] == "- Eiffel Tower"
+    assert index.get_page("Paris")["page_id"] == "100"
+    assert index.get_page("paris, texas")["page_id"] == "102"
+    assert index.get_page("Paris_Hilton")["page_id"] == "101"
+    assert index.get_page("Zürich")["page_id"] == "104"
+    assert index.get_page("Blank page") is None  # not indexed: no text
+    assert index.get_page("nope") is None and index.get_page("") is None and index.get_page(None) is None
+
+
+def test_paragraph_indices_match_the_corpus(index):
+    src = pages_table().to_pylist()
+    long = next(r for r in src if r["page_id"] == "105")
+    got = index.get_page("105")["paragraphs"]
+    assert len(got) == len(long["paragraphs"])
+    assert got[7] == long["paragraphs"][7].strip() and got[5] == "## Part 5"
+
+
+def test_concurrent_searches_match_sequential(index):
+    queries = ["volcano", "Paris", "obsidian glass", "harbour lighthouse", "Zürich", "eruption"] * 20
+    expected = [index.search(q, 5) for q in queries]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda q: index.search(q, 5), queries))
+    assert got == expected
+
+
+def test_missing_index_names_the_command(tmp_path):
+    with pytest.raises(IndexNotFound, match="hopforge index --out"):
+        SearchIndex.open(tmp_path / "index")
+
+
+def test_render_and_title_key():
+    assert render_paragraph("Section::::Early life.\n") == "## Early life"
+    assert render_paragraph("Section::::Career.:::Film.\n") == "### Film"
+    assert render_paragraph("BULLET::::- item\n") == "- item"
+    assert render_paragraph("BULLET::::item") == "- item"
+    assert render_paragraph(None) == "" and render_paragraph("plain\n") == "plain"
+    assert title_key(" Barack_Obama ") == title_key("barack  obama") == "barack obama"
+
+
+def test_index_stage_commits_the_index(tmp_path):
+    from synth.index_stage import run_index
+
+    store = Store(tmp_path)
+    write_ingest(store, pages_table(), _no_links())
+    from synth.stages import BY_NAME
+
+    stage = BY_NAME.get("index") or Stage(name="index", run=run_index, reads=("ingest",),
+                                          modules=("synth.index_stage", "synth.search_build", "synth.search_text"),
+                                          outputs=("index",), command="index")
+    out = run_stage(stage, load_config(None), store, progress=False)
+    assert out.report["input"] == N_PAGES and out.report["output"] == N_PAGES - N_EMPTY
+    assert out.report["dropped"] == {"empty": N_EMPTY}
+    assert (tmp_path / "index").is_symlink() and not list((tmp_path / ".stages" / "index").glob("*.partial"))
+    assert SearchIndex.open(tmp_path / "index").search("Paris", 1)[0]["page_id"] == "100"
+    assert run_stage(stage, load_config(None), store, progress=False).reused
+
+
+def _no_links():
+    import pyarrow as pa
+
+    from synth.records import LINK_SCHEMA
+
+    return pa.Table.from_pylist([], schema=LINK_SCHEMA)
