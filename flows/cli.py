@@ -170,6 +170,15 @@ def questions(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out
     _run_stages(["questions"], cfg, out, force)
 
 
+@app.command()
+@_guard
+def rollout(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+            force: ForceOpt = False) -> None:
+    """Roll out rollout.n teacher ReAct trajectories per question over the local tools (writes traces)."""
+    cfg = _load(config, set_)
+    _run_stages(["rollout"], cfg, out, force)
+
+
 @corpus_app.command("demo")
 @_guard
 def corpus_demo(out: Annotated[Path, typer.Option("--out", "-o", help="KILT-format JSONL file to write.")] = Path("data/source/kilt_demo.jsonl")) -> None:

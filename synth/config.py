@@ -89,6 +89,19 @@ class QuestionsConfig(Section):
     shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut search.")
 
 
+class RolloutConfig(Section):
+    n: int = Field(4, ge=1, le=64, description="Samples (trajectories) per question, each with its own sample index.")
+    max_turns: int = Field(40, ge=1, description="Assistant turns before a trajectory stops (`max_turns`).")
+    max_tokens: int = Field(
+        65536, ge=256, description="Context tokens (prompt + completion of the latest call) before it stops (`max_tokens`)."
+    )
+    compress_observations: bool = Field(
+        False, description="Keep only the latest tool observation in full in the teacher's context; "
+        "stored traces always keep every observation."
+    )
+    max_questions: int | None = Field(None, ge=1, description="Roll out only the first N questions (trial runs).")
+
+
 class Config(Section):
     """The whole run.  Sections are stage configs; `seed` drives every random choice."""
 
@@ -100,6 +113,7 @@ class Config(Section):
     teacher: TeacherConfig = Field(default_factory=TeacherConfig)
     questions: QuestionsConfig = Field(default_factory=QuestionsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
 
     def get(self, dotted: str) -> Any:
         """The value at a dotted path, e.g. ``walk.hops``."""

@@ -92,6 +92,19 @@ QUESTIONS = Stage(
     command="questions",
 )
 
-PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS]
+ROLLOUT = Stage(
+    name="rollout",
+    run=_lazy("synth.rollout_stage", "run_rollouts"),
+    reads=("questions", "index", "ingest", "walks"),
+    optional_reads=("expand",),
+    sections=("rollout", "teacher", "tools"),
+    modules=("synth.rollout", "synth.rollout_stage", "synth.oracle_agent", "synth.tools", "synth.tools_schema",
+             "synth.search", "synth.search_snippet", "synth.prompting", "synth.records"),
+    files=("synth/prompts/agent.jinja2",),
+    outputs=("traces",),
+    command="rollout",
+)
+
+PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT]
 BY_NAME: dict[str, Stage] = {s.name: s for s in PIPELINE}
 STAGE_COMMANDS.update({s.name: s.command for s in PIPELINE})

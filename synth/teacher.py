@@ -177,6 +177,8 @@ class Teacher:
                 latency = time.perf_counter() - t0
             if err is None:
                 resp.latency_s, resp.cached = latency, False
+                if resp.model_latency_s is None:
+                    resp.model_latency_s = latency
                 u = resp.usage
                 self.stats.add(completed=1, latency_s=latency, prompt_tokens=u.get("prompt_tokens", 0),
                                completion_tokens=u.get("completion_tokens", 0))

@@ -13,7 +13,6 @@ the oracle's hint: moving to another host serving the same model keeps the cache
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sqlite3
 import threading
@@ -34,8 +33,12 @@ CREATE TABLE IF NOT EXISTS calls (
 
 
 def canonical_json(obj: Any) -> bytes:
-    """Deterministic JSON: sorted keys, no whitespace, UTF-8; the same value always hashes the same."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    """Deterministic JSON: sorted keys, no whitespace, UTF-8; the same value always hashes the same.
+
+    orjson (about ten times faster than ``json.dumps(sort_keys=True)``) matters here: every call
+    hashes its whole context twice (cache key, derived seed).
+    """
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 def cache_key(*, backend: str, model: str, messages: list[dict], tools: list[dict] | None, temperature: float,

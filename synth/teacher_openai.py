@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import os
 import weakref
 from typing import Any
@@ -29,6 +30,9 @@ from .teacher_cache import canonical_json
 from .teacher_config import TeacherConfig
 from .teacher_limits import parse_retry_after
 from .teacher_types import BackendError, ChatResponse, normalise_message
+
+
+CONNECTIONS_PER_CLIENT = 8
 
 
 def derived_seed(model: str, messages: list[dict], tools: list[dict] | None, sample_index: int) -> int:
@@ -58,17 +62,22 @@ class OpenAIBackend:
         self._key = key
         # httpx connection pools belong to the loop that opened them; Teacher.map runs each
         # batch under a fresh asyncio.run, so keep one client per live loop.
-        self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]" = \
+        self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[openai.AsyncOpenAI]]" = \
             weakref.WeakKeyDictionary()
+        self._turn = itertools.count()
 
     def _client(self) -> openai.AsyncOpenAI:
+        # Requests are spread over several clients of about 8 connections each: httpcore's pool
+        # scans every pooled connection (a poll() per idle one) on each request, which at 64+
+        # connections costs more CPU than the rest of a call put together.
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = openai.AsyncOpenAI(api_key=self._key, base_url=self.cfg.base_url, timeout=self.cfg.timeout_s,
-                                        max_retries=0)
-            self._clients[loop] = client
-        return client
+        clients = self._clients.get(loop)
+        if clients is None:
+            shards = max(1, -(-self.cfg.concurrency // CONNECTIONS_PER_CLIENT))
+            clients = [openai.AsyncOpenAI(api_key=self._key, base_url=self.cfg.base_url, timeout=self.cfg.timeout_s,
+                                          max_retries=0) for _ in range(shards)]
+            self._clients[loop] = clients
+        return clients[next(self._turn) % len(clients)]
 
     def scrub(self, text: str) -> str:
         """``text`` with the API key replaced (servers may echo it back in error bodies)."""
@@ -136,8 +145,7 @@ class OpenAIBackend:
 
     async def aclose(self) -> None:
         """Close the client of the running loop (its connections die with the loop otherwise)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
+        for client in self._clients.pop(asyncio.get_running_loop(), None) or []:
             await client.close()
 
     def __repr__(self) -> str:

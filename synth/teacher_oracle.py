@@ -125,7 +125,10 @@ class OracleModel:
         out_chars = len(message.get("content") or "") + len(json.dumps(message.get("tool_calls") or []))
         usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": out_chars // 4 + 1}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
-        return ChatResponse(message=message, usage=usage, finish_reason=finish, model=self.name)
+        # A simulated, deterministic latency: 200 ms to first token plus 20 ms per output token.
+        simulated = round(0.2 + 0.02 * usage["completion_tokens"], 3)
+        return ChatResponse(message=message, usage=usage, finish_reason=finish, model=self.name,
+                            model_latency_s=simulated)
 
     # ---- tasks ---------------------------------------------------------------------------
     def _question(self, messages, tools, sample_index, hint) -> dict:

@@ -33,6 +33,10 @@ class ChatResponse:
     model: str = ""
     cached: bool = False
     latency_s: float = 0.0
+    # Seconds the model took to produce this answer: measured when it was sent, kept in the cache,
+    # so a trace's latency is the same whether its calls were sent or replayed.  A simulated
+    # backend (the oracle) sets its own, deterministic value.
+    model_latency_s: float | None = None
 
     @property
     def content(self) -> str | None:
@@ -46,12 +50,14 @@ class ChatResponse:
 
     def to_record(self) -> dict[str, Any]:
         """The part of the response worth caching (everything but ``cached`` and ``latency_s``)."""
-        return {"message": self.message, "usage": self.usage, "finish_reason": self.finish_reason, "model": self.model}
+        return {"message": self.message, "usage": self.usage, "finish_reason": self.finish_reason, "model": self.model,
+                "model_latency_s": self.model_latency_s}
 
     @classmethod
     def from_record(cls, rec: dict[str, Any], *, cached: bool, latency_s: float) -> "ChatResponse":
         """Rebuild a response from :meth:`to_record` output."""
-        return cls(rec["message"], rec["usage"], rec.get("finish_reason"), rec.get("model", ""), cached, latency_s)
+        return cls(rec["message"], rec["usage"], rec.get("finish_reason"), rec.get("model", ""), cached, latency_s,
+                   rec.get("model_latency_s"))
 
 
 @runtime_checkable

@@ -285,12 +285,30 @@ def serve(latency: float = 0.0, handler: Callable[[dict], Any] | None = None,
         srv.stop()
 
 
+def react_handler(turns: int) -> Callable[[dict], Reply]:
+    """A ReAct agent: a search per turn for ``turns - 1`` turns, then an answer (for rollout benches)."""
+
+    def handler(req: dict) -> Reply:
+        msgs = req.get("messages") or []
+        turn = sum(1 for m in msgs if m.get("role") == "assistant") + 1
+        if turn >= turns:
+            return Reply(content="Found it. <answer>done</answer>")
+        question = msgs[1].get("content", "") if len(msgs) > 1 else ""
+        words = question.split()
+        query = " ".join(words[(turn * 2) % max(len(words), 1):][:3]) or "page"
+        return Reply(content=f"Step {turn}: searching.", tool_calls=[call("search", {"query": query}, id=f"c{turn}")])
+
+    return handler
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve in the foreground until stdin closes (benches run it as a subprocess)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
+    ap.add_argument("--react", type=int, default=0, help="answer as a ReAct agent that searches for N-1 turns")
     args = ap.parse_args(argv)
-    with serve(latency=args.latency, record=False) as srv:
+    handler = react_handler(args.react) if args.react else None
+    with serve(latency=args.latency, handler=handler, record=False) as srv:
         print(f"PORT {srv.port}", flush=True)
         sys.stdin.read()  # the parent closes our stdin to stop us
 

@@ -1,0 +1,151 @@
+"""Rollouts: the ReAct loop with the oracle and with the openai backend against a scripted server."""
+
+import json
+
+import pyarrow.dataset as ds
+import pytest
+
+from helpers.openai_server import Reply, call, serve
+from helpers.walkstore import make_chain_store
+from synth.config import load_config
+from synth.pipeline import run_stage
+from synth.rollout import PLACEHOLDER
+from synth.stages import INDEX, QUESTIONS, ROLLOUT
+
+
+def _traces(root):
+    return ds.dataset(root / "traces").to_table().to_pylist()
+
+
+def _store(tmp_path, n=4, hops=3):
+    store = make_chain_store(tmp_path, n=n, hops=hops, extra_pages=30)
+    cfg = load_config(None, ["questions.check_shortcut=false"])
+    run_stage(INDEX, cfg, store)
+    run_stage(QUESTIONS, cfg, store)
+    return store
+
+
+def check_trace_valid(t, tools_known=("search", "open", "find")):
+    """Every tool message answers a preceding tool_call_id; JSON round-trips; counts match the messages."""
+    msgs = json.loads(t["messages"])
+    assert json.loads(json.dumps(msgs)) == msgs
+    tools = json.loads(t["tools"])
+    assert sorted(x["function"]["name"] for x in tools) == sorted(tools_known)
+    assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user"
+    pending, n_calls, n_turns = set(), 0, 0
+    for m in msgs[2:]:
+        if m["role"] == "assistant":
+            n_turns += 1
+            for tc in m.get("tool_calls") or []:
+                assert isinstance(tc["function"]["arguments"], str)
+                pending.add(tc["id"])
+                n_calls += 1
+        elif m["role"] == "tool":
+            assert m["tool_call_id"] in pending
+            pending.discard(m["tool_call_id"])
+    assert not pending
+    assert n_calls == t["n_tool_calls"] and n_turns == t["n_turns"]
+    assert t["n_search"] + t["n_open"] + t["n_find"] <= t["n_tool_calls"]
+    return msgs
+
+
+def test_oracle_rollouts_follow_the_real_index(tmp_path):
+    store = _store(tmp_path)
+    cfg = load_config(None, ["rollout.n=4"])
+    out = run_stage(ROLLOUT, cfg, store)
+    traces = _traces(tmp_path)
+    questions = {q["question_id"]: q for q in ds.dataset(tmp_path / "questions").to_table().to_pylist()}
+    assert len(traces) == 4 * len(questions) == out.report["output"]
+    assert sorted({t["sample_index"] for t in traces}) == [0, 1, 2, 3]
+    for t in traces:
+        msgs = check_trace_valid(t)
+        q = questions[t["question_id"]]
+        # Source masking: no search result ever shows the answer page.
+        for m in msgs:
+            if m["role"] == "tool" and m["content"].startswith("["):
+                assert q["answer_page_id"] not in {r["page_id"] for r in json.loads(m["content"])}
+        assert q["answer_page_id"] not in t["searched_page_ids"]
+        assert t["gold_page_ids"] == q["path"]
+        # first-seen turns are real turns, and a page is seen at most when it was retrieved
+        for pid, turn in zip(t["gold_page_ids"], t["gold_first_seen"]):
+            assert turn == -1 or 1 <= turn <= t["n_turns"]
+            assert (turn >= 0) == (pid in t["searched_page_ids"] or pid in t["opened_page_ids"])
+    assert sum(t["stop_reason"] == "answer" for t in traces) >= len(traces) // 2
+    assert any(t["final_answer"] == questions[t["question_id"]]["answer"] for t in traces)
+    # Samples differ (seeded personas), and a rerun is identical and pays nothing new.
+    assert len({t["messages"] for t in traces}) > len(questions)
+    again = run_stage(ROLLOUT, cfg, store, force=True)
+    assert _traces(tmp_path) == traces
+    assert again.report["teacher"]["requests"] == 0
+
+
+def _scripted(req):
+    """A teacher that misbehaves by question: malformed args, unknown tools, loops, then answers."""
+    msgs = req["messages"]
+    q = msgs[1]["content"]
+    turn = sum(m["role"] == "assistant" for m in msgs) + 1
+    if "Alder" in q:  # malformed arguments, an unknown tool, then an answer
+        if turn == 1:
+            return Reply(content="Searching.", tool_calls=[
+                {"id": "a1", "type": "function", "function": {"name": "search", "arguments": '{"query": "Alder'}},
+                {"id": "a2", "type": "function", "function": {"name": "teleport", "arguments": "{}"}}])
+        if turn == 2:
+            return Reply(tool_calls=[call("open", {"page": "Alder 0-0"}, id="a3")])
+        return Reply(content="Done. <answer>Alder 0-3</answer>")
+    if "Birch" in q:  # an endless loop of searches
+        return Reply(content="Still looking.", tool_calls=[call("search", {"query": f"birch {turn}"}, id=f"b{turn}")])
+    if "Cedar" in q:  # talks without a tool call or an answer
+        return Reply(content="I think I know this one.")
+    return Reply(content="x" * 10, usage={"prompt_tokens": 5000, "completion_tokens": 10},
+                 tool_calls=[call("search", {"query": "dogwood"}, id=f"d{turn}")])
+
+
+def test_openai_rollouts_with_a_misbehaving_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    store = _store(tmp_path)
+    with serve(handler=_scripted) as srv:
+        cfg = load_config(None, ["rollout.n=2", "rollout.max_turns=6", "rollout.max_tokens=4000",
+                                 "teacher.backend=openai", f"teacher.base_url={srv.base_url}", "teacher.model=m",
+                                 "teacher.max_retries=0", "rollout.compress_observations=true"])
+        run_stage(ROLLOUT, cfg, store)
+        traces = _traces(tmp_path)
+        by = {}
+        for t in traces:
+            check_trace_valid(t)
+            user = json.loads(t["messages"])[1]["content"]
+            by.setdefault(next(n for n in ("Alder", "Birch", "Cedar", "Dogwood") if n in user), []).append(t)
+        alder = by["Alder"][0]
+        msgs = json.loads(alder["messages"])
+        errors = [json.loads(m["content"]) for m in msgs if m["role"] == "tool"][:2]
+        assert "not valid JSON" in errors[0]["error"] and "teleport" in errors[1]["error"]
+        assert alder["n_tool_errors"] == 2 and alder["stop_reason"] == "answer" and alder["final_answer"] == "Alder 0-3"
+        assert all(t["stop_reason"] == "max_turns" and t["n_turns"] == 6 for t in by["Birch"])
+        assert all(t["stop_reason"] == "no_answer" and t["final_answer"] is None for t in by["Cedar"])
+        assert all(t["stop_reason"] == "max_tokens" and t["n_turns"] == 1 for t in by["Dogwood"])
+        # Distinct samples are distinct calls (different seeds), so the cache keeps them apart.
+        first_turns = [r for r in srv.requests if len(r.body["messages"]) == 2]
+        assert len(first_turns) == 8 and len({(r.body["messages"][1]["content"], r.body["seed"]) for r in first_turns}) == 8
+        # Compression: the teacher saw placeholders for old observations; the trace keeps them all.
+        last = max((r for r in srv.requests if "Birch" in r.body["messages"][1]["content"]),
+                   key=lambda r: len(r.body["messages"]))
+        tool_msgs = [m for m in last.body["messages"] if m["role"] == "tool"]
+        assert all(m["content"] == PLACEHOLDER for m in tool_msgs[:-1]) and tool_msgs[-1]["content"] != PLACEHOLDER
+        stored = [m for m in json.loads(by["Birch"][0]["messages"]) if m["role"] == "tool"]
+        assert all(m["content"] != PLACEHOLDER for m in stored)
+        # Resumable: a rerun sends nothing.
+        n = srv.count
+        run_stage(ROLLOUT, cfg, store, force=True)
+        assert srv.count == n and _traces(tmp_path) == traces
+
+
+def test_teacher_failure_ends_a_trace_with_its_reason(tmp_path, monkeypatch):
+    from helpers.openai_server import Status
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    store = _store(tmp_path, n=1)
+    with serve(handler=lambda req: Status(503)) as srv:
+        cfg = load_config(None, ["rollout.n=1", "teacher.backend=openai", f"teacher.base_url={srv.base_url}",
+                                 "teacher.model=m", "teacher.max_retries=0"])
+        run_stage(ROLLOUT, cfg, store)
+    (t,) = _traces(tmp_path)
+    assert t["stop_reason"] == "teacher_failed" and t["error"] == "http_503" and t["n_turns"] == 0
