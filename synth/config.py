@@ -85,6 +85,7 @@ class QuestionsConfig(Section):
     obfuscate: bool = Field(False, description="Rewrite pass that blurs entity names into descriptions (WebSailor/ASearcher).")
     check_closed_book: bool = Field(False, description="Drop a question the teacher answers without tools (`too_easy`).")
     check_solvable: bool = Field(False, description="Drop a question the teacher fails with the gold pages in context (`unsolvable`).")
+    shard_size: int = operational("Sources per shard (a unit of work for a flow task, and of resume).", 256, ge=1)
     check_shortcut: bool = Field(True, description="Drop a question when one search for its text returns the answer page in the top `shortcut_k` (`shortcut`).")
     shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut search.")
 
@@ -100,6 +101,16 @@ class RolloutConfig(Section):
         "stored traces always keep every observation."
     )
     max_questions: int | None = Field(None, ge=1, description="Roll out only the first N questions (trial runs).")
+    shard_size: int = operational("Questions per shard (a unit of work for a flow task, and of resume).", 32, ge=1)
+
+
+class SynthConfig(Section):
+    task_runner: Literal["threads", "dask", "ray"] = operational(
+        "Where the Prefect flow runs shard tasks: `threads` (this process), `dask` (prefect-dask: a local "
+        "cluster, or `dask_address`), or `ray` (prefect-ray, installed separately).", "threads")
+    dask_address: str | None = operational("Scheduler address of an existing Dask cluster; None: start a local one.", None)
+    dask_workers: int = operational("Workers of the local Dask cluster.", 2, ge=1)
+    shard_workers: int = operational("Shards run at once (threads) by `hopforge run` and the threads runner.", 4, ge=1)
 
 
 class Config(Section):
@@ -114,6 +125,7 @@ class Config(Section):
     questions: QuestionsConfig = Field(default_factory=QuestionsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    synth: SynthConfig = Field(default_factory=SynthConfig)
 
     def get(self, dotted: str) -> Any:
         """The value at a dotted path, e.g. ``walk.hops``."""

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import logging
+import shutil
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .config import Config
 from .progress import Bar
-from .store import MissingInput, ShardWriter, Store
+from .store import MissingInput, ShardWriter, Store, atomic_write_json
 
 log = logging.getLogger("hopforge")
 
@@ -49,8 +53,28 @@ class StageResult:
 
 
 @dataclass(frozen=True)
+class Shards:
+    """A stage that works shard by shard (so a flow can spread shards over workers and a rerun
+    after a crash skips the shards already done).
+
+    ``plan(ctx)`` lists JSON-able shard descriptors; ``run(ctx, i, desc)`` does shard ``i``,
+    writes its rows under ``ctx.shard_out(table, i)`` and returns a JSON-able summary;
+    ``finish(ctx, summaries)`` turns the summaries (in shard order) into the stage result.
+    """
+
+    plan: Callable[["StageContext"], list[Any]]
+    run: Callable[["StageContext", int, Any], dict]
+    finish: Callable[["StageContext", list[dict]], StageResult]
+
+
+# A shard executor runs fn(i, desc) for every (i, desc) and returns the results in order.
+ShardExecutor = Callable[[Callable[[int, Any], dict], Sequence[tuple[int, Any]]], list[dict]]
+
+
+@dataclass(frozen=True)
 class Stage:
-    """A pipeline stage.  ``run(ctx)`` does the work and returns a :class:`StageResult`."""
+    """A pipeline stage.  ``run(ctx)`` does the work and returns a :class:`StageResult`
+    (or, for a sharded stage, ``shards`` says how)."""
 
     name: str
     run: Callable[["StageContext"], StageResult]
@@ -62,6 +86,7 @@ class Stage:
     outputs: tuple[str, ...] = ()
     command: str = ""  # the CLI command that runs it, for error messages
     key_extra: Callable[[Config, Store], str] | None = None  # e.g. the identity of an external source file
+    shards: Callable[[], Shards] | None = None  # lazily built, so stage modules load only when run
 
 
 def code_hash(modules: tuple[str, ...], files: tuple[str, ...] = ()) -> str:
@@ -91,6 +116,10 @@ class StageContext:
         self.staging.mkdir(parents=True, exist_ok=True)
         self._progress = progress
         self.counters: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._teacher = None
+        self._snap = None
+        self._bars: dict[str, Bar] = {}
 
     def out(self, rel: str) -> Path:
         """Where to write output ``rel`` (inside the staging folder)."""
@@ -105,6 +134,58 @@ class StageContext:
     def bar(self, desc: str, total: float | None = None, unit: str = "it") -> Bar:
         """A progress bar for this stage."""
         return Bar(f"{self.stage.name}: {desc}", total=total, unit=unit, enabled=self._progress)
+
+    def shared_bar(self, desc: str, total: float | None = None, unit: str = "it") -> Bar:
+        """One bar shared by every shard of this stage (made on first use, closed when the stage ends)."""
+        with self._lock:
+            if desc not in self._bars:
+                self._bars[desc] = self.bar(desc, total, unit)
+            return self._bars[desc]
+
+    def shard_out(self, rel: str, i: int) -> Path:
+        """Where shard ``i`` writes its part of table ``rel`` (one Parquet file)."""
+        p = self.staging / "_parts" / rel / f"part-{i:05d}.parquet"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def shard_parts(self, rel: str) -> list[Path]:
+        """The parts every shard wrote for table ``rel``, in shard order."""
+        return sorted((self.staging / "_parts" / rel).glob("part-*.parquet"))
+
+    def publish_parts(self, rel: str, schema) -> int:
+        """Move the shards' parts of ``rel`` into the output table (order kept); returns the row count."""
+        import pyarrow.parquet as pq
+
+        out = self.out(rel)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = 0
+        for j, part in enumerate(self.shard_parts(rel)):
+            rows += pq.ParquetFile(part).metadata.num_rows
+            part.replace(out / f"part-{j:05d}.parquet")
+        if rows == 0 and not any(out.iterdir()):
+            ShardWriter(out, schema).close()
+        return rows
+
+    def teacher(self):
+        """The stage's teacher (one per stage run, shared by its shards, so its concurrency is global)."""
+        with self._lock:
+            if self._teacher is None:
+                from .teacher import open_teacher
+
+                self._teacher = open_teacher(self.cfg.teacher, self.store.root)
+                self._snap = self._teacher.stats.snapshot()
+            return self._teacher
+
+    def teacher_stats(self) -> dict | None:
+        """What the stage's teacher did (None when the stage made no calls)."""
+        return None if self._teacher is None else self._teacher.stats.since(self._snap)
+
+    def close(self) -> None:
+        """Close bars and the teacher's connections."""
+        for b in self._bars.values():
+            b.close()
+        if self._teacher is not None:
+            self._teacher.close()
 
 
 @dataclass
@@ -144,8 +225,53 @@ def stage_key(stage: Stage, cfg: Config, store: Store) -> tuple[str, dict]:
 STAGE_COMMANDS: dict[str, str] = {}
 
 
-def run_stage(stage: Stage, cfg: Config, store: Store, force: bool = False, progress: bool | None = None) -> StageOutcome:
-    """Run one stage unless its content key is unchanged; commit its outputs atomically."""
+def thread_executor(workers: int) -> ShardExecutor:
+    """Run shards on ``workers`` threads (shards of teacher work overlap; the teacher's gate is shared)."""
+
+    def run(fn: Callable[[int, Any], dict], items: Sequence[tuple[int, Any]]) -> list[dict]:
+        if workers <= 1 or len(items) <= 1:
+            return [fn(i, d) for i, d in items]
+        with ThreadPoolExecutor(workers, thread_name_prefix="hopforge-shard") as ex:
+            return list(ex.map(lambda a: fn(*a), items))
+
+    return run
+
+
+def _run_sharded(ctx: StageContext, shards: Shards, executor: ShardExecutor | None) -> StageResult:
+    """Plan, run the shards not done yet (each marked done atomically), then finish."""
+    descs = shards.plan(ctx)
+    marks = ctx.staging / "_shards"
+    plan_file = marks / "plan.json"
+    plan = json.loads(json.dumps(descs))
+    if plan_file.exists() and json.loads(plan_file.read_text()) != plan:
+        # Shard boundaries changed (e.g. an operational shard size): earlier parts do not fit.
+        shutil.rmtree(marks, ignore_errors=True)
+        shutil.rmtree(ctx.staging / "_parts", ignore_errors=True)
+    marks.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(plan_file, plan)
+    done = {int(p.stem): json.loads(p.read_text()) for p in marks.glob("[0-9]*.json")}
+    if done:
+        log.info("%s: resuming, %d of %d shards already done", ctx.stage.name, len(done), len(descs))
+
+    def one(i: int, desc: Any) -> dict:
+        summary = shards.run(ctx, i, desc)
+        atomic_write_json(marks / f"{i:05d}.json", summary)
+        return summary
+
+    todo = [(i, d) for i, d in enumerate(descs) if i not in done]
+    run = executor or thread_executor(getattr(getattr(ctx.cfg, "synth", None), "shard_workers", 1))
+    for (i, _), summary in zip(todo, run(one, todo)):
+        done[i] = summary
+    return shards.finish(ctx, [done[i] for i in range(len(descs))])
+
+
+def run_stage(stage: Stage, cfg: Config, store: Store, force: bool = False, progress: bool | None = None,
+              executor: ShardExecutor | None = None) -> StageOutcome:
+    """Run one stage unless its content key is unchanged; commit its outputs atomically.
+
+    A sharded stage runs its shards through ``executor`` (default: ``synth.shard_workers`` threads);
+    the Prefect flow passes one that submits each shard as a task.
+    """
     t0 = time.monotonic()
     key, parts = stage_key(stage, cfg, store)
     entry = store.stage_entry(stage.name)
@@ -155,13 +281,18 @@ def run_stage(stage: Stage, cfg: Config, store: Store, force: bool = False, prog
         report = store.republish(stage.name, key, stage.outputs, manifest_entry) or {}
         log.info("%s: unchanged (key %s), reused", stage.name, key)
         return StageOutcome(stage.name, key, True, time.monotonic() - t0, report)
-    if force and final.exists():
-        import shutil
-
-        shutil.rmtree(final)
+    if force:
+        shutil.rmtree(final, ignore_errors=True)
+        shutil.rmtree(store.partial_dir(stage.name, key), ignore_errors=True)
     ctx = StageContext(stage, cfg, store, key, progress=progress)
     log.info("%s: running (key %s)", stage.name, key)
-    result = stage.run(ctx)
+    try:
+        result = _run_sharded(ctx, stage.shards(), executor) if stage.shards else stage.run(ctx)
+    finally:
+        ctx.close()
+    teacher = ctx.teacher_stats()
+    if teacher is not None:
+        result.extra["teacher"] = teacher
     result.check(stage.name)
     seconds = time.monotonic() - t0
     report = {

@@ -1,22 +1,29 @@
 """The ``questions`` stage: write, validate, and optionally harden and check questions.
 
-Rounds of teacher calls run concurrently (``teacher.concurrency``) through
-:meth:`Teacher.map`, which keeps input order, so the table does not depend on
-concurrency.  Every source ends either in ``questions`` or in ``rejects/questions``
-with a counted reason, so ``input == output + sum(dropped)``.
+The stage is sharded (``questions.shard_size`` sources a shard): each shard runs its
+rounds of teacher calls concurrently through :meth:`Teacher.map`, which keeps input
+order, and the shards share one teacher, so ``teacher.concurrency`` is global.
+Duplicates are removed across shards at the end, the first in source order kept, so
+the table depends on neither concurrency nor sharding.  Every source ends either in
+``questions`` or in ``rejects/questions`` with a counted reason.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any, Callable
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from .answers import is_correct, mentions, normalize_answer
-from .pipeline import StageContext, StageResult
+from .pipeline import Shards, StageContext, StageResult
 from .prompting import extract_answer, extract_json, prompt_sha, render
 from .questions import Source, format_request, load_sources, names_of, page_meta, parse_question
 from .records import REJECT_SCHEMA, Question
-from .teacher import Teacher, TeacherError, open_teacher
+from .store import write_parquet_atomic
+from .teacher import Teacher, TeacherError
 
 
 class _Funnel:
@@ -31,48 +38,90 @@ class _Funnel:
         self.rejects.append({"record_id": qid, "source_id": source_id, "reason": reason, "detail": detail, "raw": raw})
 
 
-def run_questions(ctx: StageContext) -> StageResult:
-    """Walks and subgraphs in; verified questions out (see :mod:`synth.questions`)."""
+def _sources(ctx: StageContext) -> list[Source]:
+    # Loaded once per process and stage run; every shard slices it.
+    key = (str(ctx.store.root), ctx.key)
+    with _CACHE_LOCK:
+        if key not in _SOURCES:
+            _SOURCES.clear()
+            _SOURCES[key] = load_sources(ctx)
+        return _SOURCES[key]
+
+
+_SOURCES: dict[tuple[str, str], list[Source]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def plan(ctx: StageContext) -> list[list[int]]:
+    """Shards of ``questions.shard_size`` sources: ``[start, end)`` ranges."""
+    n, size = len(_sources(ctx)), ctx.cfg.questions.shard_size
+    return [[a, min(a + size, n)] for a in range(0, n, size)]
+
+
+def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
+    """Write, validate and check the questions of one shard; its rows go to shard parts."""
     qcfg = ctx.cfg.questions
-    sources = load_sources(ctx)
-    teacher = open_teacher(ctx.cfg.teacher, ctx.store.root)
-    snap = teacher.stats.snapshot()
+    sources = _sources(ctx)[span[0]:span[1]]
+    teacher = ctx.teacher()
     funnel = _Funnel()
-    try:
-        kept = _write(ctx, teacher, sources, funnel)
-        if qcfg.obfuscate:
-            kept = _obfuscate(ctx, teacher, kept, funnel)
-        if qcfg.check_closed_book:
-            kept = _check(ctx, teacher, kept, funnel, "closed_book", "too_easy", _closed_book_messages, want_correct=False)
-        if qcfg.check_solvable:
-            metas = page_meta(ctx.store, {p for _, q in kept for p in q.path}, ("page_id", "title", "paragraphs"))
-            kept = _check(ctx, teacher, kept, funnel, "solvable", "unsolvable",
-                          lambda src, q: _solvable_messages(q, metas), want_correct=True)
-        if qcfg.check_shortcut:
-            kept = _shortcut(ctx, kept, funnel)
-    finally:
-        teacher.close()
+    total = len(_sources(ctx))
+    kept = _write(ctx, teacher, sources, funnel, ctx.shared_bar("write", total, "questions"))
+    if qcfg.obfuscate:
+        kept = _obfuscate(ctx, teacher, kept, funnel)
+    if qcfg.check_closed_book:
+        kept = _check(ctx, teacher, kept, funnel, "closed_book", "too_easy", _closed_book_messages, want_correct=False)
+    if qcfg.check_solvable:
+        metas = page_meta(ctx.store, {p for _, q in kept for p in q.path}, ("page_id", "title", "paragraphs"))
+        kept = _check(ctx, teacher, kept, funnel, "solvable", "unsolvable",
+                      lambda src, q: _solvable_messages(q, metas), want_correct=True)
+    if qcfg.check_shortcut:
+        kept = _shortcut(ctx, kept, funnel)
+    write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
+    write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA), ctx.shard_out("rejects/questions", i))
+    return {"input": len(sources), "kept": len(kept), "dropped": dict(funnel.dropped)}
+
+
+def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
+    """Drop duplicates across shards (the first one in source order wins) and write the tables."""
+    dropped: Counter[str] = Counter()
+    for s in summaries:
+        dropped.update(s["dropped"])
+    rejects = [r for p in ctx.shard_parts("rejects/questions") for r in pq.read_table(p).to_pylist()]
+    kept, seen = [], set()
+    for p in ctx.shard_parts("questions"):
+        for row in pq.read_table(p).to_pylist():
+            norm = normalize_answer(row["question"])
+            if norm in seen:
+                dropped["duplicate"] += 1
+                rejects.append({"record_id": row["question_id"], "source_id": row["walk_id"], "reason": "duplicate",
+                                "detail": "same question as an earlier one", "raw": row["question"]})
+                continue
+            seen.add(norm)
+            kept.append(row)
     w = ctx.writer("questions", Question.SCHEMA)
-    w.write(Question.to_table([q for _, q in kept]))
+    w.write(pa.Table.from_pylist(kept, schema=Question.SCHEMA))
     w.close()
     rw = ctx.writer("rejects/questions", REJECT_SCHEMA)
-    rw.write(funnel.rejects)
+    rw.write(pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA))
     rw.close()
-    stats = teacher.stats.since(snap)
-    return StageResult(input=len(sources), output=len(kept), dropped=dict(funnel.dropped),
-                       extra={"teacher": stats, "kinds": dict(Counter(q.kind for _, q in kept)),
+    n_in = sum(s["input"] for s in summaries)
+    return StageResult(input=n_in, output=len(kept), dropped=dict(dropped),
+                       extra={"kinds": dict(Counter(r["kind"] for r in kept)), "shards": len(summaries),
                               "prompt_sha": {n: prompt_sha(n) for n in ("question", "subgraph_question")}})
 
 
-def _write(ctx: StageContext, teacher: Teacher, sources: list[Source], funnel: _Funnel) -> list[tuple[Source, Question]]:
+SHARDS = Shards(plan=plan, run=run_shard, finish=finish)
+
+
+def _write(ctx: StageContext, teacher: Teacher, sources: list[Source], funnel: _Funnel, bar) -> list[tuple[Source, Question]]:
     qcfg = ctx.cfg.questions
 
     async def write(src: Source) -> tuple[str, Any]:
         name, messages, hint = format_request(src, qcfg)
         return name, await teacher.chat(messages, hint=hint)
 
-    results = teacher.map(write, sources, progress=ctx.bar("write", len(sources), "questions"))
-    kept, seen = [], set()
+    results = teacher.map(write, sources, progress=bar)
+    kept = []
     for src, res in zip(sources, results):
         if isinstance(res, TeacherError):
             funnel.drop(src.question_id, src.source_id, "teacher_failed", res.reason)
@@ -82,11 +131,6 @@ def _write(ctx: StageContext, teacher: Teacher, sources: list[Source], funnel: _
         if q is None:
             funnel.drop(src.question_id, src.source_id, reason or "parse_error", detail, resp.content)
             continue
-        norm = normalize_answer(q.question)
-        if norm in seen:
-            funnel.drop(q.question_id, src.source_id, "duplicate", "same question as an earlier one", q.question)
-            continue
-        seen.add(norm)
         kept.append((src, q))
     return kept
 
@@ -101,8 +145,8 @@ def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel)
         msgs = render("obfuscate", question=q.question, names=names)
         return await teacher.chat(msgs, hint={"task": "obfuscate", "source": src, "question": q.question, "seed": q.seed})
 
-    out, seen = [], set()
-    for (src, q), res in zip(kept, teacher.map(rewrite, kept, progress=ctx.bar("obfuscate", len(kept), "questions"))):
+    out = []
+    for (src, q), res in zip(kept, teacher.map(rewrite, kept)):
         if isinstance(res, TeacherError):
             funnel.drop(q.question_id, src.source_id, "teacher_failed", res.reason)
             continue
@@ -115,10 +159,7 @@ def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel)
             funnel.drop(q.question_id, src.source_id, "answer_leak", "rewrite names the answer", new)
         elif not qcfg.min_words <= len(new.split()) <= qcfg.max_words:
             funnel.drop(q.question_id, src.source_id, "length", f"rewrite has {len(new.split())} words", new)
-        elif normalize_answer(new) in seen:
-            funnel.drop(q.question_id, src.source_id, "duplicate", "rewrite equals an earlier question", new)
         else:
-            seen.add(normalize_answer(new))
             q.question = new.strip()
             out.append((src, q))
     return out
@@ -144,7 +185,7 @@ def _check(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel, tas
         return await teacher.chat(make_messages(src, q), hint=hint)
 
     out = []
-    for (src, q), res in zip(kept, teacher.map(ask, kept, progress=ctx.bar(task, len(kept), "questions"))):
+    for (src, q), res in zip(kept, teacher.map(ask, kept)):
         if isinstance(res, TeacherError):
             funnel.drop(q.question_id, src.source_id, "teacher_failed", res.reason)
             continue
@@ -165,11 +206,9 @@ def _shortcut(ctx: StageContext, kept: list, funnel: _Funnel) -> list:
     index = SearchIndex.open(ctx.store.path("index"))
     k = ctx.cfg.questions.shortcut_k
     out = []
-    with ctx.bar("shortcut", len(kept), "questions") as bar:
-        for src, q in kept:
-            if is_shortcut(index, q.question, q.answer_page_id, k):
-                funnel.drop(q.question_id, src.source_id, "shortcut", f"answer page in top {k}", q.question)
-            else:
-                out.append((src, q))
-            bar.update(1)
+    for src, q in kept:
+        if is_shortcut(index, q.question, q.answer_page_id, k):
+            funnel.drop(q.question_id, src.source_id, "shortcut", f"answer page in top {k}", q.question)
+        else:
+            out.append((src, q))
     return out

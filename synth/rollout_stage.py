@@ -1,22 +1,24 @@
 """The ``rollout`` stage: ``rollout.n`` teacher trajectories per question, written to ``traces``.
 
-Trajectories run concurrently (bounded by ``teacher.concurrency``) through
-:meth:`Teacher.map`, which keeps input order, so the table does not depend on
-concurrency.  Every completed teacher call is cached, so a killed run resumes
+The stage is sharded (``rollout.shard_size`` questions a shard); trajectories run
+concurrently through :meth:`Teacher.map`, which keeps input order, and all shards
+share one teacher, so ``teacher.concurrency`` is global and the table depends on
+neither concurrency nor sharding.  Every completed teacher call is cached, so a killed run resumes
 without paying twice; the tools are deterministic, so a resumed trajectory
 continues exactly where it stopped.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
-from .pipeline import StageContext, StageResult
+from .pipeline import Shards, StageContext, StageResult
 from .questions import page_meta
 from .records import Question, Trace
 from .rollout import gold_for, rollout_one
 from .search import SearchIndex
-from .teacher import open_teacher
+from .store import write_parquet_atomic
 from .tools import Toolbox
 
 
@@ -37,35 +39,65 @@ def load_questions(store, limit: int | None = None) -> list[Question]:
     return [Question.from_row(r) for r in rows[:limit]]
 
 
-def run_rollouts(ctx: StageContext) -> StageResult:
-    """Questions in; ``rollout.n`` traces per question out."""
+_CACHE: dict[tuple[str, str], tuple[list[Question], dict, SearchIndex]] = {}
+_LOCK = threading.Lock()
+
+
+def _inputs(ctx: StageContext) -> tuple[list[Question], dict, SearchIndex]:
+    # Loaded once per process and stage run; every shard uses them.
+    key = (str(ctx.store.root), ctx.key)
+    with _LOCK:
+        if key not in _CACHE:
+            _CACHE.clear()
+            cfg = ctx.cfg
+            questions = load_questions(ctx.store, cfg.rollout.max_questions)
+            meta = page_meta(ctx.store, {p for q in questions for p in q.path})
+            evidence = hop_evidence(ctx.store)
+            golds = {q.question_id: gold_for(q, meta, evidence, cfg.seed) for q in questions}
+            index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+            _CACHE[key] = (questions, golds, index)
+        return _CACHE[key]
+
+
+def plan(ctx: StageContext) -> list[list[int]]:
+    """Shards of ``rollout.shard_size`` questions: ``[start, end)`` ranges."""
+    n, size = len(_inputs(ctx)[0]), ctx.cfg.rollout.shard_size
+    return [[a, min(a + size, n)] for a in range(0, n, size)]
+
+
+def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
+    """``rollout.n`` trajectories for each question of one shard, written as one part of ``traces``."""
     cfg = ctx.cfg
-    questions = load_questions(ctx.store, cfg.rollout.max_questions)
-    index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
-    meta = page_meta(ctx.store, {p for q in questions for p in q.path})
-    evidence = hop_evidence(ctx.store)
-    golds = {q.question_id: gold_for(q, meta, evidence, cfg.seed) for q in questions}
-    items = [(q, s) for q in questions for s in range(cfg.rollout.n)]
-    teacher = open_teacher(cfg.teacher, ctx.store.root)
-    snap = teacher.stats.snapshot()
+    questions, golds, index = _inputs(ctx)
+    items = [(q, s) for q in questions[span[0]:span[1]] for s in range(cfg.rollout.n)]
+    teacher = ctx.teacher()
 
     async def one(item: tuple[Question, int]) -> Trace:
         q, s = item
         toolbox = Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id])
         return await rollout_one(teacher, toolbox, q, s, cfg, golds[q.question_id])
 
-    try:
-        traces = teacher.map(one, items, progress=ctx.bar("trajectories", len(items), "traces"))
-    finally:
-        teacher.close()
-    w = ctx.writer("traces", Trace.SCHEMA, rows_per_shard=20_000)
-    w.write(Trace.to_table(traces))
-    w.close()
-    stops = Counter(t.stop_reason for t in traces)
-    steps = sum(t.n_turns for t in traces)
+    bar = ctx.shared_bar("trajectories", len(questions) * cfg.rollout.n, "traces")
+    traces = teacher.map(one, items, progress=bar)
+    write_parquet_atomic(Trace.to_table(traces), ctx.shard_out("traces", i))
+    return {"input": len(items), "stop_reasons": dict(Counter(t.stop_reason for t in traces)),
+            "turns": sum(t.n_turns for t in traces), "tool_calls": sum(t.n_tool_calls for t in traces),
+            "tool_errors": sum(t.n_tool_errors for t in traces)}
+
+
+def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
+    """Publish the shards' parts as ``traces`` and sum their counts."""
+    rows = ctx.publish_parts("traces", Trace.SCHEMA)
+    stops: Counter[str] = Counter()
+    for s in summaries:
+        stops.update(s["stop_reasons"])
+    n_in = sum(s["input"] for s in summaries)
     return StageResult(
-        input=len(items), output=len(traces), dropped={},
-        extra={"questions": len(questions), "n": cfg.rollout.n, "stop_reasons": dict(stops),
-               "turns": steps, "tool_calls": sum(t.n_tool_calls for t in traces),
-               "tool_errors": sum(t.n_tool_errors for t in traces), "teacher": teacher.stats.since(snap)},
+        input=n_in, output=rows, dropped={},
+        extra={"questions": len(_inputs(ctx)[0]), "n": ctx.cfg.rollout.n, "stop_reasons": dict(stops),
+               "turns": sum(s["turns"] for s in summaries), "tool_calls": sum(s["tool_calls"] for s in summaries),
+               "tool_errors": sum(s["tool_errors"] for s in summaries), "shards": len(summaries)},
     )
+
+
+SHARDS = Shards(plan=plan, run=run_shard, finish=finish)

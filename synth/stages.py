@@ -22,6 +22,17 @@ def _lazy(module: str, fn: str) -> Callable[[StageContext], StageResult]:
     return run
 
 
+def _lazy_shards(module: str):
+    def shards():
+        return importlib.import_module(module).SHARDS
+
+    return shards
+
+
+def _unsharded(ctx: StageContext) -> StageResult:  # pragma: no cover - never called for sharded stages
+    raise RuntimeError(f"stage {ctx.stage.name} is sharded")
+
+
 def _source_identity(cfg: Config, store) -> str:
     from .kilt import resolve_source, source_identity
 
@@ -80,7 +91,8 @@ INDEX = Stage(
 
 QUESTIONS = Stage(
     name="questions",
-    run=_lazy("synth.question_stage", "run_questions"),
+    run=_unsharded,
+    shards=_lazy_shards("synth.question_stage"),
     reads=("ingest", "walks"),
     optional_reads=("expand", "index"),  # the index only for the shortcut check
     sections=("questions", "teacher"),
@@ -94,7 +106,8 @@ QUESTIONS = Stage(
 
 ROLLOUT = Stage(
     name="rollout",
-    run=_lazy("synth.rollout_stage", "run_rollouts"),
+    run=_unsharded,
+    shards=_lazy_shards("synth.rollout_stage"),
     reads=("questions", "index", "ingest", "walks"),
     optional_reads=("expand",),
     sections=("rollout", "teacher", "tools"),
