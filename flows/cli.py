@@ -191,7 +191,17 @@ def corpus_demo(out: Annotated[Path, typer.Option("--out", "-o", help="KILT-form
     print_table(f"demo corpus: {out}", ["what", "count"], [[k, v] for k, v in stats.items()])
 
 
+@app.command()
+@_guard
+def tokenizer(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+              force: ForceOpt = False) -> None:
+    """Write DIR/tokenizer: the demo BPE trained on the corpus, or a pinned copy of the configured one."""
+    cfg = _load(config, set_)
+    _run_stages(["tokenizer"], cfg, out, force)
+
+
 import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`; it imports _guard/_load from here)
+import flows.cli_filters  # noqa: E402,F401  (registers `hopforge filter` and `hopforge report`)
 
 
 def main() -> None:

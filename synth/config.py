@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .config_base import ConfigError, Section, operational  # noqa: E402  (re-exported)
 from .teacher_config import TeacherConfig  # noqa: E402
 from .tools_config import ToolsConfig  # noqa: E402
+from filters.config import FiltersConfig  # noqa: E402
 
 
 class CorpusConfig(Section):
@@ -117,6 +118,10 @@ class Config(Section):
     """The whole run.  Sections are stage configs; `seed` drives every random choice."""
 
     seed: int = Field(0, description="Run seed; every random choice derives from (seed, stage, record id).")
+    tokenizer: str = Field(
+        "demo", min_length=1,
+        description="The one tokenizer every token count uses: `demo` (a byte-level BPE trained on the corpus, "
+        "offline), a local folder, or a Hub id (loaded with transformers.AutoTokenizer; name the student's).")
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
     graph: GraphConfig = Field(default_factory=GraphConfig)
     walk: WalkConfig = Field(default_factory=WalkConfig)
@@ -125,6 +130,7 @@ class Config(Section):
     questions: QuestionsConfig = Field(default_factory=QuestionsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    filters: FiltersConfig = Field(default_factory=FiltersConfig)
     synth: SynthConfig = Field(default_factory=SynthConfig)
 
     def get(self, dotted: str) -> Any:

@@ -71,6 +71,13 @@ def _last_observation(messages: list[dict]):
         return None
 
 
+def _article_phrase(desc: str) -> str:
+    if not desc:
+        return "the entity the clue points to"
+    d = desc[0].lower() + desc[1:]
+    return ("an " if d[:1] in "aeiou" else "a ") + d
+
+
 def _call(name: str, turn: int, **args) -> dict:
     return {"id": f"call_{turn}_0", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
@@ -134,6 +141,18 @@ def next_turn(messages: list[dict], sample_index: int, hint: dict) -> dict:
     rnd = random.Random(derive_seed(gold.seed, "turn", sample_index, turn))
     obs = _last_observation(messages)
     last = actions[-1] if actions else None
+    used = {(n, json.dumps(a, sort_keys=True)) for n, a in actions}
+
+    def search(text: str, query_options: list[str], start: int = 0) -> dict | None:
+        # Like a careful agent, never send the very same search twice (the repeat persona aside).
+        for k in range(len(query_options)):
+            q = query_options[(start + k) % len(query_options)]
+            if ("search", json.dumps({"query": q}, sort_keys=True)) not in used:
+                return _say(text, _call("search", turn, query=q))
+        return None
+
+    def open_clue(text: str) -> dict:
+        return _say(text, _call("open", turn, page=c.anchors[j - 1]))
 
     if me.give_up_turn is not None and turn >= me.give_up_turn:
         return _say("I cannot pin down the remaining links with confidence. <answer>unknown</answer>")
@@ -144,36 +163,37 @@ def next_turn(messages: list[dict], sample_index: int, hint: dict) -> dict:
         return _say("Let me run that search once more.", _call("search", turn, **args))
 
     j = c.target()
+    fallback = (open_clue(f"Searching does not surface it; the page should be titled '{c.anchors[j - 1]}', "
+                          "so let me open it directly.") if j > 0 else
+                _say("I could not find the starting page. <answer>unknown</answer>"))
     if name == "search":
         results = [r.get("page_id") for r in obs] if isinstance(obs, list) else []
         if c.ids[j] in results:
-            others = [p for p in results if p != c.ids[j] and p not in c.ids[: j + 1]]
+            others = [p for p in results if p != c.ids[j] and p not in c.ids[: j + 1]
+                      and ("open", json.dumps({"page": p})) not in used]
             pick = rnd.choice(others) if others and rnd.random() < me.p_wrong else c.ids[j]
             return _say("One of these results looks like the entity I need; let me read it.",
                         _call("open", turn, page=pick))
         if c.searches_since_open < 2:
-            qs = c.queries(j)
-            return _say("The results do not show it; let me rephrase the search.",
-                        _call("search", turn, query=qs[(c.searches_since_open + rnd.randrange(len(qs))) % len(qs)]))
-        if j > 0:
-            return _say(f"The page should be titled '{c.anchors[j - 1]}'; let me open it directly.",
-                        _call("open", turn, page=c.anchors[j - 1]))
-        if results:
+            again = search("The results do not show it; let me rephrase the search.", c.queries(j),
+                           rnd.randrange(len(c.queries(j))))
+            if again is not None:
+                return again
+        if j == 0 and results and ("open", json.dumps({"page": results[0]})) not in used:
             return _say("I will try the best result.", _call("open", turn, page=results[0]))
-        return _say("I could not find the starting page. <answer>unknown</answer>")
+        return fallback
 
     if name == "open" and (not isinstance(obs, dict) or "error" in obs):
-        return _say("That page did not open; let me search instead.", _call("search", turn, query=c.queries(j)[0]))
+        return search("That page did not open; let me search instead.", c.queries(j)) or \
+            _say("I cannot reach the next page. <answer>unknown</answer>")
 
     if name == "open" and c.lost:
         page_title = obs.get("title", "") if isinstance(obs, dict) else ""
-        if me.backtracks and c.wrong_opens < 3:
-            return _say(f"{page_title} does not fit the clue. Let me go back and search again.",
-                        _call("search", turn, query=c.queries(j)[rnd.randrange(len(c.queries(j)))]))
-        if c.opens > c.k or c.wrong_opens >= 2:
+        if c.opens > c.k or c.wrong_opens >= 2 or not me.backtracks and rnd.random() < 0.5:
             return _say(f"The chain seems to end at {page_title}. <answer>{page_title}</answer>")
-        return _say("This page may still lead on; let me look for the next clue.",
-                    _call("search", turn, query=c.queries(j)[0]))
+        text = (f"{page_title} does not fit the clue. Let me go back and search again." if me.backtracks else
+                "This page may still lead on; let me look for the next clue.")
+        return search(text, c.queries(j), rnd.randrange(len(c.queries(j)))) or fallback
 
     # On the gold chain at position c.pos (after an open or a find).
     if c.pos == c.k:
@@ -189,5 +209,6 @@ def next_turn(messages: list[dict], sample_index: int, hint: dict) -> dict:
     if nxt == c.k or rnd.random() < me.p_direct:  # the answer page is masked from search: open it by name
         return _say(f"The article mentions {clue}; let me open that page.", _call("open", turn, page=clue))
     qs = c.queries(nxt)
-    return _say(f"The next entity is {gold.descriptions[nxt] or 'mentioned here'}; let me search for it.",
-                _call("search", turn, query=qs[rnd.randrange(len(qs))]))
+    j = nxt
+    return search(f"Next I need {_article_phrase(gold.descriptions[nxt])}; let me search for it.", qs,
+                  rnd.randrange(len(qs))) or open_clue(f"The article mentions {clue}; let me open that page.")

@@ -118,6 +118,55 @@ ROLLOUT = Stage(
     command="rollout",
 )
 
-PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT]
+def _tokenizer_identity(cfg: Config, store) -> str:
+    from .tokenizer import tokenizer_identity
+
+    return tokenizer_identity(cfg, store)
+
+
+def _filter_key_extra(cfg: Config, store) -> str:
+    from filters.stage import key_extra
+
+    return key_extra(cfg, store)
+
+
+TOKENIZER = Stage(
+    name="tokenizer",
+    run=_lazy("synth.tokenizer", "run_tokenizer"),
+    reads=("ingest",),
+    sections=("tokenizer",),
+    modules=("synth.tokenizer",),
+    files=("sft/templates/tiny_chatml.jinja2",),
+    outputs=("tokenizer",),
+    command="tokenizer",
+    key_extra=_tokenizer_identity,
+)
+
+FILTER = Stage(
+    name="filter",
+    run=_lazy("filters.stage", "run_filter"),
+    reads=("questions", "rollout", "tokenizer"),
+    sections=("filters",),
+    modules=("filters.base", "filters.config", "filters.format", "filters.correctness", "filters.low_step",
+             "filters.repeats", "filters.length", "filters.decontaminate", "filters.bestofn", "filters.band",
+             "filters.sftrows", "filters.stage", "synth.answers", "synth.prompting", "synth.records"),
+    files=("synth/prompts/judge.jinja2",),
+    outputs=("sft", "rl_pool", "rejects/filter", "filter/verdicts"),
+    command="filter",
+    key_extra=_filter_key_extra,
+)
+
+REPORT = Stage(
+    name="report",
+    run=_lazy("synth.report", "run_report"),
+    reads=("rollout",),
+    optional_reads=("ingest", "graph", "walks", "expand", "questions", "filter", "assemble"),
+    sections=("filters.min_f1",),
+    modules=("synth.report", "synth.report_plots", "synth.answers"),
+    outputs=("report",),
+    command="report",
+)
+
+PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, REPORT]
 BY_NAME: dict[str, Stage] = {s.name: s for s in PIPELINE}
 STAGE_COMMANDS.update({s.name: s.command for s in PIPELINE})

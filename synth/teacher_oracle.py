@@ -13,6 +13,7 @@ Tasks, by ``hint["task"]``:
 - ``closed_book``: knows the answer only for chains of at most two hops.
 - ``solvable``: answers when every gold page is in the context.
 - ``rollout``: a ReAct agent over the real tools (:mod:`synth.oracle_agent`).
+- ``judge``: an answer is correct when it names the gold answer or an alias.
 """
 
 from __future__ import annotations
@@ -166,6 +167,11 @@ class OracleModel:
         if all(t in context for t in hint["titles"]):
             return {"role": "assistant", "content": f"<answer>{hint['answer']}</answer>"}
         return {"role": "assistant", "content": "<answer>unknown</answer>"}
+
+    def _judge(self, messages, tools, sample_index, hint) -> dict:
+        pred = hint["prediction"] or ""
+        ok = any(mentions(pred, n) or mentions(n, pred) for n in [hint["answer"], *hint["aliases"]])
+        return _json_message({"correct": ok, "reason": "names the gold answer" if ok else "a different answer"})
 
     def _rollout(self, messages, tools, sample_index, hint) -> dict:
         from .oracle_agent import next_turn

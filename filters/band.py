@@ -1,0 +1,128 @@
+"""The difficulty band (LiteResearcher) and the ``rl_pool`` table in the verl / Search-R1 layout.
+
+For each question, ``n`` is its number of rollouts and ``c`` how many of them are
+correct (rule or judge, see :mod:`filters.correctness`) -- whatever the other filters
+said, since a correct answer reached in two steps still tells RL the question is easy.
+``c = 0`` (``all_wrong``) and ``c = n`` (``all_right``) give a GRPO group no gradient;
+``1 <= c <= n - 1`` goes to ``rl_pool``.
+
+An ``rl_pool`` row is what verl's RL trainer reads (``examples/data_preprocess/
+preprocess_search_r1_dataset.py``; reward ``search_r1_like_qa_em`` reads
+``reward_model.ground_truth["target"]``)::
+
+    data_source   "hopforge"
+    prompt        [{role, content}]: the rollout harness's system prompt and user turn
+    ability       "multihop_search"
+    reward_model  {style: "rule", ground_truth: {target: [answer, *aliases]}}
+    extra_info    {question_id, index, path, n, c, split}
+    tools         the rollout's tool schemas as a JSON string
+
+The prompt is the messages before the first assistant turn of the question's first
+rollout (lowest ``sample_index``), so RL starts from exactly the harness the teacher
+saw.  Nested fields are Arrow structs (verl indexes ``reward_model["ground_truth"]``);
+``tools`` stays a JSON string (Arrow would merge the keys of different schemas).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import pyarrow as pa
+
+DATA_SOURCE = "hopforge"
+ABILITY = "multihop_search"
+
+PROMPT_MESSAGE_TYPE = pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])
+RL_SCHEMA = pa.schema(
+    [
+        pa.field("data_source", pa.string(), nullable=False),
+        pa.field("prompt", pa.list_(PROMPT_MESSAGE_TYPE), nullable=False),
+        pa.field("ability", pa.string(), nullable=False),
+        pa.field("reward_model", pa.struct([
+            pa.field("style", pa.string()),
+            pa.field("ground_truth", pa.struct([pa.field("target", pa.list_(pa.string()))])),
+        ]), nullable=False),
+        pa.field("extra_info", pa.struct([
+            pa.field("question_id", pa.string()),
+            pa.field("index", pa.int64()),
+            pa.field("path", pa.list_(pa.string())),
+            pa.field("n", pa.int32()),
+            pa.field("c", pa.int32()),
+            pa.field("split", pa.string()),
+        ]), nullable=False),
+        pa.field("tools", pa.string(), nullable=False),
+    ]
+)
+
+BANDS = ("rl_pool", "all_wrong", "all_right")
+
+
+def band(c: int, n: int) -> str:
+    """``all_wrong`` (c = 0), ``all_right`` (c = n) or ``rl_pool`` (1 <= c <= n - 1)."""
+    if n <= 0 or c < 0 or c > n:
+        raise ValueError(f"bad counts c={c}, n={n}")
+    if c == 0:
+        return "all_wrong"
+    if c == n:
+        return "all_right"
+    return "rl_pool"
+
+
+def prompt_messages(messages: list[dict]) -> list[dict]:
+    """The system and user messages before the first assistant turn, as ``{role, content}``."""
+    out = []
+    for m in messages:
+        if m.get("role") == "assistant":
+            break
+        if m.get("role") in ("system", "user"):
+            content = m.get("content")
+            out.append({"role": m["role"], "content": content if isinstance(content, str) else ""})
+    return out
+
+
+def rl_row(question: dict, prompt: list[dict], tools: str, n: int, c: int, index: int,
+           split: str = "train") -> dict:
+    """One ``rl_pool`` row (:data:`RL_SCHEMA`)."""
+    target = [question["answer"], *[a for a in (question.get("answer_aliases") or []) if a]]
+    return {
+        "data_source": DATA_SOURCE,
+        "prompt": prompt,
+        "ability": ABILITY,
+        "reward_model": {"style": "rule", "ground_truth": {"target": target}},
+        "extra_info": {"question_id": question["question_id"], "index": index, "path": list(question["path"]),
+                       "n": n, "c": c, "split": split},
+        "tools": tools,
+    }
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct (Chen et al., 2021): ``1 - C(n-c, k) / C(n, k)``."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_stats(counts: Iterable[tuple[int, int]]) -> dict:
+    """Per-question (n, c) pairs -> pass@1, pass@n, and unbiased pass@k for k = 1, 2, 4, 8 (when every n >= k)."""
+    counts = [(n, c) for n, c in counts if n > 0]
+    if not counts:
+        return {"questions": 0}
+    q = len(counts)
+    min_n = min(n for n, _ in counts)
+    out = {
+        "questions": q,
+        "samples": sum(n for n, _ in counts),
+        "min_n": min_n,
+        "max_n": max(n for n, _ in counts),
+        "pass@1": round(sum(c / n for n, c in counts) / q, 6),
+        "pass@n": round(sum(1 for _, c in counts if c > 0) / q, 6),
+    }
+    for k in (2, 4, 8):
+        if k <= min_n:
+            out[f"pass@{k}"] = round(sum(pass_at_k(n, c, k) for n, c in counts) / q, 6)
+    return out
+
+
+__all__ = ["ABILITY", "BANDS", "DATA_SOURCE", "PROMPT_MESSAGE_TYPE", "RL_SCHEMA", "band", "pass_at_k", "pass_stats",
+           "prompt_messages", "rl_row"]

@@ -1,0 +1,56 @@
+"""The length filter (reason ``too_long``): a trace must fit the student's context, whole.
+
+The trace is rendered the way SFT renders it -- the SFT messages (:mod:`filters.sftrows`)
+through the tokenizer's chat template with the tool schemas,
+``tokenizer.apply_chat_template(messages, tools=tools)`` -- and counted in tokens of
+DIR/tokenizer.  Traces longer than ``filters.max_tokens`` are dropped, never truncated:
+a cut trace loses its answer, or teaches the student to stop mid-search.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .base import BaseFilter, FilterContext, Verdict, register
+from .sftrows import sft_messages
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """The tokenizer saved at ``path`` (``AutoTokenizer.from_pretrained``); it must have a chat template."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"tokenizer at {path} has no chat template; the length filter renders traces with it")
+    return tok
+
+
+def count_tokens(tokenizer: Any, messages: list[dict], tools: list[dict] | None) -> int:
+    """Tokens of the conversation rendered through the chat template with ``tools``."""
+    out = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=True, return_dict=True)
+    ids = out["input_ids"]
+    if ids and isinstance(ids[0], list):  # a batch of one
+        ids = ids[0]
+    return len(ids)
+
+
+@register
+class LengthFilter(BaseFilter):
+    """Drops traces whose rendering exceeds ``max_tokens`` tokens (``too_long``); records ``n_tokens``."""
+
+    name = "length"
+    reasons = ("too_long",)
+
+    def __call__(self, row: dict, ctx: FilterContext) -> Verdict:
+        if ctx.tokenizer is None:
+            raise RuntimeError("the length filter needs a tokenizer in the filter context")
+        n = count_tokens(ctx.tokenizer, sft_messages(row), json.loads(row["tools"]))
+        ctx.measure(row, n_tokens=n)
+        if n > self.cfg.max_tokens:
+            return False, "too_long", f"{n} tokens > {self.cfg.max_tokens}"
+        return True
+
+
+__all__ = ["LengthFilter", "count_tokens", "load_tokenizer"]

@@ -1,0 +1,304 @@
+"""The ``filter`` stage: traces in; ``sft``, ``rl_pool``, rejects and per-trace verdicts out.
+
+Pass 1 streams ``traces`` in batches.  Each trace is graded (rule, and the judge when
+``filters.judge``; see :mod:`filters.correctness`) and run through the configured
+chain; a dropped trace goes to ``rejects/filter`` with its reason at once.  What
+best-of-n and the difficulty band need is kept small: per question ``n``, ``c`` and
+the harness prompt; per surviving trace a :class:`~filters.bestofn.Candidate`.
+Pass 2 reads back only the survivors, writes the kept ones to ``sft`` and the others
+to the rejects as ``not_best``.  Memory holds no conversation beyond one batch.
+
+Funnel: input = traces, output = ``sft`` rows, dropped by reason = the chain's reasons
+plus ``not_best``.  ``filter/verdicts`` has one row per trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from synth.pipeline import StageContext, StageResult
+from synth.records import SFT_SCHEMA, Trace
+
+from .band import BANDS, RL_SCHEMA, band, pass_stats, prompt_messages, rl_row
+from .base import FilterContext, FilterRunner, build_chain, messages_of
+from .bestofn import Candidate, rubric_raw, select_best
+from .config import FiltersConfig
+from .correctness import CorrectnessFilter, grade, run_judge
+from .sftrows import sft_row
+
+BATCH_ROWS = 512
+
+REJECT_SCHEMA = pa.schema(list(Trace.SCHEMA) + [pa.field("reason", pa.string(), nullable=False),
+                                                pa.field("detail", pa.string())])
+
+VERDICT_SCHEMA = pa.schema(
+    [
+        pa.field("trace_id", pa.string(), nullable=False),
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("teacher_model", pa.string(), nullable=False),
+        pa.field("rule_correct", pa.bool_(), nullable=False),  # exact match or F1 >= min_f1
+        pa.field("em", pa.bool_(), nullable=False),
+        pa.field("f1", pa.float64(), nullable=False),
+        pa.field("judge_correct", pa.bool_()),  # null: judge off, not asked (no answer) or failed
+        pa.field("correct", pa.bool_(), nullable=False),  # rule_correct or (judge_correct and f1 > 0)
+        pa.field("rubric_raw", pa.float64()),  # only for traces that passed the chain (positive-only)
+        pa.field("rubric", pa.float64()),  # rubric_raw / group max
+        pa.field("n_tokens", pa.int64()),  # rendered length, when the length filter measured it
+        pa.field("kept", pa.bool_(), nullable=False),
+        pa.field("reason", pa.string()),  # drop reason; null when kept
+    ]
+)
+
+
+def filters_config(cfg: Any) -> FiltersConfig:
+    """The ``filters`` section of the run config (defaults when the config has none)."""
+    section = getattr(cfg, "filters", None)
+    return section if section is not None else FiltersConfig()
+
+
+def key_extra(cfg: Any, store: Any) -> str:
+    """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, and the
+    teacher's sampling config when the judge is on (the judge is the only teacher call here)."""
+    fcfg = filters_config(cfg)
+    h = hashlib.sha256()
+    for name in fcfg.decontaminate:
+        p = Path(name)
+        if not p.is_file():
+            from synth.config_base import ConfigError
+
+            raise ConfigError(f"bad value for config key 'filters.decontaminate': file not found: {p}")
+        h.update(str(p).encode())
+        with p.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    if fcfg.judge:
+        h.update(cfg.section_hash("teacher").encode())
+    return h.hexdigest()[:16]
+
+
+def load_questions(store: Any) -> dict[str, dict]:
+    """question_id -> ``questions`` row."""
+    table = store.read("questions", hint="questions")
+    return {r["question_id"]: r for r in table.to_pylist()}
+
+
+class _PerQuestion:
+    """What the band needs of one question: n, c, and its first rollout's harness prompt."""
+
+    __slots__ = ("n", "c", "key", "prompt", "tools")
+
+    def __init__(self) -> None:
+        self.n, self.c = 0, 0
+        self.key: tuple | None = None
+        self.prompt: list[dict] | None = None
+        self.tools: str | None = None
+
+    def add(self, row: dict, correct: bool) -> None:
+        self.n += 1
+        self.c += int(correct)
+        key = (row["sample_index"], row["trace_id"])
+        if self.key is not None and key >= self.key:
+            return
+        try:
+            prompt = prompt_messages(messages_of(row))
+        except (ValueError, TypeError, AttributeError):
+            return  # malformed messages: take the harness from another rollout
+        if prompt:
+            self.key, self.prompt, self.tools = key, prompt, row["tools"]
+
+
+def run_filter(ctx: StageContext) -> StageResult:
+    """Filter traces into ``sft`` (best-of-n) and ``rl_pool`` (difficulty band); see the module docstring."""
+    fcfg = filters_config(ctx.cfg)
+    questions = load_questions(ctx.store)
+    traces = ctx.store.dataset("traces", hint="rollout")
+    tokenizer = None
+    if "length" in fcfg.chain:
+        from .length import load_tokenizer
+
+        tok_path = ctx.store.path("tokenizer")
+        if not tok_path.exists():
+            from synth.pipeline import STAGE_COMMANDS
+            from synth.store import MissingInput
+
+            raise MissingInput(f"tokenizer not found in {ctx.store.root} (run `hopforge "
+                               f"{STAGE_COMMANDS.get('tokenizer', 'tokenizer')} --out {ctx.store.root}` first, "
+                               "or drop `length` from filters.chain)")
+        tokenizer = load_tokenizer(tok_path)
+    fctx = FilterContext(fcfg, questions, tokenizer=tokenizer)
+    rejects = ctx.writer("rejects/filter", REJECT_SCHEMA)
+    pending: list[dict] = []
+    chain = build_chain(fcfg.chain, fcfg)
+    if "correctness" not in fcfg.chain:
+        # SFT keeps correct traces only and the rubric is positive-only: correctness always runs, last if unlisted.
+        chain.append(CorrectnessFilter(fcfg))
+    runner = FilterRunner(chain, on_reject=lambda row, reason, detail: pending.append(
+        _reject_row(row, reason, detail)))
+
+    teacher = snap = None
+    judge_counts: Counter[str] = Counter()
+    if fcfg.judge:
+        from synth.teacher import open_teacher
+
+        teacher = open_teacher(ctx.cfg.teacher, ctx.store.root)
+        snap = teacher.stats.snapshot()
+
+    verdicts: dict[str, dict] = {}
+    per_q: dict[str, _PerQuestion] = {}
+    candidates: list[Candidate] = []
+    total = traces.count_rows()
+    try:
+        with ctx.bar("filter", total, "traces") as bar:
+            for batch in traces.to_batches(batch_size=BATCH_ROWS):
+                rows = batch.to_pylist()
+                fctx.grades = {r["trace_id"]: grade(r["final_answer"], questions.get(r["question_id"]), fcfg.min_f1)
+                               for r in rows}
+                if teacher is not None:
+                    _judge_batch(teacher, rows, questions, fctx.grades, judge_counts)
+                for row in rows:
+                    _pass_one(row, fctx, runner, per_q, candidates, verdicts)
+                rejects.write(pending)
+                pending.clear()
+                for tid, m in fctx.measures.items():
+                    verdicts[tid]["n_tokens"] = m.get("n_tokens")
+                fctx.measures.clear()
+                bar.update(len(rows))
+    finally:
+        if teacher is not None:
+            teacher.close()
+
+    kept_ids = select_best(candidates, fcfg.keep_per_question)
+    kept = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending)
+    rejects.write(pending)
+    rejects.close()
+    _write_verdicts(ctx, verdicts)
+    bands = _write_rl_pool(ctx, questions, per_q)
+
+    extra: dict[str, Any] = {
+        "chain": list(fcfg.chain),
+        "bands": bands,
+        "pass": pass_stats((p.n, p.c) for q, p in per_q.items() if q in questions),
+        "correct": {
+            "rule": sum(v["rule_correct"] for v in verdicts.values()),
+            "combined": sum(v["correct"] for v in verdicts.values()),
+            "judge_rescued": sum(v["correct"] and not v["rule_correct"] for v in verdicts.values()),
+        },
+        "kept_rubric_mean": (round(sum(c.rubric_raw for c in candidates if c.trace_id in kept_ids) / kept, 6)
+                             if kept else None),
+    }
+    if teacher is not None:
+        extra["judge"] = dict(judge_counts) | _judge_agreement(verdicts.values())
+        extra["teacher"] = teacher.stats.since(snap)
+    return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra)
+
+
+def _judge_batch(teacher: Any, rows: list[dict], questions: dict, grades: dict, counts: Counter) -> None:
+    """Ask the judge about every answered trace of the batch; its verdict is added to the grade."""
+    todo = [r for r in rows if r["question_id"] in questions and r["final_answer"] and r["final_answer"].strip()]
+    items = [(questions[r["question_id"]], r["final_answer"]) for r in todo]
+    verdicts, c = run_judge(teacher, items)
+    counts.update(c)
+    for r, v in zip(todo, verdicts):
+        grades[r["trace_id"]].judge_correct = v
+
+
+def _pass_one(row: dict, fctx: FilterContext, runner: FilterRunner, per_q: dict, candidates: list,
+              verdicts: dict) -> None:
+    tid, qid = row["trace_id"], row["question_id"]
+    g = fctx.grades[tid]
+    per_q.setdefault(qid, _PerQuestion()).add(row, g.correct)
+    keep, reason, _ = runner.apply(row, fctx)
+    rubric = None
+    if keep:
+        rubric = rubric_raw(row, fctx.questions[qid])
+        candidates.append(Candidate(tid, qid, int(row["n_tool_calls"]), rubric))
+    verdicts[tid] = {"trace_id": tid, "question_id": qid, "teacher_model": row["teacher_model"],
+                     "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1, "judge_correct": g.judge_correct,
+                     "correct": g.correct, "rubric_raw": rubric, "rubric": None, "n_tokens": None,
+                     "kept": False, "reason": reason}
+
+
+def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate], kept_ids: set[str],
+              runner: FilterRunner, verdicts: dict, pending: list) -> int:
+    """Write the kept survivors to ``sft`` and reject the others as ``not_best``; returns the kept count."""
+    by_id = {c.trace_id: c for c in candidates}
+    group_size = Counter(c.question_id for c in candidates)
+    group_kept = Counter(c.question_id for c in candidates if c.trace_id in kept_ids)
+    sft = ctx.writer("sft", SFT_SCHEMA)
+    kept = 0
+    if by_id:
+        survivors = traces.to_batches(filter=ds.field("trace_id").isin(pa.array(sorted(by_id), pa.string())),
+                                      batch_size=BATCH_ROWS)
+        for batch in survivors:
+            rows = []
+            for row in batch.to_pylist():
+                c = by_id[row["trace_id"]]
+                v = verdicts[c.trace_id]
+                v["rubric"] = c.rubric
+                if c.trace_id in kept_ids:
+                    v["kept"] = True
+                    rows.append(sft_row(row, c.rubric))
+                else:
+                    v["reason"] = "not_best"
+                    runner.reject(row, "not_best", f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
+                                  f"{c.n_tool_calls} tool calls; {group_kept[c.question_id]} of "
+                                  f"{group_size[c.question_id]} correct traces kept")
+            sft.write(rows)
+            kept += len(rows)
+    sft.close()
+    return kept
+
+
+def _reject_row(row: dict, reason: str, detail: str | None) -> dict:
+    out = {f.name: row.get(f.name) for f in Trace.SCHEMA}
+    out["reason"], out["detail"] = reason, detail
+    return out
+
+
+def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
+    w = ctx.writer("filter/verdicts", VERDICT_SCHEMA)
+    w.write(list(verdicts.values()))
+    w.close()
+
+
+def _write_rl_pool(ctx: StageContext, questions: dict, per_q: dict[str, _PerQuestion]) -> dict[str, int]:
+    """Band every question with rollouts; write the ``rl_pool`` rows; return the band counts."""
+    counts = {b: 0 for b in BANDS}
+    rows = []
+    for qid in sorted(per_q):
+        p, q = per_q[qid], questions.get(qid)
+        if q is None:
+            counts["unknown_question"] = counts.get("unknown_question", 0) + 1
+            continue
+        b = band(p.c, p.n)
+        counts[b] += 1
+        if b == "rl_pool":
+            prompt = p.prompt or [{"role": "user", "content": q["question"]}]
+            rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows)))
+    w = ctx.writer("rl_pool", RL_SCHEMA)
+    w.write(rows)
+    w.close()
+    return counts
+
+
+def _judge_agreement(verdicts) -> dict[str, int]:
+    """How the judge compared with the rule where both spoke."""
+    out = Counter()
+    for v in verdicts:
+        j = v["judge_correct"]
+        if j is None:
+            continue
+        if v["rule_correct"]:
+            out["agree_on_rule_hits" if j else "overruled_on_rule_hits"] += 1
+        else:
+            out["rescued" if v["correct"] else ("agree_on_rule_misses" if not j else "ignored_no_overlap")] += 1
+    return dict(out)
+
+
+__all__ = ["REJECT_SCHEMA", "VERDICT_SCHEMA", "filters_config", "key_extra", "load_questions", "run_filter"]

@@ -1,0 +1,191 @@
+"""The filter stage end to end on a hand-made run folder: funnel, rejects, verdicts, sft, rl_pool."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from filters.band import RL_SCHEMA
+from filters.stage import VERDICT_SCHEMA
+from helpers.filterstore import config, make_store, stages
+from helpers.traces import TOOLS_JSON, call, make_question, make_trace
+from synth.pipeline import run_stage
+from synth.records import SFT_SCHEMA
+from synth.tools_schema import TOOL_SCHEMAS
+
+GOOD = [call("search", query="Alpha Station"), call("open", page="p1"), call("find", page="p2", text="Delta"),
+        call("search", query="Delta City")]  # covers both intermediate entities
+PARTIAL = [call("search", query="Alpha Station"), call("open", page="p1"), call("search", query="Delta"),
+           call("search", query="Delta City", k=3), call("open", page="p3", offset=2000)]  # only Bravo Harbour
+
+
+def _run(tmp_path: Path, **fcfg):
+    q4 = make_question("q4", question="Which river flows through the capital of the country that hosted the 1930 "
+                                      "football world cup?")
+    questions = [make_question("q1"), make_question("q2"), make_question("q3"), q4]
+    traces = [
+        make_trace("t1a", "q1", sample_index=1, calls=GOOD),
+        make_trace("t1b", "q1", sample_index=0, calls=PARTIAL),
+        make_trace("t1c", "q1", sample_index=2, answer="Echo Town"),
+        make_trace("t1d", "q1", sample_index=3, calls=GOOD[:2]),
+        make_trace("t1e", "q1", sample_index=4, calls=GOOD, thoughts=["Alpha " * 3000]),
+        make_trace("t2a", "q2", calls=GOOD),
+        make_trace("t2b", "q2", sample_index=1, calls=GOOD + [call("open", page="p1")]),
+        make_trace("t3a", "q3", answer="Echo"),
+        dict(make_trace("t3b", "q3", sample_index=1, answer="Foxtrot"), messages="[{]"),
+        make_trace("t4a", "q4", answer="Delta City"),
+    ]
+    evals = tmp_path / "eval.jsonl"
+    evals.write_text(json.dumps({"question": "which river flows through the capital of the country"}) + "\n")
+    store = make_store(tmp_path / "run", questions, traces)
+    filt, _ = stages()
+    cfg = config(max_tokens=3000, decontaminate=[str(evals)], **fcfg)
+    outcome = run_stage(filt, cfg, store)
+    return store, outcome, traces
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("filter"))
+
+
+def test_funnel_adds_up_with_every_reason(run) -> None:
+    store, outcome, _ = run
+    rep = json.loads((store.root / "reports" / "filter.json").read_text())
+    assert rep == outcome.report
+    assert rep["input"] == 10 and rep["output"] == 2
+    assert rep["dropped"] == {"contaminated": 1, "format": 1, "not_best": 1, "repeated_calls": 1,
+                              "too_few_steps": 1, "too_long": 1, "wrong_answer": 2}
+    assert rep["input"] == rep["output"] + sum(rep["dropped"].values())
+    assert rep["bands"] == {"rl_pool": 1, "all_wrong": 1, "all_right": 2}
+    assert rep["pass"]["questions"] == 4 and rep["pass"]["pass@n"] == 0.75
+    assert "teacher" not in rep and "judge" not in rep
+
+
+def test_rejects_carry_the_full_row_and_its_reason(run) -> None:
+    store, _, traces = run
+    rejects = ds.dataset(store.path("rejects/filter")).to_table().to_pylist()
+    by_id = {r["trace_id"]: r for r in rejects}
+    assert {k: v["reason"] for k, v in by_id.items()} == {
+        "t1b": "not_best", "t1c": "wrong_answer", "t1d": "too_few_steps", "t1e": "too_long",
+        "t2b": "repeated_calls", "t3a": "wrong_answer", "t3b": "format", "t4a": "contaminated"}
+    original = {t["trace_id"]: t for t in traces}
+    for tid, r in by_id.items():
+        assert r["messages"] == original[tid]["messages"] and r["gold_first_seen"] == original[tid]["gold_first_seen"]
+        assert r["detail"]
+    assert "rubric 0.500" in by_id["t1b"]["detail"] and "1 of 2" in by_id["t1b"]["detail"]
+
+
+def test_verdicts_one_row_per_trace(run) -> None:
+    store, _, _ = run
+    t = ds.dataset(store.path("filter/verdicts")).to_table()
+    assert t.schema.equals(VERDICT_SCHEMA)
+    v = {r["trace_id"]: r for r in t.to_pylist()}
+    assert len(v) == 10
+    assert {k for k, r in v.items() if r["kept"]} == {"t1a", "t2a"}
+    # Positive-only: only traces that passed the chain (all correct) have a rubric.
+    assert {k for k, r in v.items() if r["rubric_raw"] is not None} == {"t1a", "t1b", "t2a"}
+    assert (v["t1a"]["rubric_raw"], v["t1a"]["rubric"]) == (1.0, 1.0)
+    assert (v["t1b"]["rubric_raw"], v["t1b"]["rubric"]) == (0.5, 0.5)
+    # Correctness is recorded whatever the other filters said (the band reads it).
+    assert v["t1d"]["correct"] and v["t1e"]["correct"] and not v["t1c"]["correct"]
+    assert v["t1e"]["n_tokens"] > 3000 and v["t1a"]["n_tokens"] <= 3000 and v["t1d"]["n_tokens"] is None
+    assert all(r["judge_correct"] is None for r in v.values())
+    assert v["t1b"]["reason"] == "not_best" and v["t1a"]["reason"] is None
+
+
+def test_sft_renders_through_a_chat_template_with_tools(run, tmp_path: Path) -> None:
+    import datasets
+
+    from filters.length import load_tokenizer
+
+    store, _, traces = run
+    files = sorted(str(p) for p in store.path("sft").glob("*.parquet"))
+    assert pq.read_schema(files[0]).equals(SFT_SCHEMA)
+    dset = datasets.Dataset.from_parquet(files, cache_dir=str(tmp_path / "hf"))
+    assert sorted(dset["trace_id"]) == ["t1a", "t2a"]
+    tok = load_tokenizer(store.path("tokenizer"))
+    original = {t["trace_id"]: json.loads(t["messages"]) for t in traces if t["trace_id"] in ("t1a", "t2a")}
+    for row in dset:
+        tools = json.loads(row["tools"])
+        assert tools == TOOL_SCHEMAS and row["tools"] == TOOLS_JSON
+        text = tok.apply_chat_template(row["messages"], tools=tools, tokenize=False)
+        assert text.count("<tool_call>") == row["n_tool_calls"] == 4
+        assert '"arguments": {"query": "Alpha Station"}}' in text  # no merged keys: no "offset": null
+        assert "null" not in text.split("<|end|>", 1)[1].replace('"required"', "")
+        assert "<answer>Delta City</answer>" in text
+        calls = [(tc["function"]["name"], json.loads(tc["function"]["arguments"]))
+                 for m in row["messages"] for tc in (m["tool_calls"] or [])]
+        want = [(tc["function"]["name"], json.loads(tc["function"]["arguments"]))
+                for m in original[row["trace_id"]] for tc in m.get("tool_calls", [])]
+        assert calls == want
+        for name, args in calls:
+            assert set(args) <= set(next(t for t in tools if t["function"]["name"] == name)["function"]
+                                    ["parameters"]["properties"])
+        assert row["rubric"] == 1.0 and row["teacher_model"] == "teacher-a"
+
+
+def test_rl_pool_in_the_verl_layout(run) -> None:
+    store, _, traces = run
+    t = pq.read_table(sorted(store.path("rl_pool").glob("*.parquet"))[0])
+    assert t.schema.equals(RL_SCHEMA)
+    assert t.num_rows == 1
+    row = t.to_pylist()[0]
+    assert row["data_source"] == "hopforge" and row["ability"] == "multihop_search"
+    assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": ["Delta City"]}}
+    target = t.column("reward_model").combine_chunks().field("ground_truth").field("target")
+    assert target.to_pylist() == [["Delta City"]]  # verl reads reward_model["ground_truth"]["target"]
+    assert row["extra_info"] == {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 5, "c": 4,
+                                 "split": "train"}
+    first = json.loads(next(tr for tr in traces if tr["trace_id"] == "t1b")["messages"])  # sample_index 0
+    assert row["prompt"] == [{"role": m["role"], "content": m["content"]} for m in first[:2]]
+    assert json.loads(row["tools"]) == TOOL_SCHEMAS
+
+
+def test_rerun_is_reused_and_config_changes_rerun(tmp_path: Path) -> None:
+    store, first, _ = _run(tmp_path)
+    filt, _ = stages()
+    evals = tmp_path / "eval.jsonl"
+    same = config(max_tokens=3000, decontaminate=[str(evals)])
+    assert run_stage(filt, same, store).reused
+    evals.write_text(json.dumps({"question": "nothing like it at all"}) + "\n")  # its bytes are in the key
+    changed = run_stage(filt, same, store)
+    assert not changed.reused and changed.report["dropped"].get("contaminated") is None
+    more = run_stage(filt, config(max_tokens=3000, decontaminate=[str(evals)], keep_per_question=2), store)
+    assert more.report["output"] == 4 and "not_best" not in more.report["dropped"]  # t1a, t1b, t2a, t4a
+
+
+def test_judge_in_the_stage(tmp_path: Path, monkeypatch) -> None:
+    import synth.teacher as teacher_mod
+    from helpers.fakejudge import FakeJudge
+
+    backend = FakeJudge(yes={"Delta", "Echo"})
+    monkeypatch.setitem(teacher_mod._BACKENDS, "oracle", lambda cfg, **kw: backend)
+    traces = [make_trace("a", calls=GOOD), make_trace("b", sample_index=1, calls=GOOD, answer="Delta"),
+              make_trace("c", sample_index=2, calls=GOOD, answer="Echo")]
+    store = make_store(tmp_path / "run", [make_question()], traces)
+    filt, _ = stages()
+    out = run_stage(filt, config(judge=True, keep_per_question=3), store)
+    rep = out.report
+    v = {r["trace_id"]: r for r in ds.dataset(store.path("filter/verdicts")).to_table().to_pylist()}
+    assert {k: (r["rule_correct"], r["judge_correct"], r["correct"]) for k, r in v.items()} == {
+        "a": (True, False, True), "b": (False, True, True), "c": (False, True, False)}
+    assert rep["output"] == 2 and rep["dropped"] == {"wrong_answer": 1}
+    assert rep["correct"] == {"rule": 1, "combined": 2, "judge_rescued": 1}
+    assert rep["judge"]["asked"] == 3 and rep["judge"]["rescued"] == 1
+    assert rep["judge"]["overruled_on_rule_hits"] == 1 and rep["judge"]["ignored_no_overlap"] == 1
+    assert rep["teacher"]["completed"] == 3 and rep["teacher"]["prompt_tokens"] == 30
+    assert rep["bands"]["rl_pool"] == 1
+
+
+def test_missing_tokenizer_names_the_command(tmp_path: Path) -> None:
+    from synth.store import MissingInput
+
+    store = make_store(tmp_path / "run", [make_question()], [make_trace()], tokenizer=False)
+    filt, _ = stages()
+    with pytest.raises(MissingInput, match="tokenizer"):
+        run_stage(filt, config(), store)
