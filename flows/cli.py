@@ -49,22 +49,13 @@ def _load(config: Path, overrides: list[str] | None):
 
 
 def _run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
-    from synth.pipeline import run_stage
     from synth.progress import print_table
+    from synth.runner import SUMMARY_COLUMNS, run_pipeline, summary_rows
     from synth.stages import BY_NAME
     from synth.store import Store
 
-    store = Store(out)
-    outcomes = []
-    for name in names:
-        outcomes.append(run_stage(BY_NAME[name], cfg, store, force=force))
-    rows = []
-    for o in outcomes:
-        r = o.report
-        dropped = r.get("dropped", {})
-        rows.append([o.name, "reused" if o.reused else "ran", r.get("input", ""), r.get("output", ""),
-                     sum(dropped.values()) if dropped else 0, round(o.seconds, 2)])
-    print_table(f"hopforge: {out}", ["stage", "status", "input", "output", "dropped", "seconds"], rows)
+    outcomes = run_pipeline([BY_NAME[n] for n in names], cfg, Store(out), force=force)
+    print_table(f"hopforge: {out}", SUMMARY_COLUMNS, summary_rows(outcomes))
 
 
 def _guard(fn):

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 from .config import Config
 from .progress import Bar
 from .store import MissingInput, ShardWriter, Store, atomic_write_json
+from .teacher_stats import merge_reports
 
 log = logging.getLogger("hopforge")
 
@@ -42,6 +43,7 @@ class StageResult:
     output: int
     dropped: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    teacher_calls: int = 0  # requests sent to the teacher by this run (not cache hits, not resumed shards)
 
     def check(self, stage: str) -> None:
         total = self.output + sum(self.dropped.values())
@@ -67,8 +69,23 @@ class Shards:
     finish: Callable[["StageContext", list[dict]], StageResult]
 
 
-# A shard executor runs fn(i, desc) for every (i, desc) and returns the results in order.
-ShardExecutor = Callable[[Callable[[int, Any], dict], Sequence[tuple[int, Any]]], list[dict]]
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard of a stage run, as plain data: it pickles to another process (a Dask worker),
+    which rebuilds the stage context from it (:func:`run_shard_job`)."""
+
+    stage: str
+    config: dict
+    root: str
+    key: str
+    index: int
+    desc: Any
+    progress: bool | None = None
+
+
+# A shard executor runs every job (through run_shard_job, here or elsewhere) and returns the
+# summaries in job order.
+ShardExecutor = Callable[[Sequence[ShardJob]], list[dict]]
 
 
 @dataclass(frozen=True)
@@ -119,7 +136,6 @@ class StageContext:
         self._lock = threading.Lock()
         self._teacher = None
         self._snap = None
-        self._bars: dict[str, Bar] = {}
 
     def out(self, rel: str) -> Path:
         """Where to write output ``rel`` (inside the staging folder)."""
@@ -136,11 +152,12 @@ class StageContext:
         return Bar(f"{self.stage.name}: {desc}", total=total, unit=unit, enabled=self._progress)
 
     def shared_bar(self, desc: str, total: float | None = None, unit: str = "it") -> Bar:
-        """One bar shared by every shard of this stage (made on first use, closed when the stage ends)."""
-        with self._lock:
-            if desc not in self._bars:
-                self._bars[desc] = self.bar(desc, total, unit)
-            return self._bars[desc]
+        """One bar shared by every shard of this stage run in this process (closed when the stage ends)."""
+        k = (str(self.store.root), self.stage.name, self.key, desc)
+        with _BARS_LOCK:
+            if k not in _BARS:
+                _BARS[k] = self.bar(desc, total, unit)
+            return _BARS[k]
 
     def shard_out(self, rel: str, i: int) -> Path:
         """Where shard ``i`` writes its part of table ``rel`` (one Parquet file)."""
@@ -181,11 +198,19 @@ class StageContext:
         return None if self._teacher is None else self._teacher.stats.since(self._snap)
 
     def close(self) -> None:
-        """Close bars and the teacher's connections."""
-        for b in self._bars.values():
-            b.close()
+        """Close the teacher's connections."""
         if self._teacher is not None:
             self._teacher.close()
+
+    def close_bars(self) -> None:
+        """Close the bars shared by this stage run's shards."""
+        with _BARS_LOCK:
+            for k in [k for k in _BARS if k[:3] == (str(self.store.root), self.stage.name, self.key)]:
+                _BARS.pop(k).close()
+
+
+_BARS: dict[tuple, Bar] = {}
+_BARS_LOCK = threading.Lock()
 
 
 @dataclass
@@ -195,6 +220,7 @@ class StageOutcome:
     reused: bool
     seconds: float
     report: dict
+    teacher_calls: int = 0  # requests this run sent (0 when reused)
 
 
 def stage_key(stage: Stage, cfg: Config, store: Store) -> tuple[str, dict]:
@@ -225,14 +251,31 @@ def stage_key(stage: Stage, cfg: Config, store: Store) -> tuple[str, dict]:
 STAGE_COMMANDS: dict[str, str] = {}
 
 
+def run_shard_job(job: ShardJob) -> dict:
+    """Run one shard (in this process or a worker's) and mark it done; returns its summary, with
+    what its own teacher did under ``teacher``."""
+    from .config import Config
+    from .stages import BY_NAME
+
+    stage = BY_NAME[job.stage]
+    ctx = StageContext(stage, Config.model_validate(job.config), Store(job.root), job.key, progress=job.progress)
+    try:
+        summary = stage.shards().run(ctx, job.index, job.desc)
+    finally:
+        ctx.close()
+    summary["teacher"] = ctx.teacher_stats()
+    atomic_write_json(ctx.staging / "_shards" / f"{job.index:05d}.json", summary)
+    return summary
+
+
 def thread_executor(workers: int) -> ShardExecutor:
     """Run shards on ``workers`` threads (shards of teacher work overlap; the teacher's gate is shared)."""
 
-    def run(fn: Callable[[int, Any], dict], items: Sequence[tuple[int, Any]]) -> list[dict]:
-        if workers <= 1 or len(items) <= 1:
-            return [fn(i, d) for i, d in items]
+    def run(jobs: Sequence[ShardJob]) -> list[dict]:
+        if workers <= 1 or len(jobs) <= 1:
+            return [run_shard_job(j) for j in jobs]
         with ThreadPoolExecutor(workers, thread_name_prefix="hopforge-shard") as ex:
-            return list(ex.map(lambda a: fn(*a), items))
+            return list(ex.map(run_shard_job, jobs))
 
     return run
 
@@ -252,17 +295,25 @@ def _run_sharded(ctx: StageContext, shards: Shards, executor: ShardExecutor | No
     done = {int(p.stem): json.loads(p.read_text()) for p in marks.glob("[0-9]*.json")}
     if done:
         log.info("%s: resuming, %d of %d shards already done", ctx.stage.name, len(done), len(descs))
-
-    def one(i: int, desc: Any) -> dict:
-        summary = shards.run(ctx, i, desc)
-        atomic_write_json(marks / f"{i:05d}.json", summary)
-        return summary
-
-    todo = [(i, d) for i, d in enumerate(descs) if i not in done]
-    run = executor or thread_executor(getattr(getattr(ctx.cfg, "synth", None), "shard_workers", 1))
-    for (i, _), summary in zip(todo, run(one, todo)):
-        done[i] = summary
-    return shards.finish(ctx, [done[i] for i in range(len(descs))])
+    config = ctx.cfg.model_dump(mode="json")
+    jobs = [ShardJob(ctx.stage.name, config, str(ctx.store.root), ctx.key, i, d, ctx._progress)
+            for i, d in enumerate(descs) if i not in done]
+    run = executor or thread_executor(ctx.cfg.synth.shard_workers)
+    try:
+        fresh = run(jobs)
+    finally:
+        ctx.close_bars()
+    calls_now = sum((s.get("teacher") or {}).get("requests", 0) for s in fresh)
+    for job, summary in zip(jobs, fresh):
+        done[job.index] = summary
+    summaries = [dict(done[i]) for i in range(len(descs))]
+    teachers = [s.pop("teacher", None) for s in summaries]
+    result = shards.finish(ctx, summaries)
+    merged = merge_reports(teachers, ctx.cfg.teacher.price_per_mtok)
+    if merged is not None:
+        result.extra["teacher"] = merged
+    result.teacher_calls = calls_now
+    return result
 
 
 def run_stage(stage: Stage, cfg: Config, store: Store, force: bool = False, progress: bool | None = None,
@@ -293,6 +344,7 @@ def run_stage(stage: Stage, cfg: Config, store: Store, force: bool = False, prog
     teacher = ctx.teacher_stats()
     if teacher is not None:
         result.extra["teacher"] = teacher
+        result.teacher_calls += teacher["requests"]
     result.check(stage.name)
     seconds = time.monotonic() - t0
     report = {
@@ -306,4 +358,4 @@ def run_stage(stage: Stage, cfg: Config, store: Store, force: bool = False, prog
     }
     entry = dict(parts, key=key, seconds=round(seconds, 3), finished_at=time.time())
     store.commit(stage.name, key, stage.outputs, entry, report)
-    return StageOutcome(stage.name, key, False, seconds, report)
+    return StageOutcome(stage.name, key, False, seconds, report, result.teacher_calls)

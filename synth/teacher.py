@@ -28,6 +28,7 @@ import importlib
 import logging
 import os
 import random
+import threading
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -82,13 +83,27 @@ def make_backend(cfg: TeacherConfig, **kw: Any) -> ChatModel:
     return spec(cfg, **kw)
 
 
+_LIMITS: dict[tuple, tuple[Gate, RateLimiter]] = {}
+_LIMITS_LOCK = threading.Lock()
+
+
+def _shared_limits(cfg: TeacherConfig) -> tuple[Gate, RateLimiter]:
+    key = (cfg.backend, cfg.base_url, cfg.model, cfg.concurrency, cfg.rpm, cfg.tpm)
+    with _LIMITS_LOCK:
+        if key not in _LIMITS:
+            _LIMITS[key] = (Gate(cfg.concurrency), RateLimiter(cfg.rpm, cfg.tpm, clock=time.monotonic, sleep=asyncio.sleep))
+        return _LIMITS[key]
+
+
 def cache_path(root: str | Path) -> Path:
     """Where stages keep the call cache under output folder ``root``: ``DIR/cache/teacher.sqlite``."""
     return Path(root) / "cache" / "teacher.sqlite"
 
 
 def open_teacher(cfg: TeacherConfig, root: str | Path, **kw: Any) -> "Teacher":
-    """A teacher whose cache lives in the output folder ``root`` (shared by every stage)."""
+    """A teacher whose cache lives in the output folder ``root`` (shared by every stage); its
+    concurrency gate and rate limits are shared with every other teacher of this process."""
+    kw.setdefault("shared", True)
     return Teacher(cfg, cache_path(root), **kw)
 
 
@@ -101,14 +116,19 @@ class Teacher:
 
     def __init__(self, cfg: TeacherConfig, cache_path: str | Path | None = None, *, backend: ChatModel | None = None,
                  sleep: Callable[[float], Awaitable[None]] | None = None, clock: Callable[[], float] | None = None,
-                 rng: random.Random | None = None, **backend_kw: Any):
+                 rng: random.Random | None = None, shared: bool = False, **backend_kw: Any):
         self.cfg = cfg
         self.backend = backend if backend is not None else make_backend(cfg, **backend_kw)
         self.cache = CallCache(cache_path) if cache_path is not None else None
         self.stats = TeacherStats(cfg.price_per_mtok)
         self._sleep = sleep or asyncio.sleep
-        self._gate = Gate(cfg.concurrency)
-        self._limiter = RateLimiter(cfg.rpm, cfg.tpm, clock=clock or time.monotonic, sleep=self._sleep)
+        if shared and sleep is None and clock is None:
+            # Teachers of one process and endpoint share one gate and one rate limiter, so
+            # concurrency and rpm/tpm hold across every shard and thread, each with its own stats.
+            self._gate, self._limiter = _shared_limits(cfg)
+        else:
+            self._gate = Gate(cfg.concurrency)
+            self._limiter = RateLimiter(cfg.rpm, cfg.tpm, clock=clock or time.monotonic, sleep=self._sleep)
         self._rng = rng or random.Random()
         self._reported: set[str] = set()
 

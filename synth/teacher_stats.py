@@ -60,6 +60,31 @@ class StatsSnapshot:
         return d
 
 
+def merge_reports(reports: list[dict[str, Any]], price: Price | None = None) -> dict[str, Any] | None:
+    """One report from several (e.g. one per shard): counters summed, ``wall_s`` the longest."""
+    reports = [r for r in reports if r]
+    if not reports:
+        return None
+    total = StatsSnapshot()
+    for r in reports:
+        for f in fields(total):
+            v = r.get(f.name)
+            if v is None:
+                continue
+            cur = getattr(total, f.name)
+            if isinstance(cur, Counter):
+                cur.update(v)
+            elif f.name == "wall_s":
+                total.wall_s = max(total.wall_s, v)
+            else:
+                setattr(total, f.name, cur + v)
+    out = total.as_dict(price)
+    for key in ("cost_usd", "cost_saved_by_cache_usd"):
+        if price is None and any(key in r for r in reports):
+            out[key] = round(sum(r.get(key, 0.0) for r in reports), 6)
+    return out
+
+
 class TeacherStats:
     """Live, thread-safe counters of one teacher."""
 
