@@ -86,12 +86,16 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug l
 @app.command()
 @_guard
 def run(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
-        force: ForceOpt = False) -> None:
+        force: ForceOpt = False,
+        until: Annotated[Optional[str], typer.Option("--until", help="Stop after this stage.")] = None) -> None:
     """Run every stage in order, reusing the ones whose inputs, config and code are unchanged."""
     from synth.stages import PIPELINE
 
+    names = [s.name for s in PIPELINE]
+    if until is not None and until not in names:
+        raise UsageError(f"--until: unknown stage '{until}' (stages: {', '.join(names)})")
     cfg = _load(config, set_)
-    _run_stages([s.name for s in PIPELINE], cfg, out, force)
+    _run_stages(names[: names.index(until) + 1] if until else names, cfg, out, force)
 
 
 @app.command()

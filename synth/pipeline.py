@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .config import Config
+from .faults import crash_point
 from .progress import Bar
 from .store import MissingInput, ShardWriter, Store, atomic_write_json
 from .teacher_stats import merge_reports
@@ -265,6 +266,7 @@ def run_shard_job(job: ShardJob) -> dict:
         ctx.close()
     summary["teacher"] = ctx.teacher_stats()
     atomic_write_json(ctx.staging / "_shards" / f"{job.index:05d}.json", summary)
+    crash_point(f"shard:{job.stage}:{job.index}")
     return summary
 
 
@@ -309,11 +311,26 @@ def _run_sharded(ctx: StageContext, shards: Shards, executor: ShardExecutor | No
     summaries = [dict(done[i]) for i in range(len(descs))]
     teachers = [s.pop("teacher", None) for s in summaries]
     result = shards.finish(ctx, summaries)
+    # The shards' bookkeeping is not output: only what finish() wrote is committed.
+    shutil.rmtree(marks, ignore_errors=True)
+    shutil.rmtree(ctx.staging / "_parts", ignore_errors=True)
     merged = merge_reports(teachers, ctx.cfg.teacher.price_per_mtok)
     if merged is not None:
         result.extra["teacher"] = merged
     result.teacher_calls = calls_now
     return result
+
+
+def _prepare_partial(partial: Path, sharded: bool) -> None:
+    """Clear what an interrupted attempt left, except finished shards (their parts and marks)."""
+    if not partial.exists():
+        return
+    keep = {"_shards", "_parts"} if sharded else set()
+    for p in partial.iterdir():
+        if p.name not in keep:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for tmp in partial.rglob("*.tmp"):
+        tmp.unlink()
 
 
 def run_stage(stage: Stage, cfg: Config, store: Store, force: bool = False, progress: bool | None = None,
@@ -335,6 +352,7 @@ def run_stage(stage: Stage, cfg: Config, store: Store, force: bool = False, prog
     if force:
         shutil.rmtree(final, ignore_errors=True)
         shutil.rmtree(store.partial_dir(stage.name, key), ignore_errors=True)
+    _prepare_partial(store.partial_dir(stage.name, key), sharded=stage.shards is not None)
     ctx = StageContext(stage, cfg, store, key, progress=progress)
     log.info("%s: running (key %s)", stage.name, key)
     try:

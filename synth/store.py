@@ -31,6 +31,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from filelock import FileLock
 
+from .faults import crash_point
+
 PARQUET_OPTS = dict(compression="zstd", compression_level=3, use_dictionary=True, write_statistics=True)
 
 
@@ -193,6 +195,7 @@ class Store:
                 if not partial.exists():
                     raise RuntimeError(f"stage {stage}: nothing to commit for key {key}")
                 os.replace(partial, final)
+            crash_point(f"commit:{stage}")
             self._publish_locked(stage, key, outputs)
             if report is not None:
                 atomic_write_json(self.root / "reports" / f"{stage}.json", report)

@@ -35,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
+import orjson
+
 from .config_base import ConfigError
 from .teacher_cache import CallCache, cache_key, canonical_json
 from .teacher_config import TeacherConfig
@@ -120,6 +122,9 @@ class Teacher:
         self.cfg = cfg
         self.backend = backend if backend is not None else make_backend(cfg, **backend_kw)
         self.cache = CallCache(cache_path) if cache_path is not None else None
+        # The ledger: one JSON line per request that completed, appended after its cache entry is
+        # stored, so spend can be audited and a repeated paid call would show as a repeated key.
+        self.ledger = Path(cache_path).with_name("ledger.jsonl") if cache_path is not None else None
         self.stats = TeacherStats(cfg.price_per_mtok)
         self._sleep = sleep or asyncio.sleep
         if shared and sleep is None and clock is None:
@@ -170,6 +175,8 @@ class Teacher:
                     # costs a repeat after a restart, so warn and count rather than fail the item.
                     self.stats.add(cache_errors=1)
                     self._log_failure("cache_write", f"{type(e).__name__}: {e}", 1, what="cache write")
+            if self.ledger is not None:
+                self._write_ledger(key, resp)
             return resp
         finally:
             self.stats.exit()
@@ -217,6 +224,21 @@ class Teacher:
             self.stats.add(retries=1, backoff_s=delay)
             await self._sleep(delay)
             attempt += 1
+
+    def _write_ledger(self, key: str, resp: ChatResponse) -> None:
+        u = resp.usage
+        line = orjson.dumps({"key": key, "model": self.cfg.model, "prompt_tokens": u.get("prompt_tokens", 0),
+                             "completion_tokens": u.get("completion_tokens", 0), "latency_s": round(resp.latency_s, 4),
+                             "t": round(time.time(), 3)}) + b"\n"
+        # One short line with O_APPEND is written whole, even with other writers on the file.
+        try:
+            fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self._log_failure("ledger_write", f"{type(e).__name__}: {e}", 1, what="ledger write")
 
     def _estimate_tokens(self, messages: list[dict], tools: list[dict] | None) -> int:
         # About four characters a token for English; the tpm limit only needs the right scale.

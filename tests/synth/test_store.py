@@ -115,3 +115,22 @@ def test_empty_table_is_readable(tmp_path):
     w.close()
     t = ds.dataset(tmp_path / "e").to_table()
     assert t.num_rows == 0 and t.schema == SCHEMA
+
+
+def test_rerun_after_crash_does_not_keep_the_crashed_attempts_rows(tmp_path):
+    store = Store(tmp_path)
+    cfg = load_config(None, ["walk.hops=2"])
+
+    def crash(ctx):
+        w = ctx.writer("nums", SCHEMA, rows_per_shard=1)
+        w.write([{"x": 100}])
+        w.write([{"x": 101}])
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        run_stage(Stage(name="nums", run=crash, sections=("walk",), modules=("synth.records",), outputs=("nums",)),
+                  cfg, store)
+    # Same key (same code, config and inputs), a clean run: only its own rows survive.
+    run_stage(Stage(name="nums", run=_make(3).run, sections=("walk",), modules=("synth.records",), outputs=("nums",)),
+              cfg, store)
+    assert sorted(ds.dataset(tmp_path / "nums").to_table()["x"].to_pylist()) == [0, 1, 2]

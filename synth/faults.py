@@ -1,0 +1,20 @@
+"""A test hook for crash-resume tests: kill this process at a named point.
+
+When ``HOPFORGE_CRASH_AT`` lists a point (comma-separated), reaching it sends SIGKILL
+to the process itself: no cleanup, no flush, exactly like a machine going down.
+The points sit where a crash is most likely to leave damage: right after a shard is
+marked done (``shard:<stage>:<i>``) and right after a stage's output folder is
+renamed into place, before its public links and manifest entry (``commit:<stage>``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``HOPFORGE_CRASH_AT`` names ``name``."""
+    spec = os.environ.get("HOPFORGE_CRASH_AT")
+    if spec and name in spec.split(","):
+        os.kill(os.getpid(), signal.SIGKILL)
