@@ -1,0 +1,68 @@
+"""Incremental rebuilds: an unchanged rerun recomputes nothing, a filter change re-pays no teacher
+call, and added pages make new walks (and teacher work) only where the graph changed."""
+
+import json
+
+import pyarrow.dataset as ds
+import pytest
+
+from synth.config import load_config
+from synth.democorpus import build_demo_corpus
+from synth.runner import run_pipeline
+from synth.stages import PIPELINE
+from synth.store import Store
+
+UNTIL_REPORT = [s for s in PIPELINE][: [s.name for s in PIPELINE].index("report") + 1]
+SMALL = ["walk.num_walks=16", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "questions.shard_size=4",
+         "rollout.shard_size=4", "walk.incremental=true"]
+
+
+@pytest.fixture(scope="module")
+def demo_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("src") / "demo.jsonl"
+    build_demo_corpus(path)
+    return path
+
+
+def _run(out, source, extra=()):
+    cfg = load_config("configs/demo.yaml", SMALL + [f"corpus.source={source}", *extra])
+    outcomes = run_pipeline(UNTIL_REPORT, cfg, Store(out))
+    run = json.loads((out / "reports" / "run.json").read_text())
+    assert run["stages"].keys() == {o.name for o in outcomes}
+    return run
+
+
+def test_noop_rerun_and_filter_change(tmp_path, demo_file):
+    first = _run(tmp_path, demo_file)
+    assert first["teacher_calls"] > 0
+    again = _run(tmp_path, demo_file)
+    assert again["teacher_calls"] == 0
+    assert all(s["reused"] for s in again["stages"].values())
+    changed = _run(tmp_path, demo_file, ["filters.min_tool_calls=5"])
+    assert changed["teacher_calls"] == 0
+    reran = {name for name, s in changed["stages"].items() if not s["reused"]}
+    assert reran == {"filter", "report"}
+
+
+def test_added_pages_pay_only_for_new_walks(tmp_path, demo_file):
+    lines = demo_file.read_text(encoding="utf-8").splitlines(keepends=True)
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(lines[: int(len(lines) * 0.8)]), encoding="utf-8")
+    out = tmp_path / "out"
+    first = _run(out, small)
+    walks_a = {r["walk_id"]: r for r in ds.dataset(out / "walks").to_table().to_pylist()}
+    questions_a = {r["question_id"]: r for r in ds.dataset(out / "questions").to_table().to_pylist()}
+
+    second = _run(out, demo_file)  # 25% more pages, with walk.incremental on
+    report = json.loads((out / "reports" / "walks.json").read_text())
+    walks_b = {r["walk_id"]: r for r in ds.dataset(out / "walks").to_table().to_pylist()}
+    kept = walks_a.keys() & walks_b.keys()
+    new = walks_b.keys() - walks_a.keys()
+    assert report["walks"]["reused"] == len(kept) > 0
+    assert all(walks_a[w]["path"] == walks_b[w]["path"] for w in kept)
+    # Questions of kept walks cost nothing: only the new walks' questions were asked.
+    assert second["stages"]["questions"]["teacher_calls"] <= len(new)
+    assert second["teacher_calls"] < first["teacher_calls"]
+    questions_b = {r["question_id"]: r for r in ds.dataset(out / "questions").to_table().to_pylist()}
+    for qid in questions_a.keys() & questions_b.keys():
+        assert questions_a[qid]["question"] == questions_b[qid]["question"]
