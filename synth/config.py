@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .config_base import ConfigError, Section, operational  # noqa: E402  (re-exported)
 from .teacher_config import TeacherConfig  # noqa: E402
 from .tools_config import ToolsConfig  # noqa: E402
+from .publish_config import PublishConfig  # noqa: E402
 from filters.config import FiltersConfig  # noqa: E402
 
 
@@ -132,6 +133,7 @@ class Config(Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
     synth: SynthConfig = Field(default_factory=SynthConfig)
+    publish: PublishConfig = Field(default_factory=PublishConfig)
 
     def get(self, dotted: str) -> Any:
         """The value at a dotted path, e.g. ``walk.hops``."""

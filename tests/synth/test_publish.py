@@ -1,0 +1,484 @@
+"""``hopforge publish``: layout, card, deterministic shards, the local and Hub targets.
+
+The output folder is made by hand (tables in the record schemas, committed through the
+store as the stages that make them, with minimal reports).  The Hub cannot be reached
+from here and no local Hub server is available, so the ``hub:`` target is tested with
+``HfApi.create_repo`` / ``list_repo_tree`` / ``create_commit`` monkeypatched onto an
+in-memory repo: that checks which files would be uploaded or deleted and how the token
+is passed, not the Hub's own behaviour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from pydantic import Field
+
+from filters.band import RL_SCHEMA, rl_row
+from filters.sftrows import sft_row
+from helpers.traces import make_question, make_trace
+from synth.card import prompt_hashes
+from synth.config import Config
+from synth.publish import PublishError, git_blob_sha1, parse_target, publish, shard_count, shard_of, shard_path
+from synth.publish_config import PublishConfig, ShardRows
+from synth.records import SFT_SCHEMA, Question, Trace
+from synth.stages import BY_NAME
+from synth.store import Store, write_parquet_atomic
+
+HF_TOKEN = "hf_TESTTOKEN_do_not_leak_7f3a9c"
+OPENAI_KEY = "sk-TESTKEY-do-not-leak-51e0b2"
+
+if "publish" in Config.model_fields:
+    RunConfig = Config
+else:
+    class RunConfig(Config):  # type: ignore[no-redef]
+        """The run config with the `publish` section (until synth.config wires it)."""
+
+        publish: PublishConfig = Field(default_factory=PublishConfig)
+
+LONGCTX_SCHEMA = pa.schema([pa.field("sample_id", pa.string(), nullable=False),
+                            pa.field("question_id", pa.string(), nullable=False),
+                            pa.field("prompt", pa.string(), nullable=False),
+                            pa.field("completion", pa.string(), nullable=False)])
+
+N_Q, N_SFT = 12, 20
+TEACHER_Q = {"prompt_tokens": 1000, "completion_tokens": 400, "cached_prompt_tokens": 200,
+             "cached_completion_tokens": 100, "cost_usd": 0.01, "cost_saved_by_cache_usd": 0.002}
+TEACHER_R = {"prompt_tokens": 5000, "completion_tokens": 1100, "cached_prompt_tokens": 0,
+             "cached_completion_tokens": 0, "cost_usd": 0.05, "cost_saved_by_cache_usd": 0.0}
+
+
+def run_config(**rows: int) -> Config:
+    return RunConfig(publish=PublishConfig(rows_per_shard=ShardRows(**rows)))
+
+
+def _commit(store: Store, stage: str, tables: dict[str, pa.Table], report: dict, cfg: Config,
+            inputs: tuple[str, ...] = (), tag: str = "1") -> None:
+    key = f"{stage}-{tag}"
+    for rel, t in tables.items():
+        write_parquet_atomic(t, store.partial_dir(stage, key) / rel / "part-00000.parquet")
+    entry = {"key": key, "inputs": {u: store.stage_entry(u)["key"] for u in inputs}}
+    if stage in BY_NAME:
+        entry["config"] = cfg.section_hash(*BY_NAME[stage].sections)
+    store.commit(stage, key, list(tables), entry, dict(report, stage=stage, key=key))
+
+
+def sft_table(rubric_of: dict[str, float] | None = None, n: int = N_SFT) -> pa.Table:
+    rows = []
+    for i in range(n):
+        tr = make_trace(f"t{i:03d}", f"q{i % N_Q:03d}", teacher_model="teacher-a")
+        rows.append(sft_row(tr, (rubric_of or {}).get(tr["trace_id"], 1.0)))
+    return pa.Table.from_pylist(rows, schema=SFT_SCHEMA)
+
+
+def build_dir(root: Path, cfg: Config, *, longctx: bool = True, stop_before: str | None = None) -> Store:
+    """A DIR with ingest, walks, questions, rollout, filter (and assemble) committed."""
+    store = Store(root)
+    pages = pa.table({"page_id": ["p0"], "title": ["Alpha Station"]})
+    _commit(store, "ingest", {"corpus/pages": pages},
+            {"input": 100, "output": 100, "dropped": {}, "source": "/home/someone/private-dir/kilt_demo.jsonl",
+             "links": {"input": 500, "output": 480, "dropped": {"self_link": 20}}}, cfg)
+    _commit(store, "walks", {"walks": pa.table({"walk_id": ["w0"]})}, {"input": 30, "output": 30, "dropped": {}},
+            cfg, ("ingest",))
+    questions = [make_question(f"q{i:03d}") for i in range(N_Q)]
+    _commit(store, "questions", {"questions": pa.Table.from_pylist(questions, schema=Question.SCHEMA)},
+            {"input": 30, "output": N_Q, "dropped": {"shortcut": 18}, "teacher": TEACHER_Q}, cfg,
+            ("ingest", "walks"))
+    if stop_before == "rollout":
+        return store
+    traces = [make_trace(f"t{i:03d}", f"q{i % N_Q:03d}", sample_index=i // N_Q) for i in range(2 * N_Q)]
+    _commit(store, "rollout", {"traces": pa.Table.from_pylist(traces, schema=Trace.SCHEMA)},
+            {"input": N_Q, "output": 2 * N_Q, "dropped": {}, "teacher": TEACHER_R}, cfg, ("questions",))
+    if stop_before == "filter":
+        return store
+    rl = [rl_row(questions[i], [{"role": "user", "content": "Q?"}], "[]", 2, 1, i) for i in range(3)]
+    _commit(store, "filter", {"sft": sft_table(), "rl_pool": pa.Table.from_pylist(rl, schema=RL_SCHEMA)},
+            {"input": 24, "output": N_SFT, "dropped": {"wrong_answer": 2, "too_few_steps": 1, "not_best": 1},
+             "chain": ["format", "correctness", "low_step"], "bands": {"rl_pool": 3, "all_wrong": 1, "all_right": 8}},
+            cfg, ("questions", "rollout"))
+    if longctx:
+        lc = [{"sample_id": f"q{i:03d}-1024", "question_id": f"q{i:03d}", "prompt": "Document [1] ...",
+               "completion": "Delta City"} for i in range(5)]
+        _commit(store, "assemble", {"longctx": pa.Table.from_pylist(lc, schema=LONGCTX_SCHEMA)},
+                {"input": 5, "output": 5, "dropped": {}}, cfg, ("questions",))
+    return store
+
+
+def front(card: str) -> dict:
+    head, sep, _ = card.removeprefix("---\n").partition("\n---\n")
+    assert sep, "no YAML front matter"
+    return yaml.safe_load(head)
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture()
+def secrets(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+
+
+# ---- sharding rule -------------------------------------------------------------------------------
+
+def test_shard_rule():
+    assert [shard_count(r, 4) for r in (0, 1, 4, 5, 8, 9, 16, 17, 33)] == [1, 1, 1, 2, 2, 4, 4, 8, 16]
+    assert shard_path("sft", 3, 8) == "data/sft/train-00003-of-00008.parquet"
+    assert all(0 <= shard_of(f"t{i}", 8) < 8 for i in range(100))
+    assert shard_of("t1", 8) == shard_of("t1", 8) and shard_of("x", 1) == 0
+
+
+# ---- local target --------------------------------------------------------------------------------
+
+def test_local_layout_card_and_load_dataset(tmp_path, secrets):
+    import datasets
+
+    cfg = run_config(sft=4, traces=10)
+    build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    s = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert s["rows"] == {"sft": N_SFT, "longctx": 5, "rl_pool": 3, "questions": N_Q, "traces": 2 * N_Q}
+    assert s["shards"] == {"sft": 8, "longctx": 1, "rl_pool": 1, "questions": 1, "traces": 4}
+    assert s["skipped"] == {} and s["deleted"] == [] and s["unchanged"] == []
+    names = set(files_of(pub))
+    assert names == set(s["written"])
+    assert {f"data/sft/train-{i:05d}-of-00008.parquet" for i in range(8)} <= names
+    assert "data/questions/train-00000-of-00001.parquet" in names and "README.md" in names
+    shard_rows = [pq.ParquetFile(pub / n).metadata.num_rows for n in names if n.startswith("data/sft/")]
+    assert sum(shard_rows) == N_SFT
+
+    card = (pub / "README.md").read_text()
+    meta = front(card)
+    assert meta["license"] == "cc-by-sa-3.0"
+    assert [c["config_name"] for c in meta["configs"]] == ["sft", "longctx", "rl_pool", "questions", "traces"]
+    assert meta["configs"][0]["data_files"] == [{"split": "train", "path": "data/sft/train-*.parquet"}]
+    assert "question-answering" in meta["task_categories"] and "wikipedia" in meta["tags"]
+
+    cache = str(tmp_path / "hf-cache")
+    expect = {"sft": N_SFT, "longctx": 5, "rl_pool": 3, "questions": N_Q, "traces": 2 * N_Q}
+    for name, n in expect.items():
+        d = datasets.load_dataset(str(pub), name, split="train", cache_dir=cache)
+        assert d.num_rows == n, name
+    sft = datasets.load_dataset(str(pub), "sft", split="train", cache_dir=cache)
+    assert sft.column_names == SFT_SCHEMA.names
+    row = sft[0]
+    assert isinstance(row["tools"], str) and isinstance(json.loads(row["tools"]), list)
+    assert isinstance(row["messages"], list) and row["messages"][0]["role"] == "system"
+    assert isinstance(row["messages"][2]["tool_calls"][0]["function"]["arguments"], str)
+    assert sorted(sft["trace_id"]) == [f"t{i:03d}" for i in range(N_SFT)]
+    rl = datasets.load_dataset(str(pub), "rl_pool", split="train", cache_dir=cache)
+    assert rl[0]["reward_model"]["ground_truth"]["target"] == ["Delta City"]
+
+
+def test_card_contents_and_no_secrets(tmp_path, secrets):
+    cfg = run_config()
+    cfg.teacher.base_url = "http://teacher-host.internal:8000/v1"
+    build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    publish(tmp_path / "run", f"local:{pub}", cfg)
+    card = (pub / "README.md").read_text()
+    # the funnel, in chain order, with what is left after each step
+    assert "| traces in | | 24 |" in card
+    assert "| `wrong_answer` | 2 | 22 |" in card and "| `too_few_steps` | 1 | 21 |" in card
+    assert "| `not_best` | 1 | 20 |" in card and "**kept (`sft`)** | | **20**" in card
+    assert "`rl_pool` 3, `all_wrong` 1, `all_right` 8" in card
+    for name, sha in prompt_hashes().items():
+        assert f"| `{name}.jinja2` | `{sha}` |" in card
+    assert "`abc` (12 rows)" in card  # the prompt hash recorded in the question rows
+    # (1000 + 200 + 5000) prompt and (400 + 100 + 1100) completion tokens, (0.012 + 0.05) USD over 20 kept rows
+    assert "| **per kept sample** | **310.0** | **80.0** | **0.0031** |" in card
+    assert "| `questions` | `teacher-a` | 12 |" in card and "| `traces` | `teacher-a` | 24 |" in card
+    assert "model `oracle-v1`" in card and "api_key_env `OPENAI_API_KEY`" in card
+    assert "demo corpus" in card and "Ingested pages: 100; links: 480" in card
+    assert "CC BY-SA 3.0" in card and "Wikipedia contributors" in card
+    assert "private-dir" not in card and "/home/" not in card and "teacher-host" not in card
+    for name, data in files_of(pub).items():
+        for secret in (HF_TOKEN, OPENAI_KEY):
+            assert secret.encode() not in data, name
+
+
+def test_republish_is_byte_identical_and_one_row_touches_one_shard(tmp_path, secrets):
+    cfg = run_config(sft=4)
+    store = build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    first = publish(tmp_path / "run", f"local:{pub}", cfg)
+    before = files_of(pub)
+    mtimes = {n: (pub / n).stat().st_mtime_ns for n in before}
+
+    again = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert again["written"] == [] and again["deleted"] == []
+    assert sorted(again["unchanged"]) == sorted(first["written"])
+    assert files_of(pub) == before
+    assert {n: (pub / n).stat().st_mtime_ns for n in before} == mtimes
+
+    # a second build into a fresh folder gives the same bytes
+    other = tmp_path / "pub2"
+    publish(tmp_path / "run", f"local:{other}", cfg)
+    assert files_of(other) == before
+
+    # one sft row's rubric changes: only the shard holding it is rewritten (and the card, which names
+    # the new filter stage key)
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
+            json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
+    third = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert third["written"] == [shard_path("sft", shard_of("t007", 8), 8), "README.md"]
+    after = files_of(pub)
+    assert [n for n in before if before[n] != after[n]] == sorted(third["written"])
+
+    # one sft row more (same shard count): again only its shard changes
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}, n=N_SFT + 1), "rl_pool": store.read("rl_pool")},
+            json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="3")
+    fourth = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert set(fourth["written"]) == {shard_path("sft", shard_of(f"t{N_SFT:03d}", 8), 8), "README.md"}
+
+
+def test_stale_shards_removed_and_missing_table_skipped(tmp_path, secrets):
+    cfg = run_config(sft=4)
+    build_dir(tmp_path / "run", cfg, longctx=False)
+    pub = tmp_path / "pub"
+    (pub / "data" / "longctx").mkdir(parents=True)
+    (pub / "data" / "longctx" / "train-00000-of-00001.parquet").write_bytes(b"old")
+    (pub / "notes.txt").write_text("mine")
+    s = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert s["skipped"] == {"longctx": "no `longctx` table in DIR (the assemble stage has not run)"}
+    assert s["deleted"] == ["data/longctx/train-00000-of-00001.parquet"]
+    assert not (pub / "data" / "longctx").exists() and (pub / "notes.txt").read_text() == "mine"
+    assert "longctx" not in [c["config_name"] for c in front((pub / "README.md").read_text())["configs"]]
+    assert "`longctx` is not published" in (pub / "README.md").read_text()
+
+    s2 = publish(tmp_path / "run", f"local:{pub}", run_config(sft=8))  # 20 rows / 8 -> 4 shards, not 8
+    assert len([n for n in s2["deleted"] if n.startswith("data/sft/")]) == 8
+    assert sorted(n for n in files_of(pub) if n.startswith("data/sft/")) == \
+        [shard_path("sft", i, 4) for i in range(4)]
+
+
+# ---- refusals -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["", "s3://bucket/x", "local:", "hub:", "hub:noslash", "hub:a/b/c", "hub:../x",
+                                 "file:/tmp/x"])
+def test_bad_target(bad):
+    with pytest.raises(PublishError, match=r"local:PATH .* hub:ORG/NAME"):
+        parse_target(bad)
+
+
+def test_refuses_incomplete_or_stale_dir(tmp_path):
+    cfg = run_config()
+    build_dir(tmp_path / "a", cfg, stop_before="filter")
+    with pytest.raises(PublishError, match=r"no filter stage.*hopforge filter"):
+        publish(tmp_path / "a", f"local:{tmp_path / 'pa'}", cfg)
+    assert not (tmp_path / "pa").exists()
+
+    store = build_dir(tmp_path / "b", cfg)
+    traces = store.read("traces")
+    _commit(store, "rollout", {"traces": traces}, {"input": N_Q, "output": 24, "dropped": {}}, cfg,
+            ("questions",), tag="2")
+    with pytest.raises(PublishError, match=r"stage 'filter' was made from the 'rollout' output rollout-1.*"
+                                           r"rollout-2.*hopforge filter"):
+        publish(tmp_path / "b", f"local:{tmp_path / 'pb'}", cfg)
+
+    with pytest.raises(PublishError, match="no manifest.json"):
+        publish(tmp_path / "nothing", f"local:{tmp_path / 'pc'}", cfg)
+
+
+def test_failed_publish_changes_nothing(tmp_path, secrets):
+    cfg = run_config(sft=4)
+    store = build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    publish(tmp_path / "run", f"local:{pub}", cfg)
+    before = files_of(pub)
+    # a changed sft row (staged first), then repeated ids in `traces` (the last table): nothing is written
+    traces = store.read("traces")
+    _commit(store, "rollout", {"traces": pa.concat_tables([traces, traces.slice(0, 1)])},
+            {"input": N_Q, "output": 25, "dropped": {}}, cfg, ("questions",), tag="2")
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
+            json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
+    with pytest.raises(PublishError, match="trace_id is not unique"):
+        publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert files_of(pub) == before
+    assert not list((tmp_path / "run").glob(".publish-*"))
+
+
+def test_refuses_a_secret_in_the_card(tmp_path, secrets):
+    cfg = RunConfig(publish=PublishConfig(pretty_name=f"data {OPENAI_KEY}"))
+    build_dir(tmp_path / "run", cfg)
+    with pytest.raises(PublishError, match=r"value of \$OPENAI_API_KEY") as err:
+        publish(tmp_path / "run", f"local:{tmp_path / 'pub'}", cfg)
+    assert OPENAI_KEY not in str(err.value)
+    assert not (tmp_path / "pub").exists()
+
+
+# ---- hub target (HfApi monkeypatched) -------------------------------------------------------------
+
+class FakeHub:
+    """An in-memory dataset repo behind monkeypatched HfApi methods; records every call."""
+
+    def __init__(self, monkeypatch):
+        from huggingface_hub import HfApi
+
+        self.files: dict[str, bytes] = {".gitattributes": b"*.parquet filter=lfs diff=lfs merge=lfs -text\n",
+                                        "notes/extra.parquet": b"not ours"}
+        self.calls: list[tuple[str, dict]] = []
+        self.commits: list[dict] = []
+        self.fail_with: str | None = None
+        hub = self
+
+        def create_repo(api, repo_id, **kw):
+            hub.calls.append(("create_repo", dict(kw, repo_id=repo_id)))
+            return f"https://huggingface.co/datasets/{repo_id}"
+
+        def list_repo_tree(api, repo_id, path_in_repo=None, **kw):
+            from huggingface_hub.hf_api import RepoFile
+
+            hub.calls.append(("list_repo_tree", dict(kw, repo_id=repo_id)))
+            for path, data in sorted(hub.files.items()):
+                lfs = path.endswith(".parquet")
+                yield RepoFile(path=path, size=len(data), oid=hashlib.sha1(data).hexdigest() if lfs
+                               else git_blob_sha1(data),
+                               lfs={"size": len(data), "oid": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
+                               if lfs else None)
+
+        def create_commit(api, repo_id, operations, **kw):
+            from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+            hub.calls.append(("create_commit", dict(kw, repo_id=repo_id)))
+            if hub.fail_with:
+                raise RuntimeError(hub.fail_with)
+            added, deleted = [], []
+            for op in operations:
+                if isinstance(op, CommitOperationAdd):
+                    hub.files[op.path_in_repo] = Path(op.path_or_fileobj).read_bytes()
+                    added.append(op.path_in_repo)
+                elif isinstance(op, CommitOperationDelete):
+                    del hub.files[op.path_in_repo]
+                    deleted.append(op.path_in_repo)
+            hub.commits.append({"added": added, "deleted": deleted, "message": kw.get("commit_message")})
+            url = f"https://huggingface.co/datasets/{repo_id}/commit/{len(hub.commits)}"
+            return type("CommitInfo", (), {"commit_url": url})()
+
+        monkeypatch.setattr(HfApi, "create_repo", create_repo)
+        monkeypatch.setattr(HfApi, "list_repo_tree", list_repo_tree)
+        monkeypatch.setattr(HfApi, "create_commit", create_commit)
+
+
+def test_hub_uploads_only_changed_shards(tmp_path, secrets, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG)
+    hub = FakeHub(monkeypatch)
+    cfg = run_config(sft=4)
+    store = build_dir(tmp_path / "run", cfg)
+    hub.files["data/sft/train-00000-of-00016.parquet"] = b"stale"  # from an older, bigger layout
+
+    s = publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
+    assert [c[0] for c in hub.calls] == ["create_repo", "list_repo_tree", "create_commit"]
+    create = hub.calls[0][1]
+    assert create["repo_type"] == "dataset" and create["exist_ok"] is True and create["private"] is True
+    assert all(kw["token"] == HF_TOKEN for _, kw in hub.calls)
+    assert hub.commits[0]["deleted"] == ["data/sft/train-00000-of-00016.parquet"]
+    assert sorted(hub.commits[0]["added"]) == sorted(s["written"])
+    assert "notes/extra.parquet" in hub.files  # not a shard of ours: left alone
+    assert hub.commits[0]["message"] == "hopforge 0.1.0: publish sft=20 longctx=5 rl_pool=3 questions=12 traces=24"
+    assert s["commit_url"].endswith("/commit/1")
+    local = tmp_path / "pub"
+    publish(tmp_path / "run", f"local:{local}", cfg)
+    ours = {k: v for k, v in hub.files.items() if k.startswith("data/")}
+    assert ours == {k: v for k, v in files_of(local).items() if k.startswith("data/")}
+
+    hub.calls.clear()
+    s2 = publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
+    assert s2["written"] == [] and s2["deleted"] == [] and s2["commit_url"] is None
+    assert [c[0] for c in hub.calls] == ["create_repo", "list_repo_tree"]  # nothing changed: no commit
+
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
+            json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
+    s3 = publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
+    assert hub.commits[-1]["added"] == [shard_path("sft", shard_of("t007", 8), 8), "README.md"] == s3["written"]
+    assert hub.commits[-1]["deleted"] == []
+    assert HF_TOKEN not in caplog.text
+
+
+def test_hub_needs_hf_token(tmp_path, monkeypatch):
+    hub = FakeHub(monkeypatch)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    cfg = run_config()
+    build_dir(tmp_path / "run", cfg)
+    with pytest.raises(PublishError, match="HF_TOKEN"):
+        publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
+    assert hub.calls == []
+
+
+def test_hub_error_is_scrubbed(tmp_path, secrets, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG)
+    hub = FakeHub(monkeypatch)
+    hub.fail_with = f"401 Unauthorized for token {HF_TOKEN}"
+    cfg = run_config()
+    build_dir(tmp_path / "run", cfg)
+    with pytest.raises(PublishError) as err:
+        publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
+    assert "create_commit failed" in str(err.value) and "***" in str(err.value)
+    assert HF_TOKEN not in str(err.value) and HF_TOKEN not in caplog.text
+
+
+# ---- CLI ------------------------------------------------------------------------------------------
+
+def test_cli(tmp_path, secrets):
+    from typer.testing import CliRunner
+
+    import flows.cli_publish  # noqa: F401  (registers `publish` until flows/cli.py imports it)
+    from flows.cli import app
+
+    cfg = run_config()
+    build_dir(tmp_path / "run", cfg)
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+    runner = CliRunner()
+    ok = runner.invoke(app, ["publish", "--out", str(tmp_path / "run"), "--to", f"local:{tmp_path / 'pub'}",
+                             "--config", str(demo)])
+    assert ok.exit_code == 0, ok.output
+    assert "files written" in ok.output and (tmp_path / "pub" / "README.md").is_file()
+    bad = runner.invoke(app, ["publish", "--out", str(tmp_path / "run"), "--to", "s3://x", "--config", str(demo)])
+    assert bad.exit_code == 2 and "hub:ORG/NAME" in bad.output
+
+
+def test_spill_passes_and_empty_table(tmp_path, secrets, monkeypatch):
+    import datasets
+
+    import synth.publish as P
+
+    cfg = run_config(sft=4, traces=4)
+    store = build_dir(tmp_path / "run", cfg)
+    publish(tmp_path / "run", f"local:{tmp_path / 'a'}", cfg)
+    monkeypatch.setattr(P, "MAX_OPEN_SPILLS", 3)  # 8 shards in three passes over the table
+    monkeypatch.setattr(P, "BATCH_ROWS", 5)
+    publish(tmp_path / "run", f"local:{tmp_path / 'b'}", cfg)
+    assert files_of(tmp_path / "a") == files_of(tmp_path / "b")
+    assert not list((tmp_path / "run").glob(".publish-*"))  # the spill folder is gone
+
+    _commit(store, "filter", {"sft": store.read("sft"), "rl_pool": RL_SCHEMA.empty_table()},
+            json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
+    s = publish(tmp_path / "run", f"local:{tmp_path / 'a'}", cfg)  # `datasets` cannot load an empty config
+    assert s["skipped"] == {"rl_pool": "the table has no rows"} and "rl_pool" not in s["rows"]
+    assert s["deleted"] == ["data/rl_pool/train-00000-of-00001.parquet"]
+    assert "rl_pool" not in [c["config_name"] for c in front((tmp_path / "a" / "README.md").read_text())["configs"]]
+    sft = datasets.load_dataset(str(tmp_path / "a"), "sft", split="train", cache_dir=str(tmp_path / "cache"))
+    assert sft.num_rows == N_SFT
+
+
+def test_corpus_facts():
+    from synth.card import corpus_facts
+
+    kilt = corpus_facts("/mnt/big/kilt_knowledgesource.json", "ab" * 32, {"output": 5_903_530})
+    assert kilt["kind"] == "kilt" and "2019-08-01" in kilt["label"] and "/mnt" not in kilt["label"]
+    assert kilt["identity"] == "ab" * 8 and kilt["pages"] == 5_903_530
+    hf = corpus_facts("hf:facebook/kilt_wikipedia", "hf:facebook/kilt_wikipedia", {})
+    assert hf["kind"] == "kilt" and "`hf:facebook/kilt_wikipedia`" in hf["label"] and hf["identity"] is None
+    assert corpus_facts("hf:https://user:pw@host/x", None, {})["label"].startswith("`hf:<dataset>`")
+    assert corpus_facts("/home/me/data/kilt_demo.jsonl", None, {})["kind"] == "demo"
+    other = corpus_facts("/home/me/wiki.jsonl", None, {})
+    assert other["kind"] == "other" and "`wiki.jsonl`" in other["label"] and "/home" not in other["label"]
