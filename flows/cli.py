@@ -198,6 +198,7 @@ def tokenizer(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out
 import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`; it imports _guard/_load from here)
 import flows.cli_filters  # noqa: E402,F401  (registers `hopforge filter` and `hopforge report`)
 import flows.cli_publish  # noqa: E402,F401  (registers `hopforge publish`)
+import flows.cli_assemble  # noqa: E402,F401  (registers `hopforge assemble`)
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from .config_base import ConfigError, Section, operational  # noqa: E402  (re-ex
 from .teacher_config import TeacherConfig  # noqa: E402
 from .tools_config import ToolsConfig  # noqa: E402
 from .publish_config import PublishConfig  # noqa: E402
+from .assemble_config import AssembleConfig  # noqa: E402
 from filters.config import FiltersConfig  # noqa: E402
 
 
@@ -132,6 +133,7 @@ class Config(Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    assemble: AssembleConfig = Field(default_factory=AssembleConfig)
     synth: SynthConfig = Field(default_factory=SynthConfig)
     publish: PublishConfig = Field(default_factory=PublishConfig)
 

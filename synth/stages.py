@@ -156,6 +156,17 @@ FILTER = Stage(
     key_extra=_filter_key_extra,
 )
 
+ASSEMBLE = Stage(
+    name="assemble",
+    run=_lazy("synth.assemble", "run_assemble"),
+    reads=("questions", "rollout", "filter", "index", "tokenizer", "ingest"),
+    sections=("assemble",),
+    modules=("synth.assemble", "synth.assemble_pack", "synth.assemble_config", "synth.seeding", "synth.records",
+             "synth.search"),
+    outputs=("longctx", "rejects/assemble"),
+    command="assemble",
+)
+
 REPORT = Stage(
     name="report",
     run=_lazy("synth.report", "run_report"),
@@ -167,6 +178,6 @@ REPORT = Stage(
     command="report",
 )
 
-PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, REPORT]
+PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT]
 BY_NAME: dict[str, Stage] = {s.name: s for s in PIPELINE}
 STAGE_COMMANDS.update({s.name: s.command for s in PIPELINE})
