@@ -335,14 +335,14 @@ def test_cli_command(built, tmp_path, monkeypatch):
     for rel in ("corpus", "questions", "traces", "sft", "tokenizer", "index"):
         if (built["root"] / rel).exists():
             (root / rel).symlink_to(built["root"] / rel)
-    # Until synth/stages.py lists the stage and Config has an `assemble` section (defaults then).
-    monkeypatch.setitem(stages.BY_NAME, "assemble", dataclasses.replace(STAGE, sections=()))
+    # This store is symlinked together without a manifest, so run the test's stage spec, which reads no manifest.
+    monkeypatch.setitem(stages.BY_NAME, "assemble", STAGE)
     runner = CliRunner()
     assert "DIR/longctx" in runner.invoke(app, ["assemble", "--help"]).output
-    res = runner.invoke(app, ["assemble", "--out", str(root)])
+    res = runner.invoke(app, ["assemble", "--out", str(root), "--set", "assemble.lengths=[8192, 32768, 131072]"])
     assert res.exit_code == 0, res.output
     report = Store(root).read("rejects/assemble").num_rows
-    # The defaults (8k, 32k, 128k) are far beyond this corpus: every pair is counted as a drop.
+    # These lengths are far beyond this corpus: every (question, length) pair is counted as a drop.
     assert report == 4 * 3
     res = runner.invoke(app, ["assemble", "--out", str(tmp_path / "empty")])
     assert res.exit_code == 2 and "hopforge" in res.output
