@@ -94,6 +94,11 @@ def run(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutO
     names = [s.name for s in PIPELINE]
     if until is not None and until not in names:
         raise UsageError(f"--until: unknown stage '{until}' (stages: {', '.join(names)})")
+    from flows.preflight import PreflightError, check
+
+    # Fail in the first seconds, naming the missing setting, rather than an hour in.
+    if problems := check(config, list(set_ or []), out, via="cli"):
+        raise PreflightError(problems)
     cfg = _load(config, set_)
     _run_stages(names[: names.index(until) + 1] if until else names, cfg, out, force)
 
@@ -199,6 +204,7 @@ import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`; it impor
 import flows.cli_filters  # noqa: E402,F401  (registers `hopforge filter` and `hopforge report`)
 import flows.cli_publish  # noqa: E402,F401  (registers `hopforge publish`)
 import flows.cli_assemble  # noqa: E402,F401  (registers `hopforge assemble`)
+import flows.cli_serve  # noqa: E402,F401  (registers `hopforge serve` and `hopforge check`)
 
 
 def main() -> None:

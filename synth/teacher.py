@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable, Iterable, TypeVar
 import orjson
 
 from .config_base import ConfigError
-from .teacher_cache import CallCache, cache_key, canonical_json
+from .teacher_cache import CallCache, cache_key, canonical_json, shared_cache
 from .teacher_config import TeacherConfig
 from .teacher_limits import Gate, RateLimiter, backoff_delay
 from .teacher_stats import StatsSnapshot, TeacherStats
@@ -121,7 +121,10 @@ class Teacher:
                  rng: random.Random | None = None, shared: bool = False, **backend_kw: Any):
         self.cfg = cfg
         self.backend = backend if backend is not None else make_backend(cfg, **backend_kw)
-        self.cache = CallCache(cache_path) if cache_path is not None else None
+        if cache_path is None:
+            self.cache = None
+        else:
+            self.cache = shared_cache(cache_path) if shared else CallCache(cache_path)
         # The ledger: one JSON line per request that completed, appended after its cache entry is
         # stored, so spend can be audited and a repeated paid call would show as a repeated key.
         self.ledger = Path(cache_path).with_name("ledger.jsonl") if cache_path is not None else None
@@ -325,8 +328,8 @@ class Teacher:
             await closer()
 
     def close(self) -> None:
-        """Close the cache's database connections."""
-        if self.cache is not None:
+        """Close the cache's database connections (a process-wide shared cache stays open)."""
+        if self.cache is not None and not self.cache.shared:
             self.cache.close()
 
     def __enter__(self) -> "Teacher":

@@ -52,6 +52,21 @@ def cache_key(*, backend: str, model: str, messages: list[dict], tools: list[dic
     return hashlib.sha256(canonical_json(payload)).hexdigest()
 
 
+_SHARED: dict[str, "CallCache"] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_cache(path: str | Path) -> "CallCache":
+    """The process-wide cache object of ``path`` (one set of per-thread connections, opened once)."""
+    key = str(Path(path).absolute())
+    with _SHARED_LOCK:
+        cache = _SHARED.get(key)
+        if cache is None or cache._pid != os.getpid():
+            cache = _SHARED[key] = CallCache(path)
+            cache.shared = True
+        return cache
+
+
 class CallCache:
     """A key -> response store over one SQLite file, safe across threads and processes.
 
@@ -64,13 +79,31 @@ class CallCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._busy_ms = busy_timeout_ms
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._all_lock = threading.Lock()
         self._pid = os.getpid()
-        conn = self._conn()
-        # WAL is a property of the file: set once, every later connection inherits it.
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(SCHEMA)
+        self.shared = False  # a shared cache outlives the teachers that use it
+        self._init_file()
+
+    def _init_file(self) -> None:
+        # WAL is a property of the file: set once, every later connection inherits it.  Setting
+        # it needs an exclusive lock, so it is only asked for when the file is not in WAL yet
+        # (many caches opened at once over a busy file would otherwise collide); a collision
+        # between two first openers is retried, since SQLite reports some of them at once
+        # instead of waiting.
+        deadline = time.monotonic() + self._busy_ms / 1000
+        while True:
+            try:
+                conn = self._conn()
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'calls'").fetchone() is None:
+                    conn.execute(SCHEMA)
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _conn(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:  # forked: the parent's handles are not ours to use
@@ -87,7 +120,10 @@ class CallCache:
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             with self._all_lock:
-                self._all.append(conn)
+                # Threads come and go (a pool per stage); close what finished threads left open.
+                for thread, old in [x for x in self._all if not x[0].is_alive()]:
+                    old.close()
+                self._all = [x for x in self._all if x[0].is_alive()] + [(threading.current_thread(), conn)]
         return conn
 
     def get(self, key: str) -> dict[str, Any] | None:
@@ -112,7 +148,7 @@ class CallCache:
     def close(self) -> None:
         """Close every connection this object opened."""
         with self._all_lock:
-            conns, self._all = self._all, []
+            conns, self._all = [c for _, c in self._all], []
         for c in conns:
             try:
                 c.close()

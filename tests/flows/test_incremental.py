@@ -41,7 +41,7 @@ def test_noop_rerun_and_filter_change(tmp_path, demo_file):
     changed = _run(tmp_path, demo_file, ["filters.min_tool_calls=5"])
     assert changed["teacher_calls"] == 0
     reran = {name for name, s in changed["stages"].items() if not s["reused"]}
-    assert reran == {"filter", "report"}
+    assert reran == {"filter", "assemble", "report"}
 
 
 def test_added_pages_pay_only_for_new_walks(tmp_path, demo_file):

