@@ -200,6 +200,39 @@ def tokenizer(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out
     _run_stages(["tokenizer"], cfg, out, force)
 
 
+@app.command("eval")
+@_guard
+def eval_(model: Annotated[Optional[Path], typer.Option("--model", help="Checkpoint folder to evaluate (local "
+                                                             "transformers); default: the pipeline's DIR/student.")] = None,
+          server: Annotated[bool, typer.Option("--server", help="Evaluate the model a server already serves "
+                                                                "(teacher.backend=openai, teacher.base_url, teacher.model).")] = False,
+          config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+          force: ForceOpt = False) -> None:
+    """Run the student in the rollout harness on its held-out questions; write eval_report.json."""
+    cfg = _load(config, set_)
+    if model is None and not server:
+        _run_stages(["eval"], cfg, out, force)
+        return
+    from sft.evaluate import evaluate
+    from synth.progress import print_table
+    from synth.store import Store
+
+    name = model.name if model is not None else cfg.teacher.model.replace("/", "_")
+    target = out / "evals" / name
+    report = evaluate(Store(out), cfg, str(model) if model is not None else None, target)
+    rows = [[k, report["student"].get(k), report["teacher"].get(k)] for k in
+            ("traces", "answer_rate", "accuracy", "format_valid_tool_call_rate", "tool_calls_per_question", "recovered")]
+    print_table(f"eval: {name} -> {target}/eval_report.json", ["metric", "student", "teacher"], rows)
+
+
+def _register_sft() -> None:
+    from sft.cli import sft_command
+
+    app.command("sft")(_guard(sft_command))
+
+
+_register_sft()
+
 import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`; it imports _guard/_load from here)
 import flows.cli_filters  # noqa: E402,F401  (registers `hopforge filter` and `hopforge report`)
 import flows.cli_publish  # noqa: E402,F401  (registers `hopforge publish`)

@@ -33,13 +33,16 @@ class SFTFailed(RuntimeError):
         super().__init__(f"sft exited with code {returncode}: {' '.join(cmd)}\nlast lines:\n{last}")
 
 
-def output_dir_of(out: str, overrides: list[str]) -> str:
-    """Where the checkpoint goes: ``output_dir=...`` among the overrides, else ``OUT/student``."""
+def output_dir_of(out: str, overrides: list[str], config: str = "configs/sft/tiny.yaml") -> str:
+    """Where the checkpoint goes: ``output_dir=...`` among the overrides, else ``OUT/runs/<recipe name>``
+    (``OUT/student`` belongs to the pipeline's ``sft`` stage)."""
     for item in overrides:
         key, sep, value = item.partition("=")
         if sep and key.strip().lstrip("-") == "output_dir":
             return value
-    return str(Path(out) / "student")
+    from sft.cli import default_output_dir
+
+    return str(default_output_dir(out, config))
 
 
 def sft_command(config: str, out: str, overrides: list[str], num_processes: int = 1,
@@ -47,7 +50,7 @@ def sft_command(config: str, out: str, overrides: list[str], num_processes: int 
     """The command line that trains: ``accelerate launch`` when asked for, else ``python -m sft.train``."""
     from sft.train import accelerate_command, overrides_to_args
 
-    output_dir = output_dir_of(out, overrides)
+    output_dir = output_dir_of(out, overrides, config)
     rest = [o for o in overrides if o.partition("=")[0].strip().lstrip("-") != "output_dir"]
     if num_processes > 1 or accelerate_config:
         # With an accelerate config and num_processes 1, the config file's num_processes rules.
@@ -97,7 +100,7 @@ def stream(cmd: list[str], logger, env: dict | None = None, cwd: str | None = No
 @flow(name="sft", log_prints=False, persist_result=False)
 def sft_flow(config: str = "configs/sft/tiny.yaml", out: str = "data/demo", overrides: list[str] = [],  # noqa: B006
              num_processes: int = 1, accelerate_config: str | None = None) -> dict:
-    """Train the warm-start student on ``OUT/sft`` (checkpoint in ``OUT/student`` unless output_dir= is given)."""
+    """Train the warm-start student on ``OUT/sft`` (checkpoint in ``OUT/runs/<recipe name>`` unless output_dir= is given)."""
     logger = run_logger()
     problems = check_inputs(config, out, accelerate_config, num_processes)
     if problems:
@@ -109,7 +112,7 @@ def sft_flow(config: str = "configs/sft/tiny.yaml", out: str = "data/demo", over
     code, tail = stream(cmd, logger, env=env)
     if code != 0:
         raise SFTFailed(code, tail, cmd)
-    output_dir = output_dir_of(out, list(overrides))
+    output_dir = output_dir_of(out, list(overrides), config)
     report = Path(output_dir) / "train_report.json"
     logger.info("sft: done; checkpoint in %s", Path(output_dir).absolute())
     return {"output_dir": str(Path(output_dir).absolute()),

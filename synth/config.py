@@ -116,6 +116,20 @@ class SynthConfig(Section):
     shard_workers: int = operational("Shards run at once (threads) by `hopforge run` and the threads runner.", 4, ge=1)
 
 
+class SFTStageConfig(Section):
+    config: str = Field("configs/sft/tiny.yaml", description="SFT recipe of the `sft` stage (TRL-style YAML: "
+                        "sft/train.py arguments, trl SFTConfig, trl ModelConfig).")
+    overrides: list[str] = Field(default_factory=list, description="key=value overrides of the recipe, e.g. max_steps=20.")
+
+
+class EvalConfig(Section):
+    n: int = Field(1, ge=1, le=64, description="Trajectories per held-out question.")
+    max_turns: int = Field(8, ge=1, description="Assistant turns per trajectory (the student's budget).")
+    max_new_tokens: int = Field(160, ge=1, description="Tokens the student may generate per turn.")
+    temperature: float = Field(0.0, ge=0, le=2, description="0: greedy decoding.")
+    max_questions: int | None = Field(None, ge=1, description="Evaluate at most this many held-out questions.")
+
+
 class Config(Section):
     """The whole run.  Sections are stage configs; `seed` drives every random choice."""
 
@@ -136,6 +150,8 @@ class Config(Section):
     assemble: AssembleConfig = Field(default_factory=AssembleConfig)
     synth: SynthConfig = Field(default_factory=SynthConfig)
     publish: PublishConfig = Field(default_factory=PublishConfig)
+    sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
 
     def get(self, dotted: str) -> Any:
         """The value at a dotted path, e.g. ``walk.hops``."""

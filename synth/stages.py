@@ -135,8 +135,8 @@ TOKENIZER = Stage(
     run=_lazy("synth.tokenizer", "run_tokenizer"),
     reads=("ingest",),
     sections=("tokenizer",),
-    modules=("synth.tokenizer",),
-    files=("sft/templates/tiny_chatml.jinja2",),
+    modules=("synth.tokenizer", "sft.chat_templates", "synth.tools_schema", "synth.tools_config"),
+    files=("sft/templates/tiny_chatml.jinja2", "sft/templates/qwen2_5_tools.jinja2"),
     outputs=("tokenizer",),
     command="tokenizer",
     key_extra=_tokenizer_identity,
@@ -167,6 +167,36 @@ ASSEMBLE = Stage(
     command="assemble",
 )
 
+def _sft_recipe(cfg: Config, store) -> str:
+    from sft.cli import recipe_identity
+
+    return recipe_identity(cfg, store)
+
+
+SFT = Stage(
+    name="sft",
+    run=_lazy("sft.cli", "run_sft"),
+    reads=("filter", "tokenizer"),
+    sections=("sft",),
+    modules=("sft.train", "sft.masking", "sft.rows", "sft.batching", "sft.chat_templates", "sft.report", "sft.cli",
+             "synth.tokenizer"),
+    files=("sft/templates/qwen2_5_tools.jinja2", "sft/templates/tiny_chatml.jinja2"),
+    outputs=("student",),
+    command="sft",
+    key_extra=_sft_recipe,
+)
+
+EVAL = Stage(
+    name="eval",
+    run=_lazy("sft.evaluate", "run_eval"),
+    reads=("sft", "questions", "rollout", "index"),
+    sections=("eval", "tools", "filters.min_f1"),
+    modules=("sft.evaluate", "synth.rollout", "synth.teacher_hf", "synth.tools", "synth.prompting", "synth.report"),
+    files=("synth/prompts/agent.jinja2",),
+    outputs=("eval",),
+    command="eval",
+)
+
 REPORT = Stage(
     name="report",
     run=_lazy("synth.report", "run_report"),
@@ -178,6 +208,7 @@ REPORT = Stage(
     command="report",
 )
 
-PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT]
+PIPELINE: list[Stage] = [INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT,
+                         SFT, EVAL]
 BY_NAME: dict[str, Stage] = {s.name: s for s in PIPELINE}
 STAGE_COMMANDS.update({s.name: s.command for s in PIPELINE})

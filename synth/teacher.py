@@ -56,6 +56,7 @@ R = TypeVar("R")
 _BACKENDS: dict[str, Callable[..., ChatModel] | str] = {
     "openai": "synth.teacher_openai:make_openai",
     "oracle": "synth.teacher_oracle:make_oracle",
+    "hf": "synth.teacher_hf:make_hf",
 }
 
 

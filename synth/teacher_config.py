@@ -32,10 +32,11 @@ class Price(BaseModel):
 class TeacherConfig(Section):
     """The teacher LLM: an offline oracle, or any OpenAI-compatible chat-completions endpoint."""
 
-    backend: Literal["oracle", "openai"] = Field(
+    backend: Literal["oracle", "openai", "hf"] = Field(
         "oracle",
         description="`oracle`: the offline scripted teacher (no network, for demos and tests); "
-        "`openai`: any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, llama.cpp, Ollama).",
+        "`openai`: any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, llama.cpp, Ollama); "
+        "`hf`: a local transformers checkpoint (`model` is its folder), used to evaluate students.",
     )
     base_url: str | None = operational(
         "Endpoint root, e.g. `http://localhost:8000/v1` for vLLM. None: the openai client's default "

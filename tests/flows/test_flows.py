@@ -295,7 +295,7 @@ def test_sft_flow_command_and_failure(tmp_path) -> None:
 
     cmd = sft_command("configs/sft/tiny.yaml", "data/demo", ["max_steps=2"])
     assert cmd[1:] == ["-m", "sft.train", "--config", "configs/sft/tiny.yaml", "--data_dir", "data/demo",
-                       "--output_dir", "data/demo/student", "--max_steps", "2"]
+                       "--output_dir", "data/demo/runs/tiny", "--max_steps", "2"]
     acc = sft_command("c.yaml", "d", ["output_dir=/ckpt"], num_processes=4, accelerate_config="fsdp.yaml")
     assert acc[1:3] == ["-m", "accelerate.commands.launch"] and acc[acc.index("--num_processes") + 1] == "4"
     assert acc[acc.index("--config_file") + 1] == "fsdp.yaml" and acc[acc.index("--output_dir") + 1] == "/ckpt"

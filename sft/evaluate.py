@@ -1,0 +1,134 @@
+"""Student evaluation in the same rollout harness, tools and questions that made the data.
+
+The student answers the questions held out from its training (``heldout_question_ids`` in
+its ``train_report.json``, chosen by ``eval_fraction`` of the SFT recipe), through
+:func:`synth.rollout.rollout_one` with the real search/open/find tools and source
+masking.  It runs as a local ``transformers`` model (``teacher.backend: hf``) or behind any
+OpenAI-compatible server (e.g. vLLM serving the checkpoint).  ``eval_report.json`` holds,
+for the student and for the teacher on the same questions: the answer rate, accuracy,
+the format-valid tool-call rate, tool calls per question, and the evidence-recovery curve.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from synth.answers import is_correct
+from synth.errors import InputError
+from synth.records import Question, Trace
+from synth.report import INF, erf_curve, recovery_turn
+from synth.rollout import rollout_one
+from synth.search import SearchIndex
+from synth.teacher import Teacher
+from synth.tools import Toolbox
+
+
+def heldout_ids(model_dir: Path) -> list[str]:
+    """The question ids held out when ``model_dir`` was trained (from its train_report.json)."""
+    report = model_dir / "train_report.json"
+    if not report.exists():
+        raise InputError(f"{report} not found: evaluate a checkpoint trained by `hopforge sft` (it records "
+                         f"which questions were held out)")
+    ids = json.loads(report.read_text()).get("heldout_question_ids")
+    if not ids:
+        raise InputError(f"{report} lists no held-out questions (set eval_fraction > 0 in the SFT recipe)")
+    return list(ids)
+
+
+def metrics(traces: Iterable[dict], golds: dict[str, list[str]], min_f1: float, t_max: int) -> dict[str, Any]:
+    """Answer rate, accuracy, format-valid tool-call rate, tool calls per question and ERF(t), t = 0..t_max."""
+    traces = list(traces)
+    n = len(traces)
+    if n == 0:
+        return {"traces": 0}
+    answered = [t for t in traces if t["final_answer"] is not None]
+    correct = [is_correct(t["final_answer"], golds[t["question_id"]], min_f1) for t in traces]
+    attempted = valid = 0
+    for t in traces:
+        malformed = sum(1 for m in json.loads(t["messages"])
+                        if m["role"] == "assistant" and not m.get("tool_calls") and "<tool_call>" in (m.get("content") or ""))
+        attempted += t["n_tool_calls"] + malformed
+        valid += t["n_tool_calls"] - t["n_tool_errors"]
+    questions = {t["question_id"] for t in traces}
+    times = [recovery_turn(t["gold_first_seen"], t["n_turns"], c) for t, c in zip(traces, correct)]
+    ts, erf = erf_curve(times, t_max)
+    return {
+        "traces": n,
+        "questions": len(questions),
+        "answer_rate": round(len(answered) / n, 4),
+        "accuracy": round(sum(correct) / n, 4),
+        "format_valid_tool_call_rate": round(valid / attempted, 4) if attempted else None,
+        # Per attempt at a question (one trajectory), so n samples per question compare with one.
+        "tool_calls_per_question": round(sum(t["n_tool_calls"] for t in traces) / n, 3),
+        "turns_mean": round(sum(t["n_turns"] for t in traces) / n, 3),
+        "recovered": round(sum(x != INF for x in times) / n, 4),
+        "erf": {"t": ts, "fraction": [round(x, 4) for x in erf]},
+    }
+
+
+def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None) -> dict[str, Any]:
+    """Roll the student out on its held-out questions and write ``out_dir/eval_report.json`` (+ traces)."""
+    from synth.rollout_stage import load_questions
+
+    ecfg = cfg.eval
+    if model is not None:  # a local checkpoint, run with transformers
+        teacher_cfg = cfg.teacher.model_copy(update={"backend": "hf", "model": str(model), "max_tokens": ecfg.max_new_tokens,
+                                                     "temperature": ecfg.temperature, "concurrency": 1})
+        model_dir = Path(model)
+    else:  # a server already serving the checkpoint named by teacher.model
+        teacher_cfg = cfg.teacher.model_copy(update={"temperature": ecfg.temperature, "max_tokens": ecfg.max_new_tokens})
+        model_dir = store.path("student")
+    held = set(heldout_ids(model_dir))
+    questions = [q for q in load_questions(store) if q.question_id in held][: ecfg.max_questions]
+    if not questions:
+        raise InputError(f"none of the {len(held)} held-out questions is in {store.root}/questions")
+    run_cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"max_turns": ecfg.max_turns})})
+    index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+    # No call cache: a checkpoint retrained at the same path must never be answered from stale calls.
+    teacher = Teacher(teacher_cfg, None)
+
+    async def one(item: tuple[Question, int]) -> Trace:
+        q, s = item
+        return await rollout_one(teacher, Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id]), q, s, run_cfg)
+
+    items = [(q, s) for q in questions for s in range(ecfg.n)]
+    traces = [t for t in teacher.map(one, items, progress=progress)]
+    student = [t.to_row() for t in traces]
+    golds = {q.question_id: [q.answer, *q.answer_aliases] for q in questions}
+    teacher_rows = [r for r in store.read("traces").to_pylist() if r["question_id"] in golds]
+    t_max = max([ecfg.max_turns] + [r["n_turns"] for r in teacher_rows])
+    min_f1 = cfg.filters.min_f1
+    report = {
+        "model": str(model) if model is not None else teacher_cfg.model,
+        "backend": teacher_cfg.backend,
+        "heldout_questions": len(held),
+        "evaluated_questions": len(questions),
+        "samples_per_question": ecfg.n,
+        "max_turns": ecfg.max_turns,
+        "student": metrics(student, golds, min_f1, t_max),
+        "teacher": metrics(teacher_rows, golds, min_f1, t_max),
+        "teacher_model": sorted({r["teacher_model"] for r in teacher_rows}),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from synth.store import atomic_write_json, write_parquet_atomic
+
+    write_parquet_atomic(Trace.to_table(traces), out_dir / "traces.parquet")
+    atomic_write_json(out_dir / "eval_report.json", report)
+    return report
+
+
+def run_eval(ctx) -> Any:
+    """Stage ``eval``: the pipeline's student (``DIR/student``) on its held-out questions -> ``DIR/eval``."""
+    from synth.pipeline import StageResult
+
+    held = heldout_ids(ctx.store.path("student"))
+    bar = ctx.bar("held-out trajectories", len(held) * ctx.cfg.eval.n, "traces")
+    with bar:
+        report = evaluate(ctx.store, ctx.cfg, str(ctx.store.path("student").resolve()), ctx.out("eval"), progress=bar)
+    n = report["student"]["traces"]
+    skipped = len(held) * ctx.cfg.eval.n - n
+    return StageResult(input=len(held) * ctx.cfg.eval.n, output=n,
+                       dropped={"over_max_questions": skipped} if skipped else {},
+                       extra={k: report[k] for k in ("student", "teacher", "evaluated_questions")})

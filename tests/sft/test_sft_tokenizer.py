@@ -1,0 +1,85 @@
+"""The demo tokenizer: trained offline on the pages, deterministic, loadable by AutoTokenizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from synth.tokenizer import SPECIAL_TOKENS, TAG_TOKENS, count_tokens, files_sha, load_tokenizer, train_demo_tokenizer
+
+
+@pytest.fixture(scope="module")
+def table():
+    from helpers.sftdata import pages, pages_table
+
+    return pages_table(pages(200))
+
+
+def test_demo_tokenizer_is_deterministic_and_loads(tmp_path, table):
+    from transformers import AutoTokenizer
+
+    a = train_demo_tokenizer(table, tmp_path / "a")
+    b = train_demo_tokenizer(table.take(list(reversed(range(table.num_rows)))), tmp_path / "b")  # other order
+    assert a["files_sha"] == b["files_sha"] == files_sha(tmp_path / "a")
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "a"))
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|pad|>"
+    for t in SPECIAL_TOKENS + TAG_TOKENS:
+        assert len(tok(t, add_special_tokens=False)["input_ids"]) == 1, t
+    assert "{% generation %}" in tok.chat_template or "{%- generation %}" in tok.chat_template
+    text = "Obsidian is a naturally occurring volcanic glass — Zürich, 東京."
+    assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text  # byte-level: lossless
+    prose = "The city is the capital of the country and its largest city by population."
+    assert count_tokens(tok, prose) < len(prose) / 3  # it learned merges from the pages
+    assert count_tokens(tok, [text, "a"]) == [count_tokens(tok, text), 1]
+
+
+def test_run_tokenizer_stage(tmp_path, table):
+    from synth.config import Config
+    from synth.pipeline import Stage, StageContext
+    from synth.store import Store, write_parquet_atomic
+    from synth.tokenizer import run_tokenizer
+
+    store = Store(tmp_path / "out")
+    write_parquet_atomic(table, store.path("corpus/pages") / "part-00000.parquet")
+    stage = Stage(name="tokenizer", run=run_tokenizer, outputs=("tokenizer",))
+    ctx = StageContext(stage, Config(), store, "k1", progress=False)
+    res = run_tokenizer(ctx)
+    res.check("tokenizer")
+    assert res.output == table.num_rows and res.extra["vocab_size"] > 1000
+    tok = load_tokenizer(ctx.staging)  # a folder holding `tokenizer/`
+    assert tok.eos_token == "<|im_end|>"
+
+    # A non-demo name is loaded and pinned as a copy.
+    ctx2 = StageContext(stage, _WithTokenizer(Config(), str(ctx.staging / "tokenizer")), store, "k2", progress=False)
+    res2 = run_tokenizer(ctx2)
+    assert res2.extra["kind"] == "pretrained" and res2.extra["files_sha"] == files_sha(ctx2.staging / "tokenizer")
+    assert res2.extra["chat_template"] == "own"  # the demo tokenizer's template already has the markers
+
+
+def test_pretrained_qwen_template_is_swapped_for_the_training_one(tmp_path, table):
+    from pathlib import Path
+
+    import trl
+
+    from sft.chat_templates import load_template
+    from synth.tokenizer import training_template
+
+    tok = load_tokenizer(train_demo_tokenizer(table, tmp_path / "t") and tmp_path / "t")
+    tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+    assert training_template(tok) == "qwen2.5" and tok.chat_template == load_template("qwen2.5")
+
+
+class _WithTokenizer:
+    """A config with a top-level ``tokenizer`` field (as proposed for synth/config.py)."""
+
+    def __init__(self, cfg, name):
+        self._cfg, self.tokenizer = cfg, name
+
+    def __getattr__(self, k):
+        return getattr(self._cfg, k)
+
+
+def test_load_tokenizer_errors(tmp_path):
+    from synth.errors import InputError
+
+    with pytest.raises(InputError):
+        load_tokenizer(tmp_path / "missing")
