@@ -119,64 +119,46 @@ def ingest(kilt: Annotated[Optional[str], typer.Option("--kilt", help="KILT sour
     _run_stages(["ingest"], cfg, out, force)
 
 
-@app.command()
-@_guard
-def graph(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
-          force: ForceOpt = False) -> None:
-    """Build the CSR link graph from corpus/links and print its stats."""
-    cfg = _load(config, set_)
-    _run_stages(["graph"], cfg, out, force)
+def _stage_command(stage: str, doc: str, build_graph: bool = False, then: str | None = None) -> None:
+    """Register `hopforge <command>` running one stage (and the graph first, when it is missing)."""
+
+    def command(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
+                force: ForceOpt = False) -> None:
+        cfg = _load(config, set_)
+        names = [stage]
+        if build_graph:
+            from synth.store import Store
+
+            if not Store(out).stage_entry("graph"):
+                names.insert(0, "graph")
+        _run_stages(names, cfg, out, force)
+        if then:
+            from synth.progress import console
+
+            console.print(then.format(out=out), highlight=False)
+
+    command.__doc__ = doc
+    from synth.stages import BY_NAME
+
+    app.command(BY_NAME[stage].command)(_guard(command))
 
 
-@app.command()
-@_guard
-def walk(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
-         force: ForceOpt = False) -> None:
-    """Walk k-hop entity paths over the link graph (builds the graph first if needed)."""
-    cfg = _load(config, set_)
-    from synth.store import Store
-
-    names = ["walks"] if Store(out).stage_entry("graph") else ["graph", "walks"]
-    _run_stages(names, cfg, out, force)
-
-
-@app.command()
-@_guard
-def expand(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
-           force: ForceOpt = False) -> None:
-    """Expand connected subgraphs of K pages around seed pages (OpenSeeker-v2)."""
-    cfg = _load(config, set_)
-    from synth.store import Store
-
-    names = ["expand"] if Store(out).stage_entry("graph") else ["graph", "expand"]
-    _run_stages(names, cfg, out, force)
-
-
-@app.command()
-@_guard
-def index(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
-          force: ForceOpt = False) -> None:
-    """Build the local BM25 search index (DIR/index) over corpus/pages."""
-    cfg = _load(config, set_)
-    _run_stages(["index"], cfg, out, force)
-
-
-@app.command()
-@_guard
-def questions(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
-              force: ForceOpt = False) -> None:
-    """Write verified multi-hop questions from walks (and subgraphs) through the teacher."""
-    cfg = _load(config, set_)
-    _run_stages(["questions"], cfg, out, force)
-
-
-@app.command()
-@_guard
-def rollout(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
-            force: ForceOpt = False) -> None:
-    """Roll out rollout.n teacher ReAct trajectories per question over the local tools (writes traces)."""
-    cfg = _load(config, set_)
-    _run_stages(["rollout"], cfg, out, force)
+for _stage, _doc, *_rest in [
+    ("graph", "Build the CSR link graph from corpus/links and print its stats."),
+    ("walks", "Walk k-hop entity paths over the link graph (builds the graph first if needed).", True),
+    ("expand", "Expand connected subgraphs of K pages around seed pages (OpenSeeker-v2).", True),
+    ("index", "Build the local BM25 search index (DIR/index) over corpus/pages."),
+    ("questions", "Write verified multi-hop questions from walks (and subgraphs) through the teacher."),
+    ("rollout", "Roll out rollout.n teacher ReAct trajectories per question over the local tools (writes traces)."),
+    ("tokenizer", "Write DIR/tokenizer: the demo BPE trained on the corpus, or a pinned copy of the configured one."),
+    ("filter", "Filter traces (format, correctness, low-step, repeats, length, decontamination), keep the best of n "
+               "per question as `sft`, and put questions with 1 <= c <= n-1 correct rollouts in `rl_pool`."),
+    ("assemble", "Assemble long-context rows (gold + tier-1 + tier-2 documents to each length L) into DIR/longctx."),
+    ("report", "Write DIR/report/index.md: the funnel with every drop reason, trace histograms, pass@n, the "
+               "evidence-recovery curve, calibration and teacher cost per kept sample.", False,
+     "report: {out}/report/index.md"),
+]:
+    _stage_command(_stage, _doc, *_rest)
 
 
 @corpus_app.command("demo")
@@ -189,15 +171,6 @@ def corpus_demo(out: Annotated[Path, typer.Option("--out", "-o", help="KILT-form
     from synth.progress import print_table
 
     print_table(f"demo corpus: {out}", ["what", "count"], [[k, v] for k, v in stats.items()])
-
-
-@app.command()
-@_guard
-def tokenizer(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
-              force: ForceOpt = False) -> None:
-    """Write DIR/tokenizer: the demo BPE trained on the corpus, or a pinned copy of the configured one."""
-    cfg = _load(config, set_)
-    _run_stages(["tokenizer"], cfg, out, force)
 
 
 @app.command("eval")
@@ -234,9 +207,7 @@ def _register_sft() -> None:
 _register_sft()
 
 import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`; it imports _guard/_load from here)
-import flows.cli_filters  # noqa: E402,F401  (registers `hopforge filter` and `hopforge report`)
 import flows.cli_publish  # noqa: E402,F401  (registers `hopforge publish`)
-import flows.cli_assemble  # noqa: E402,F401  (registers `hopforge assemble`)
 import flows.cli_serve  # noqa: E402,F401  (registers `hopforge serve` and `hopforge check`)
 
 

@@ -35,27 +35,9 @@ from typing import Any
 
 from .assemble_config import AssembleConfig
 from .errors import InputError
+from .search_text import render_paragraph  # the one place KILT markup becomes Markdown (the tools show the same)
 
-_SECTION = "Section::::"
-_BULLET = "BULLET::::"
 _DUMMY_TITLE, _DUMMY_TEXT = "Title", "Text."
-
-
-def render_paragraph(text: str | None) -> str:
-    """A KILT paragraph as plain Markdown: ``Section::::A.:::B.`` -> ``### B``, bullets -> ``- item``."""
-    if not text:
-        return ""
-    text = text.strip()
-    if text.startswith(_SECTION):
-        parts = [p.strip() for p in text[len(_SECTION):].split(":::") if p.strip()]
-        if not parts:
-            return ""
-        heading = parts[-1][:-1] if parts[-1].endswith(".") else parts[-1]
-        return "#" * min(1 + len(parts), 6) + " " + heading
-    if text.startswith(_BULLET):
-        item = text[len(_BULLET):].strip()
-        return item if item.startswith(("-", "*")) else "- " + item
-    return text
 
 
 def page_body(paragraphs: list[str] | None) -> str:

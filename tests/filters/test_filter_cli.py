@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
 from typer.testing import CliRunner
 
-import flows.cli_filters as cli_filters
+from flows.cli import app
 from helpers.filterstore import RunConfig, make_store, stages
 from helpers.traces import call, make_question, make_trace
 from synth import config as config_mod
@@ -22,14 +21,6 @@ def test_filter_and_report_commands(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setitem(stages_mod.BY_NAME, "filter", filt)
     monkeypatch.setitem(stages_mod.BY_NAME, "report", rep)
     monkeypatch.setattr(config_mod, "Config", RunConfig)
-    app = typer.Typer()
-
-    @app.command("noop")
-    def _noop() -> None:  # a second command, so typer keeps sub-command names
-        pass
-
-    cli_filters.register(app)
-    cli_filters.register(app)  # idempotent
     assert [c.name for c in app.registered_commands].count("filter") == 1
 
     out = tmp_path / "run"

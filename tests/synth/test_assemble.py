@@ -325,7 +325,6 @@ def test_missing_tokenizer_names_the_command(tmp_path, built):
 def test_cli_command(built, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import flows.cli_assemble  # noqa: F401  (registers the command)
     from flows.cli import app
     from synth import stages
 
