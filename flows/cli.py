@@ -50,11 +50,13 @@ def _load(config: Path, overrides: list[str] | None):
 
 def _run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
     from synth.progress import print_table
-    from synth.runner import SUMMARY_COLUMNS, run_pipeline, summary_rows
+    from synth.runner import SUMMARY_COLUMNS, TEACHER_COLUMNS, run_pipeline, summary_rows, teacher_rows
     from synth.stages import BY_NAME
     from synth.store import Store
 
     outcomes = run_pipeline([BY_NAME[n] for n in names], cfg, Store(out), force=force)
+    if rows := teacher_rows(outcomes):
+        print_table("teacher calls (as recorded when each stage ran)", TEACHER_COLUMNS, rows)
     print_table(f"hopforge: {out}", SUMMARY_COLUMNS, summary_rows(outcomes))
 
 

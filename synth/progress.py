@@ -17,7 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 log = logging.getLogger("hopforge")
-console = Console(stderr=True)
+# Logs and CI are not terminals: give tables room instead of rich's 80-column default.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
 class Bar:

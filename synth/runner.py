@@ -67,3 +67,20 @@ def summary_rows(outcomes: Sequence[StageOutcome]) -> list[list]:
 
 
 SUMMARY_COLUMNS = ["stage", "status", "input", "output", "dropped", "teacher calls", "seconds"]
+
+TEACHER_COLUMNS = ["stage", "requests", "cache hits", "retries", "failed", "prompt tokens", "completion tokens",
+                   "cost (USD)"]
+
+
+def teacher_rows(outcomes: Sequence[StageOutcome]) -> list[list]:
+    """Rows for the teacher accounting table: what each stage's calls cost (as recorded in its report)."""
+    rows = []
+    for o in outcomes:
+        t = o.report.get("teacher")
+        if not t:
+            continue
+        cost = t.get("cost_usd")
+        rows.append([o.name + (" (reused)" if o.reused else ""), t.get("requests", 0), t.get("cache_hits", 0),
+                     t.get("retries", 0), t.get("failed", 0), t.get("prompt_tokens", 0), t.get("completion_tokens", 0),
+                     "-" if cost is None else round(cost, 4)])
+    return rows
