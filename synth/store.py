@@ -18,9 +18,11 @@ paths (``DIR/corpus/pages``, ``DIR/walks``...) are symlinks that
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,8 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 
 from .faults import crash_point
+
+log = logging.getLogger("hopforge")
 
 PARQUET_OPTS = dict(compression="zstd", compression_level=3, use_dictionary=True, write_statistics=True)
 
@@ -232,8 +236,10 @@ class Store:
             tmp = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.lnk")
             os.symlink(rel_target, tmp)
             if link.exists() and not link.is_symlink():
-                # A plain folder left by hand or an older layout: move it aside, never merge.
-                shutil.rmtree(link) if link.is_dir() else link.unlink()
+                # A plain file or folder the user put there: never delete or merge it, move it aside.
+                aside = link.with_name(f"{link.name}.moved-aside-{time.strftime('%Y%m%d-%H%M%S')}")
+                os.replace(link, aside)
+                log.warning("%s was not made by hopforge; moved it to %s", link, aside)
             os.replace(tmp, link)
 
     def _gc_locked(self, stage: str, keep: str) -> None:

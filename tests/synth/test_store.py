@@ -134,3 +134,12 @@ def test_rerun_after_crash_does_not_keep_the_crashed_attempts_rows(tmp_path):
     run_stage(Stage(name="nums", run=_make(3).run, sections=("walk",), modules=("synth.records",), outputs=("nums",)),
               cfg, store)
     assert sorted(ds.dataset(tmp_path / "nums").to_table()["x"].to_pylist()) == [0, 1, 2]
+
+
+def test_a_folder_in_the_way_is_moved_aside_not_deleted(tmp_path):
+    (tmp_path / "nums").mkdir()
+    (tmp_path / "nums" / "mine.txt").write_text("keep me")
+    run_stage(_make(2), load_config(None), Store(tmp_path))
+    assert (tmp_path / "nums").is_symlink()
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("nums.moved-aside-")]
+    assert len(aside) == 1 and (aside[0] / "mine.txt").read_text() == "keep me"
