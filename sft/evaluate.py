@@ -131,4 +131,5 @@ def run_eval(ctx) -> Any:
     skipped = len(held) * ctx.cfg.eval.n - n
     return StageResult(input=len(held) * ctx.cfg.eval.n, output=n,
                        dropped={"over_max_questions": skipped} if skipped else {},
-                       extra={k: report[k] for k in ("student", "teacher", "evaluated_questions")})
+                       extra={"student": report["student"], "teacher_on_same_questions": report["teacher"],
+                              "evaluated_questions": report["evaluated_questions"]})
