@@ -304,7 +304,7 @@ def render_card(f: dict) -> str:
     old = {s: n for s, n in f["recorded_prompt_shas"].items() if s not in current}
     md += ["", "Question rows record the hash of the prompt that wrote them: "
            + ", ".join(f"`{s}` ({_n(n)} rows)" for s, n in f["recorded_prompt_shas"].items()) + "."
-           + (f" Not among the current prompt files (written with an earlier prompt): "
+           + (" Not among the current prompt files (written with an earlier prompt): "
               + ", ".join(f"`{x}`" for x in old) + "." if old else ""),
            ""]
 

@@ -246,7 +246,28 @@ def git_blob_sha1(data: bytes) -> str:
 
 # ---- targets ------------------------------------------------------------------------------------
 
-class LocalSink:
+class _Sink:
+    """What both targets share: files are staged (under ``staging/upload``) unless the target
+    already holds the same bytes, and written or uploaded together by ``finish``."""
+
+    staging: Path
+    adds: list[tuple[str, Path]]
+
+    def _same(self, rel: str, data: bytes) -> bool:
+        raise NotImplementedError
+
+    def put(self, rel: str, data: bytes) -> bool:
+        """Stage ``rel`` unless the target already holds ``data`` there; True when staged."""
+        if self._same(rel, data):
+            return False
+        staged = self.staging / "upload" / rel
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_bytes(data)
+        self.adds.append((rel, staged))
+        return True
+
+
+class LocalSink(_Sink):
     """Writes the layout into a folder.  Changed files are staged first and only written (each
     atomically) once the whole layout and the card are built, so a failed publish leaves the
     folder as it was; unchanged files are never rewritten."""
@@ -258,16 +279,9 @@ class LocalSink:
         self.staging = staging
         self.adds: list[tuple[str, Path]] = []
 
-    def put(self, rel: str, data: bytes) -> bool:
-        """Stage ``rel`` unless the folder already holds ``data`` there; True when staged."""
+    def _same(self, rel: str, data: bytes) -> bool:
         path = self.root / rel
-        if path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
-            return False
-        staged = self.staging / "upload" / rel
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_bytes(data)
-        self.adds.append((rel, staged))
-        return True
+        return path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data
 
     def stale(self, keep: set[str]) -> list[str]:
         """Shards in the folder that the new layout does not hold."""
@@ -302,7 +316,7 @@ def _scrub(text: str, token: str) -> str:
     return text.replace(token, "***") if token else text
 
 
-class HubSink:
+class HubSink(_Sink):
     """Stages new or changed files and commits them (with deletions of stale shards) in one Hub commit."""
 
     def __init__(self, repo: str, pcfg: PublishConfig, staging: Path):
@@ -337,16 +351,6 @@ class HubSink:
         if sha256:
             return sha256 == hashlib.sha256(data).hexdigest()
         return f.blob_id == git_blob_sha1(data)
-
-    def put(self, rel: str, data: bytes) -> bool:
-        """Queue ``rel`` for upload unless the remote file has the same content; True when queued."""
-        if self._same(rel, data):
-            return False
-        path = self.staging / "upload" / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        self.adds.append((rel, path))
-        return True
 
     def stale(self, keep: set[str]) -> list[str]:
         """Remote shards that the new layout does not hold."""

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from .answers import is_correct, mentions, normalize_answer
-from .pipeline import StageContext, StageResult
+from .pipeline import StageContext
 from .prompting import extract_answer, extract_json, prompt_sha, render
 from .records import REJECT_SCHEMA, Question, Subgraph, Walk
 from .seeding import derive_seed, short_hash

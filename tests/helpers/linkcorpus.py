@@ -72,3 +72,22 @@ def random_edges(n: int, m: int, seed: int = 0, prefix: str = "p") -> list[tuple
     src = rng.integers(0, n, m)
     dst = rng.integers(0, n, m)
     return [(f"{prefix}{a}", f"{prefix}{b}") for a, b in zip(src.tolist(), dst.tolist())]
+
+
+def graph_store(root, edges, cfg, shuffle_links: bool = False, **corpus_kw) -> Store:
+    """A store under ``root/out`` with the corpus of ``edges`` ingested and the ``graph`` stage run.
+
+    ``shuffle_links`` writes the links in a random order (the graph must not depend on it).
+    """
+    import pyarrow as pa
+
+    from synth.pipeline import run_stage
+    from synth.stages import GRAPH
+
+    pages, links = make_corpus(edges, **corpus_kw)
+    if shuffle_links:
+        links = links.take(pa.array(np.random.default_rng(0).permutation(links.num_rows)))
+    store = Store(root / "out")
+    write_ingest(store, pages, links)
+    run_stage(GRAPH, cfg, store, progress=False)
+    return store

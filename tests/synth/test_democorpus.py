@@ -2,7 +2,6 @@
 
 import json
 
-import ahocorasick
 
 from synth.democorpus import build_demo_corpus, build_matcher, find_mentions
 

@@ -6,23 +6,19 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from helpers.linkcorpus import make_corpus, random_edges, write_ingest
+from helpers.linkcorpus import graph_store, random_edges
 from synth.config import Config
 from synth.expand import expand_slot, seed_nodes
 from synth.graph import CSRGraph, open_graph
 from synth.nodefilter import node_filter
 from synth.pipeline import run_stage
 from synth.rng import stream_key
-from synth.stages import EXPAND, GRAPH
+from synth.stages import EXPAND
 from synth.store import Store
 
 
 def build(tmp_path, edges, cfg: Config, titles=None) -> Store:
-    pages, links = make_corpus(edges, titles=titles)
-    store = Store(tmp_path / "out")
-    write_ingest(store, pages, links)
-    run_stage(GRAPH, cfg, store, progress=False)
-    return store
+    return graph_store(tmp_path, edges, cfg, titles=titles)
 
 
 @pytest.fixture()

@@ -3,7 +3,6 @@
 import json
 
 import pyarrow.dataset as ds
-import pytest
 
 from helpers.openai_server import Reply, call, serve
 from helpers.walkstore import make_chain_store

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from helpers.linkcorpus import make_corpus, random_edges, write_ingest
+from helpers.linkcorpus import graph_store, make_corpus, random_edges, write_ingest
 from synth.config import Config, WalkConfig
 from synth.graph import CSRGraph, open_graph
 from synth.nodefilter import node_filter, title_mask
@@ -33,12 +33,7 @@ def corpus_edges() -> list[tuple[str, str]]:
 
 
 def build(tmp_path, edges, cfg: Config, **kw) -> Store:
-    pages, links = make_corpus(edges, titles=EXCLUDED, **kw)
-    links = links.take(pa.array(np.random.default_rng(0).permutation(links.num_rows)))  # order must not matter
-    store = Store(tmp_path / "out")
-    write_ingest(store, pages, links)
-    run_stage(GRAPH, cfg, store, progress=False)
-    return store
+    return graph_store(tmp_path, edges, cfg, shuffle_links=True, titles=EXCLUDED, **kw)  # link order must not matter
 
 
 @pytest.fixture()
