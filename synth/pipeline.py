@@ -133,7 +133,6 @@ class StageContext:
         self.staging = store.partial_dir(stage.name, key)
         self.staging.mkdir(parents=True, exist_ok=True)
         self._progress = progress
-        self.counters: dict[str, float] = {}
         self._lock = threading.Lock()
         self._teacher = None
         self._snap = None

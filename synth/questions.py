@@ -26,10 +26,10 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from .answers import is_correct, mentions, normalize_answer
+from .answers import mentions, normalize_answer
 from .pipeline import StageContext
-from .prompting import extract_answer, extract_json, prompt_sha, render
-from .records import REJECT_SCHEMA, Question, Subgraph, Walk
+from .prompting import extract_json, render
+from .records import Question
 from .seeding import derive_seed, short_hash
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)$")
@@ -187,6 +187,4 @@ def page_meta(store, ids: set[str], columns: tuple[str, ...] = ("page_id", "titl
     return {r["page_id"]: r for r in t.to_pylist()}
 
 
-# Re-exported so the checks module and tests see one record type per table.
-__all__ = ["Source", "Question", "Walk", "Subgraph", "REJECT_SCHEMA", "format_request", "parse_question",
-           "load_sources", "page_meta", "names_of", "prompt_sha", "is_correct", "extract_answer"]
+__all__ = ["Source", "format_request", "parse_question", "load_sources", "page_meta", "names_of"]
