@@ -2,12 +2,12 @@
 
 Builds (or reuses) a store from the demo corpus (~10k real Wikipedia summaries):
 ingest, graph and walks run as the real stages; the search index is built with
-:func:`synth.search.build_index`.  Questions and traces are *synthetic* (the question
+:func:`synth.tools.search.build_index`.  Questions and traces are *synthetic* (the question
 and rollout stages need a teacher): one question per 3-hop walk, whose text names the
 walk's entities and whose answer is its last page, and two traces per question whose
 ``searched_page_ids`` are the top-5 BM25 results of each path title and whose
 ``opened_page_ids`` are the path — so tier-1 has the shape real traces give it.  The
-tokenizer is the run's demo tokenizer (``synth.tokenizer.train_demo_tokenizer``: a
+tokenizer is the run's demo tokenizer (``synth.tokenizer.tokens.train_demo_tokenizer``: a
 byte-level BPE of about 8k tokens trained on the corpus) in ``DIR/tokenizer``; where that
 module is missing, a byte-level BPE of 32k tokens trained here stands in for it.
 
@@ -42,12 +42,13 @@ from pydantic import Field
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from synth.assemble_config import AssembleConfig  # noqa: E402
-from synth.config import Config, load_config  # noqa: E402
-from synth.pipeline import Stage, run_stage  # noqa: E402
-from synth.records import Question, Trace  # noqa: E402
-from synth.stages import BY_NAME  # noqa: E402
-from synth.store import Store, write_parquet_atomic  # noqa: E402
+from synth.assemble.config import AssembleConfig  # noqa: E402
+from flows.config import Config, load_config  # noqa: E402
+from synth.engine.runner import run_stage  # noqa: E402
+from synth.engine.stage import Stage  # noqa: E402
+from synth.engine.records import Question, Trace  # noqa: E402
+from flows.stages import BY_NAME  # noqa: E402
+from synth.engine.store import Store, write_parquet_atomic  # noqa: E402
 
 
 class BenchConfig(Config):
@@ -61,12 +62,12 @@ def build_store(out: Path, n_questions: int) -> Store:
     for name in ("ingest", "graph", "walks"):
         run_stage(BY_NAME[name], cfg, store, progress=False)
     if not (out / "index" / "hopforge.json").exists():
-        from synth.search import build_index
+        from synth.tools.search import build_index
 
         build_index(store.dataset("corpus/pages"), out / "index", heap_mb=128)
     if not (out / "tokenizer" / "tokenizer.json").exists():
         try:
-            from synth.tokenizer import train_demo_tokenizer
+            from synth.tokenizer.tokens import train_demo_tokenizer
         except ImportError:  # not written yet: a stand-in of the same kind
             train_tokenizer(store, out / "tokenizer")
         else:
@@ -82,7 +83,7 @@ def train_tokenizer(store: Store, folder: Path, vocab_size: int = 32000) -> None
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from synth.assemble_pack import page_body
+    from synth.assemble.pack import page_body
 
     pages = store.read("corpus/pages", columns=["title", "paragraphs"]).to_pylist()
     texts = [p["title"] + "\n" + page_body(p["paragraphs"]) for p in pages]
@@ -97,7 +98,7 @@ def train_tokenizer(store: Store, folder: Path, vocab_size: int = 32000) -> None
 
 def synthetic_questions(store: Store, n: int) -> None:
     """One question per walk and two traces per question (see the module docstring)."""
-    from synth.search import SearchIndex
+    from synth.tools.search import SearchIndex
 
     index = SearchIndex.open(store.path("index"))
     walks = store.read("walks", columns=["walk_id", "path", "titles"]).to_pylist()[:n]
@@ -137,9 +138,9 @@ def main(argv: list[str] | None = None) -> dict:
     store = build_store(args.out, args.samples)
     print(f"store ready in {time.perf_counter() - t0:.1f}s: {args.out}")
     cfg = BenchConfig(seed=0, assemble=AssembleConfig(lengths=[args.length], max_questions=args.samples))
-    from synth.assemble import run_assemble
+    from synth.assemble.stage import run_assemble
 
-    stage = Stage(name="assemble", run=run_assemble, sections=("assemble",), modules=("synth.assemble",),
+    stage = Stage(name="assemble", entry=run_assemble, sections=("assemble",),
                   outputs=("longctx", "rejects/assemble"))
     w0, c0 = time.perf_counter(), _cpu()
     outcome = run_stage(stage, cfg, store, force=True, progress=False)
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{tokens:,} tokens in {ours_s:.2f}s ({ours_cpu:.2f} CPU s); retries {report['retries']}, "
           f"cut {report['rows_cut']}, pages counted {report['pages_counted']}, corpus scans {report['corpus_scans']}")
 
-    from synth.assemble import load_tokenizer
+    from synth.assemble.stage import load_tokenizer
 
     hf = load_tokenizer(store)
     backend = hf.backend_tokenizer

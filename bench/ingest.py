@@ -3,7 +3,7 @@
 Usage: ``python bench/ingest.py [MB] [--repeats N] [--keep DIR]`` (default 250 MB of
 synthetic KILT, 5 alternating runs of each side, best time kept).
 
-Both sides read the same synthetic KILT JSON Lines file (:mod:`synth.synthetic`) in
+Both sides read the same synthetic KILT JSON Lines file (:mod:`synth.corpus.synthetic`) in
 one run and write the same tables: ``corpus/pages`` and the resolved
 ``corpus/links`` with the same rules (first id wins, id resolution with no title
 fallback, href -> title for null ids, external / self / bad anchors dropped).
@@ -29,13 +29,13 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from synth.config import load_config
-from synth.linkresolve import title_from_href
-from synth.pipeline import run_stage
-from synth.records import LINK_SCHEMA, PAGE_SCHEMA
-from synth.stages import INGEST
-from synth.store import Store
-from synth.synthetic import write_synthetic_kilt
+from flows.config import load_config
+from synth.corpus.links import title_from_href
+from synth.engine.runner import run_stage
+from synth.engine.records import LINK_SCHEMA, PAGE_SCHEMA
+from flows.stages import INGEST
+from synth.engine.store import Store
+from synth.corpus.synthetic import write_synthetic_kilt
 
 BYTES_PER_PAGE = 9_700  # what write_synthetic_kilt writes per page with 30 anchors
 
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> dict:
 
     # Both sides run `repeats` times, alternating, and each keeps its best time: the
     # machine is shared, and the best run is the one least disturbed by other work.
-    import synth.ingest  # noqa: F401 - imports are paid before timing, as the baseline's are
+    import synth.corpus.ingest  # noqa: F401 - imports are paid before timing, as the baseline's are
 
     cfg = load_config(None, [f"corpus.source={src}"])
     store = Store(work / "ours")

@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 from search import synthetic_pages  # noqa: E402  (bench/search.py's corpus)
-from synth.config import load_config  # noqa: E402
-from synth.records import Question  # noqa: E402
-from synth.rollout import rollout_one  # noqa: E402
-from synth.search import SearchIndex, build_index  # noqa: E402
-from synth.teacher import Teacher  # noqa: E402
-from synth.tools import Toolbox  # noqa: E402
+from flows.config import load_config  # noqa: E402
+from synth.engine.records import Question  # noqa: E402
+from synth.rollout.loop import rollout_one  # noqa: E402
+from synth.tools.search import SearchIndex, build_index  # noqa: E402
+from synth.teacher.client import Teacher  # noqa: E402
+from synth.tools.toolbox import Toolbox  # noqa: E402
 
 import pyarrow.dataset as ds  # noqa: E402
 

@@ -3,7 +3,7 @@
 Usage: ``python bench/scale.py [--pages 1000000] [--anchors 30] [--walks 100000]
 [--subgraphs 2000] [--work DIR] [--source FILE] [--keep]``
 
-A synthetic KILT knowledge source in the real schema (:mod:`synth.synthetic`) is
+A synthetic KILT knowledge source in the real schema (:mod:`synth.corpus.synthetic`) is
 written under ``bench/out/`` (git-ignored), then four commands run one after the
 other, each in its own process, exactly as a user types them::
 
@@ -48,7 +48,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from synth.synthetic import write_synthetic_kilt  # noqa: E402
+from synth.corpus.synthetic import write_synthetic_kilt  # noqa: E402
 
 GIB = 1 << 30
 GOAL_GIB = 4.0

@@ -32,9 +32,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from synth.records import PAGE_SCHEMA  # noqa: E402
-from synth.search import SearchIndex, build_index  # noqa: E402
-from synth.store import ShardWriter  # noqa: E402
+from synth.engine.records import PAGE_SCHEMA  # noqa: E402
+from synth.tools.search import SearchIndex, build_index  # noqa: E402
+from synth.engine.store import ShardWriter  # noqa: E402
 
 _ONSETS = "b c d f g h j k l m n p r s t v w z br ch cl dr fl gr kr pl sh st th tr".split()
 _VOWELS = "a e i o u ai ea ie ou".split()

@@ -14,7 +14,7 @@ All three alternatives are correct; ``ours`` is the fastest of them.  Tokens/s c
 real tokens; the padding fraction is pad tokens over all tokens the model was fed.  The steps of
 each way are split into interleaved segments, so load drift on a shared machine hits every way.  Rows come from
 ``data/demo/sft`` when a demo run made one, else realistic synthetic tool-calling traces over the
-demo corpus pages (``sft.synthrows``).
+demo corpus pages (``helpers.sftrows``).
 
 The last line is JSON: {"bench": "sft_cpu", "ours": tok/s, "baseline": tok/s, "ratio": r,
 "padding_plain": f, "padding_ours": f, ...}.  Goal: padding <= 10% the better way.
@@ -48,9 +48,9 @@ def build_data(root: Path, n_rows: int) -> Path:
         return demo
     import pyarrow as pa
 
-    from sft.synthrows import demo_pages, make_rows, write_sft_table
-    from synth.records import PAGE_SCHEMA
-    from synth.tokenizer import train_demo_tokenizer
+    from helpers.sftrows import demo_pages, make_rows, write_sft_table
+    from synth.engine.records import PAGE_SCHEMA
+    from synth.tokenizer.tokens import train_demo_tokenizer
 
     pages = demo_pages()
     table = pa.Table.from_pylist([dict(p, description=None, aliases=None, wikidata_id=None, categories=None,

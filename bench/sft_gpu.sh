@@ -15,7 +15,7 @@
 # each sample (padding and cross-sample attention are not useful work), and 6 x vocab x hidden per
 # labelled position (TRL's fused LM head scores only those on GPU).  Peak bf16 dense TFLOPS comes
 # from the GPU name (H100/H200 989, A100 312, L40S 362, A10G 125, L4 121, RTX 4090 165) or PEAK_TFLOPS.
-# Rows: realistic synthetic tool-calling traces (sft.synthrows) over the demo corpus pages when the
+# Rows: realistic synthetic tool-calling traces (helpers.sftrows) over the demo corpus pages when the
 # demo package is installed, else over generated pages; the demo BPE tokenizer is trained on them.
 #
 # Installs nothing; uses the repository's .venv when present.  The last line is JSON:
@@ -48,9 +48,9 @@ transformers.logging.set_verbosity_error()
 datasets.disable_progress_bars()
 
 from sft.batching import PaddingCounter, resolve_attn_implementation
-from sft.synthrows import make_rows, write_sft_table
-from synth.records import PAGE_SCHEMA
-from synth.tokenizer import train_demo_tokenizer
+from helpers.sftrows import make_rows, write_sft_table
+from synth.engine.records import PAGE_SCHEMA
+from synth.tokenizer.tokens import train_demo_tokenizer
 import sft.train as train
 
 STEPS, ROWS, MAX_LEN = int(os.environ["STEPS"]), int(os.environ["ROWS"]), 8192
@@ -74,7 +74,7 @@ def peak_flops() -> float:
 
 def pages() -> list[dict]:
     try:
-        from sft.synthrows import demo_pages
+        from helpers.sftrows import demo_pages
         return demo_pages()
     except Exception:  # the demo package is optional: generate prose-like pages
         rng = random.Random(0)

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from helpers.openai_server import serve  # noqa: E402
-from synth.teacher import Teacher, TeacherConfig, TeacherError  # noqa: E402
+from synth.teacher.client import Teacher, TeacherConfig, TeacherError  # noqa: E402
 
 
 @contextmanager

@@ -29,8 +29,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from synth.graph import CSRGraph, reverse_csr, sorted_unique  # noqa: E402
-from synth.walks import sample_walks, start_nodes, warm_up  # noqa: E402
+from synth.graph.csr import CSRGraph, reverse_csr, sorted_unique  # noqa: E402
+from synth.graph.walks import sample_walks, start_nodes, warm_up  # noqa: E402
 
 HOPS = 8
 
@@ -112,7 +112,7 @@ def time_networkx(src: np.ndarray, dst: np.ndarray, seconds: float, seed: int = 
 
 def cold_compile_seconds() -> float:
     """Seconds to compile the walk kernel from scratch, measured in a child process with an empty numba cache."""
-    code = ("import time, numpy as np; from synth.walks import warm_up; from synth.graph import CSRGraph; "
+    code = ("import time, numpy as np; from synth.graph.walks import warm_up; from synth.graph.csr import CSRGraph; "
             "g = CSRGraph.from_edges(3, [0, 1], [1, 2]); t = time.perf_counter(); "
             "warm_up(g, np.ones(3, np.bool_), chordless=False); print(time.perf_counter() - t)")
     with tempfile.TemporaryDirectory() as cache:

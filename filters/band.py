@@ -28,32 +28,9 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-import pyarrow as pa
 
 DATA_SOURCE = "hopforge"
 ABILITY = "multihop_search"
-
-PROMPT_MESSAGE_TYPE = pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])
-RL_SCHEMA = pa.schema(
-    [
-        pa.field("data_source", pa.string(), nullable=False),
-        pa.field("prompt", pa.list_(PROMPT_MESSAGE_TYPE), nullable=False),
-        pa.field("ability", pa.string(), nullable=False),
-        pa.field("reward_model", pa.struct([
-            pa.field("style", pa.string()),
-            pa.field("ground_truth", pa.struct([pa.field("target", pa.list_(pa.string()))])),
-        ]), nullable=False),
-        pa.field("extra_info", pa.struct([
-            pa.field("question_id", pa.string()),
-            pa.field("index", pa.int64()),
-            pa.field("path", pa.list_(pa.string())),
-            pa.field("n", pa.int32()),
-            pa.field("c", pa.int32()),
-            pa.field("split", pa.string()),
-        ]), nullable=False),
-        pa.field("tools", pa.string(), nullable=False),
-    ]
-)
 
 BANDS = ("rl_pool", "all_wrong", "all_right")
 
@@ -83,7 +60,7 @@ def prompt_messages(messages: list[dict]) -> list[dict]:
 
 def rl_row(question: dict, prompt: list[dict], tools: str, n: int, c: int, index: int,
            split: str = "train") -> dict:
-    """One ``rl_pool`` row (:data:`RL_SCHEMA`)."""
+    """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`)."""
     target = [question["answer"], *[a for a in (question.get("answer_aliases") or []) if a]]
     return {
         "data_source": DATA_SOURCE,
@@ -124,5 +101,5 @@ def pass_stats(counts: Iterable[tuple[int, int]]) -> dict:
     return out
 
 
-__all__ = ["ABILITY", "BANDS", "DATA_SOURCE", "PROMPT_MESSAGE_TYPE", "RL_SCHEMA", "band", "pass_at_k", "pass_stats",
+__all__ = ["ABILITY", "BANDS", "DATA_SOURCE", "band", "pass_at_k", "pass_stats",
            "prompt_messages", "rl_row"]

@@ -3,7 +3,7 @@
 A filter is a small class with a ``name`` and ``__call__(row, ctx)`` that returns
 ``True`` (keep) or ``(False, reason)`` -- optionally ``(False, reason, detail)`` with
 a human-readable detail for the rejects table (datatrove's ``BaseFilter`` shape).
-``row`` is one ``traces`` row as a dict (see :class:`synth.records.Trace`); ``ctx``
+``row`` is one ``traces`` row as a dict (see :class:`synth.engine.records.Trace`); ``ctx``
 is a :class:`FilterContext` holding what filters share: the config, the questions,
 the tokenizer, the correctness grades.
 

@@ -10,7 +10,7 @@ engaged with:
   call names the page by id or title;
 - it **named** it: an assistant message's text mentions its title.
 
-Titles match as whole normalised phrases (:func:`synth.answers.mentions`), also with a
+Titles match as whole normalised phrases (:func:`synth.text.answers.mentions`), also with a
 trailing disambiguation removed ("Mercury (planet)" -> "Mercury").  A path with no
 intermediate entity scores 1.  As in the rubric reward design, the score is then
 normalised within the question's group by the group maximum (``rubric = raw / max``,
@@ -24,9 +24,9 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from synth.answers import mentions, normalize_answer
+from synth.text.answers import mentions, normalize_answer
 
-from .base import call_arguments, messages_of, tool_calls_of
+from filters.base import call_arguments, messages_of, tool_calls_of
 
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from synth.config_base import Section
+from synth.engine.config import Section
 
 DEFAULT_CHAIN = ["format", "correctness", "low_step", "repeats", "length", "decontaminate"]
 
@@ -66,7 +66,7 @@ class FiltersConfig(Section):
     @field_validator("chain")
     @classmethod
     def _known_filters(cls, v: list[str]) -> list[str]:
-        from .base import available
+        from filters.base import available
 
         names = available()
         bad = [n for n in v if n not in names]

@@ -2,7 +2,7 @@
 
 The rule: a trace's ``final_answer`` is correct when, after SQuAD/HotpotQA
 normalisation, it equals the question's answer or one of its aliases, or its token F1
-against the best of them reaches ``filters.min_f1`` (:mod:`synth.answers`).
+against the best of them reaches ``filters.min_f1`` (:mod:`synth.text.answers`).
 
 The judge (``filters.judge``) asks the teacher, through ``synth/prompts/judge.jinja2``,
 whether the answer names the same thing as the gold.  It can only *add* a verdict:
@@ -23,12 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from synth.answers import best_match
-from synth.prompting import extract_json, render
+from synth.text.answers import best_match
+from synth.teacher.tasks import JUDGE
 
-from .base import BaseFilter, FilterContext, Verdict, register
+from filters.base import BaseFilter, FilterContext, Verdict, register
 
-JUDGE_PROMPT = "judge"
 
 
 @dataclass(slots=True)
@@ -69,23 +68,13 @@ def grade(prediction: str | None, question: dict | None, min_f1: float) -> Grade
 def judge_messages(question: dict, prediction: str) -> list[dict]:
     """The judge prompt for one answer."""
     aliases = [a for a in (question.get("answer_aliases") or []) if a]
-    return render(JUDGE_PROMPT, question=question["question"], answer=question["answer"], aliases=aliases,
-                  prediction=prediction)
+    return JUDGE.format_input(question=question["question"], answer=question["answer"], aliases=aliases,
+                              prediction=prediction)
 
 
 def parse_judge(text: str | None) -> bool | None:
     """The judge's verdict from its reply (``{"correct": true|false}``); None when it cannot be read."""
-    obj, _ = extract_json(text)
-    if obj is None:
-        return None
-    v = obj.get("correct")
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("true", "yes", "correct"):
-        return True
-    if isinstance(v, str) and v.strip().lower() in ("false", "no", "incorrect"):
-        return False
-    return None
+    return JUDGE.format_output(text).value
 
 
 def run_judge(teacher: Any, items: list[tuple[dict, str]], progress: Any = None) -> tuple[list[bool | None], dict]:
@@ -93,12 +82,12 @@ def run_judge(teacher: Any, items: list[tuple[dict, str]], progress: Any = None)
 
     The counts say how many calls ``failed`` (teacher error) or were ``unparsed``.
     """
-    from synth.teacher import TeacherError
+    from synth.teacher.client import TeacherError
 
     async def ask(item: tuple[dict, str]):
         q, pred = item
-        hint = {"task": "judge", "question": q["question"], "answer": q["answer"],
-                "aliases": list(q.get("answer_aliases") or []), "prediction": pred}
+        hint = JUDGE.hint(question=q["question"], answer=q["answer"], aliases=list(q.get("answer_aliases") or []),
+                          prediction=pred)
         return await teacher.chat(judge_messages(q, pred), hint=hint)
 
     results = teacher.map(ask, items, progress=progress) if items else []

@@ -1,6 +1,6 @@
 """The decontamination filter (reason ``contaminated``): keep evaluation questions out of the data.
 
-Texts are normalised as answers are (:func:`synth.answers.normalize_answer`: lower
+Texts are normalised as answers are (:func:`synth.text.answers.normalize_answer`: lower
 case, no punctuation, no articles) and split into words.  A question is contaminated
 when it shares an n-gram of ``filters.ngram`` words with any evaluation question.
 Texts shorter than n words count as one n-gram, the whole text: a short question is
@@ -18,11 +18,11 @@ import json
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from synth.answers import normalize_answer
-from synth.config_base import ConfigError
-from synth.errors import InputError
+from synth.text.answers import normalize_answer
+from synth.engine.config import ConfigError
+from synth.engine.errors import InputError
 
-from .base import BaseFilter, FilterContext, Verdict, register
+from filters.base import BaseFilter, FilterContext, Verdict, register
 
 
 def words(text: str) -> list[str]:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 
-from synth.prompting import extract_answer
+from synth.teacher.prompting import extract_answer
 
-from .base import BaseFilter, FilterContext, Verdict, call_arguments, messages_of, register
+from filters.base import BaseFilter, FilterContext, Verdict, call_arguments, messages_of, register
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .base import BaseFilter, FilterContext, Verdict, register
-from .sftrows import sft_messages
+from filters.base import BaseFilter, FilterContext, Verdict, register
+from filters.sftrows import sft_messages
 
 
 def load_tokenizer(path: str | Path) -> Any:

@@ -7,7 +7,7 @@ keyword matches); more than ``filters.max_tool_calls`` is ``too_many_steps`` (fl
 
 from __future__ import annotations
 
-from .base import BaseFilter, FilterContext, Verdict, register
+from filters.base import BaseFilter, FilterContext, Verdict, register
 
 
 @register

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from .base import BaseFilter, FilterContext, Verdict, call_arguments, messages_of, register, tool_calls_of
+from filters.base import BaseFilter, FilterContext, Verdict, call_arguments, messages_of, register, tool_calls_of
 
 
 def canonical_call(tc: dict) -> tuple[str, str]:

@@ -1,6 +1,6 @@
 """Trace -> SFT row: the conversation as Arrow structs, in the exact shape TRL and chat templates read.
 
-Every message gets the five keys of :data:`synth.records.MESSAGE_TYPE` (role, content,
+Every message gets the five keys of :data:`synth.engine.records.MESSAGE_TYPE` (role, content,
 tool_calls, tool_call_id, name), with None where a key does not apply -- which is also
 what Arrow gives back when the table is read, so the length filter measures exactly
 what training renders.  Tool-call ``arguments`` stay JSON strings: as structs Arrow
@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from synth.records import SFT_SCHEMA
+from synth.engine.records import SFT_SCHEMA
 
-from .base import messages_of
+from filters.base import messages_of
 
 
 def _text(content: Any) -> str | None:
@@ -53,7 +53,7 @@ def sft_messages(row: dict) -> list[dict]:
 
 
 def sft_row(row: dict, rubric: float) -> dict:
-    """A row of the ``sft`` table (:data:`synth.records.SFT_SCHEMA`) for a kept trace."""
+    """A row of the ``sft`` table (:data:`synth.engine.records.SFT_SCHEMA`) for a kept trace."""
     return {
         "messages": sft_messages(row),
         "tools": row["tools"],

@@ -22,55 +22,27 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from synth.pipeline import StageContext, StageResult
-from synth.records import SFT_SCHEMA, Trace
+from synth.engine.stage import StageContext, StageResult
+from synth.engine.records import RL_SCHEMA, SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Trace
 
-from .band import BANDS, RL_SCHEMA, band, pass_stats, prompt_messages, rl_row
-from .base import FilterContext, FilterRunner, build_chain, messages_of
-from .bestofn import Candidate, rubric_raw, select_best
-from .config import FiltersConfig
-from .correctness import CorrectnessFilter, grade, run_judge
-from .sftrows import sft_row
+from filters.band import BANDS, band, pass_stats, prompt_messages, rl_row
+from filters.base import FilterContext, FilterRunner, build_chain, messages_of
+from filters.bestofn import Candidate, rubric_raw, select_best
+from filters.config import FiltersConfig
+from filters.correctness import CorrectnessFilter, grade, run_judge
+from filters.sftrows import sft_row
 
 BATCH_ROWS = 512
-
-REJECT_SCHEMA = pa.schema(list(Trace.SCHEMA) + [pa.field("reason", pa.string(), nullable=False),
-                                                pa.field("detail", pa.string())])
-
-VERDICT_SCHEMA = pa.schema(
-    [
-        pa.field("trace_id", pa.string(), nullable=False),
-        pa.field("question_id", pa.string(), nullable=False),
-        pa.field("teacher_model", pa.string(), nullable=False),
-        pa.field("rule_correct", pa.bool_(), nullable=False),  # exact match or F1 >= min_f1
-        pa.field("em", pa.bool_(), nullable=False),
-        pa.field("f1", pa.float64(), nullable=False),
-        pa.field("judge_correct", pa.bool_()),  # null: judge off, not asked (no answer) or failed
-        pa.field("correct", pa.bool_(), nullable=False),  # rule_correct or (judge_correct and f1 > 0)
-        pa.field("rubric_raw", pa.float64()),  # only for traces that passed the chain (positive-only)
-        pa.field("rubric", pa.float64()),  # rubric_raw / group max
-        pa.field("n_tokens", pa.int64()),  # rendered length, when the length filter measured it
-        pa.field("kept", pa.bool_(), nullable=False),
-        pa.field("reason", pa.string()),  # drop reason; null when kept
-    ]
-)
-
-
-def filters_config(cfg: Any) -> FiltersConfig:
-    """The ``filters`` section of the run config (defaults when the config has none)."""
-    section = getattr(cfg, "filters", None)
-    return section if section is not None else FiltersConfig()
-
 
 def key_extra(cfg: Any, store: Any) -> str:
     """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, and the
     teacher's sampling config when the judge is on (the judge is the only teacher call here)."""
-    fcfg = filters_config(cfg)
+    fcfg = cfg.filters
     h = hashlib.sha256()
     for name in fcfg.decontaminate:
         p = Path(name)
         if not p.is_file():
-            from synth.config_base import ConfigError
+            from synth.engine.config import ConfigError
 
             raise ConfigError(f"bad value for config key 'filters.decontaminate': file not found: {p}")
         h.update(str(p).encode())
@@ -115,24 +87,23 @@ class _PerQuestion:
 
 def run_filter(ctx: StageContext) -> StageResult:
     """Filter traces into ``sft`` (best-of-n) and ``rl_pool`` (difficulty band); see the module docstring."""
-    fcfg = filters_config(ctx.cfg)
+    fcfg = ctx.cfg.filters
     questions = load_questions(ctx.store)
     traces = ctx.store.dataset("traces", hint="rollout")
     tokenizer = None
     if "length" in fcfg.chain:
-        from .length import load_tokenizer
+        from filters.length import load_tokenizer
 
         tok_path = ctx.store.path("tokenizer")
         if not tok_path.exists():
-            from synth.pipeline import STAGE_COMMANDS
-            from synth.store import MissingInput
+            from synth.engine.store import MissingInput
 
             raise MissingInput(f"tokenizer not found in {ctx.store.root} (run `hopforge "
-                               f"{STAGE_COMMANDS.get('tokenizer', 'tokenizer')} --out {ctx.store.root}` first, "
+                               f"tokenizer --out {ctx.store.root}` first, "
                                "or drop `length` from filters.chain)")
         tokenizer = load_tokenizer(tok_path)
     fctx = FilterContext(fcfg, questions, tokenizer=tokenizer)
-    rejects = ctx.writer("rejects/filter", REJECT_SCHEMA)
+    rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA)
     pending: list[dict] = []
     chain = build_chain(fcfg.chain, fcfg)
     if "correctness" not in fcfg.chain:
@@ -144,7 +115,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     teacher = snap = None
     judge_counts: Counter[str] = Counter()
     if fcfg.judge:
-        from synth.teacher import open_teacher
+        from synth.teacher.client import open_teacher
 
         teacher = open_teacher(ctx.cfg.teacher, ctx.store.root)
         snap = teacher.stats.snapshot()
@@ -182,6 +153,8 @@ def run_filter(ctx: StageContext) -> StageResult:
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
+        # Drop reasons in the order the chain can give them (the dataset card lists the funnel so).
+        "reason_order": [r for f in chain for r in getattr(f, "reasons", ())],
         "bands": bands,
         "pass": pass_stats((p.n, p.c) for q, p in per_q.items() if q in questions),
         "correct": {
@@ -301,4 +274,4 @@ def _judge_agreement(verdicts) -> dict[str, int]:
     return dict(out)
 
 
-__all__ = ["REJECT_SCHEMA", "VERDICT_SCHEMA", "filters_config", "key_extra", "load_questions", "run_filter"]
+__all__ = ["key_extra", "load_questions", "run_filter"]

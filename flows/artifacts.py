@@ -4,7 +4,7 @@ The tables are built by pure functions (:func:`funnel_table`, :func:`cost_table`
 :func:`report_markdown`) from what the run left on disk and its stage outcomes, so
 tests can check them without a server.  Nothing here reads the environment: the
 config appears only as it is stored (the API key's variable *name*, ``api_key_env``;
-the endpoint as :meth:`~synth.teacher_config.TeacherConfig.display_url`).
+the endpoint as :meth:`~synth.teacher.config.TeacherConfig.display_url`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Sequence
 
 import yaml
 
-from synth.config import Config
-from synth.pipeline import StageOutcome
-from synth.runner import SUMMARY_COLUMNS, summary_rows
+from flows.config import Config
+from synth.engine.stage import StageOutcome
+from synth.engine.runner import SUMMARY_COLUMNS, summary_rows
 
 COST_COLUMNS = ["stage", "status", "requests", "cache hits", "prompt tokens", "completion tokens", "cost_usd"]
 

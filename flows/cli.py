@@ -8,89 +8,29 @@ with a message naming the key or record.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="hopforge: Wikipedia -> warm-start data for search agents.")
-corpus_app = typer.Typer(no_args_is_help=True, help="Build corpora.")
-app.add_typer(corpus_app, name="corpus")
-
-DEFAULT_CONFIG = "configs/demo.yaml"
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key: dotted.key=value (repeatable).")]
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder DIR: every stage reads and writes here.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Recompute even if inputs, config and code are unchanged.")]
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed and exit 2."""
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    from synth.progress import console
-
-    console.print(f"[bold red]error:[/] {msg}", highlight=False)
-    raise typer.Exit(code)
-
-
-def _load(config: Path, overrides: list[str] | None):
-    from synth.config import ConfigError, load_config
-
-    try:
-        return load_config(config, overrides or [])
-    except ConfigError as e:
-        _fail(str(e))
-
-
-def _run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
-    from synth.progress import print_table
-    from synth.runner import SUMMARY_COLUMNS, TEACHER_COLUMNS, run_pipeline, summary_rows, teacher_rows
-    from synth.stages import BY_NAME
-    from synth.store import Store
-
-    outcomes = run_pipeline([BY_NAME[n] for n in names], cfg, Store(out), force=force)
-    if rows := teacher_rows(outcomes):
-        print_table("teacher calls (as recorded when each stage ran)", TEACHER_COLUMNS, rows)
-    print_table(f"hopforge: {out}", SUMMARY_COLUMNS, summary_rows(outcomes))
-
-
-def _guard(fn):
-    """Turn known user errors into exit code 2 with a clear message."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*a, **kw):
-        from synth.config import ConfigError
-        from synth.errors import InputError
-        from synth.store import MissingInput
-
-        try:
-            return fn(*a, **kw)
-        except (ConfigError, MissingInput, InputError, UsageError) as e:
-            _fail(str(e))
-
-    return wrapper
+from flows.cli_common import (DEFAULT_CONFIG, ConfigOpt, ForceOpt, OutOpt, SetOpt, UsageError, app, corpus_app, fail,
+                              guard, load, run_stages)
 
 
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False) -> None:
-    from synth.progress import setup_logging
+    from synth.engine.progress import setup_logging
 
     setup_logging(logging.DEBUG if verbose else logging.INFO)
 
 
 @app.command()
-@_guard
+@guard
 def run(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
         force: ForceOpt = False,
         until: Annotated[Optional[str], typer.Option("--until", help="Stop after this stage.")] = None) -> None:
     """Run every stage in order, reusing the ones whose inputs, config and code are unchanged."""
-    from synth.stages import PIPELINE
+    from flows.stages import PIPELINE
 
     names = [s.name for s in PIPELINE]
     if until is not None and until not in names:
@@ -100,12 +40,12 @@ def run(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutO
     # Fail in the first seconds, naming the missing setting, rather than an hour in.
     if problems := check(config, list(set_ or []), out, via="cli"):
         raise PreflightError(problems)
-    cfg = _load(config, set_)
-    _run_stages(names[: names.index(until) + 1] if until else names, cfg, out, force)
+    cfg = load(config, set_)
+    run_stages(names[: names.index(until) + 1] if until else names, cfg, out, force)
 
 
 @app.command()
-@_guard
+@guard
 def ingest(kilt: Annotated[Optional[str], typer.Option("--kilt", help="KILT source: JSONL(.gz/.bz2), HF-layout Parquet/JSONL, hf:facebook/kilt_wikipedia, or demo.")] = None,
            strict: Annotated[bool, typer.Option("--strict", help="Exit 2 at the first bad line.")] = False,
            config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
@@ -116,8 +56,8 @@ def ingest(kilt: Annotated[Optional[str], typer.Option("--kilt", help="KILT sour
         extra.append(f"corpus.source={kilt}")
     if strict:
         extra.append("corpus.strict=true")
-    cfg = _load(config, extra)
-    _run_stages(["ingest"], cfg, out, force)
+    cfg = load(config, extra)
+    run_stages(["ingest"], cfg, out, force)
 
 
 def _stage_command(stage: str, doc: str, build_graph: bool = False, then: str | None = None) -> None:
@@ -125,23 +65,23 @@ def _stage_command(stage: str, doc: str, build_graph: bool = False, then: str | 
 
     def command(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
                 force: ForceOpt = False) -> None:
-        cfg = _load(config, set_)
+        cfg = load(config, set_)
         names = [stage]
         if build_graph:
-            from synth.store import Store
+            from synth.engine.store import Store
 
             if not Store(out).stage_entry("graph"):
                 names.insert(0, "graph")
-        _run_stages(names, cfg, out, force)
+        run_stages(names, cfg, out, force)
         if then:
-            from synth.progress import console
+            from synth.engine.progress import console
 
             console.print(then.format(out=out), highlight=False)
 
     command.__doc__ = doc
-    from synth.stages import BY_NAME
+    from flows.stages import BY_NAME
 
-    app.command(BY_NAME[stage].command)(_guard(command))
+    app.command(BY_NAME[stage].command)(guard(command))
 
 
 for _stage, _doc, *_rest in [
@@ -163,19 +103,19 @@ for _stage, _doc, *_rest in [
 
 
 @corpus_app.command("demo")
-@_guard
+@guard
 def corpus_demo(out: Annotated[Path, typer.Option("--out", "-o", help="KILT-format JSONL file to write.")] = Path("data/source/kilt_demo.jsonl")) -> None:
     """Write the demo corpus: ~10k real Wikipedia summaries as KILT JSONL, links from title mentions."""
-    from synth.democorpus import build_demo_corpus
+    from synth.corpus.demo import build_demo_corpus
 
     stats = build_demo_corpus(out)
-    from synth.progress import print_table
+    from synth.engine.progress import print_table
 
     print_table(f"demo corpus: {out}", ["what", "count"], [[k, v] for k, v in stats.items()])
 
 
 @app.command("eval")
-@_guard
+@guard
 def eval_(model: Annotated[Optional[Path], typer.Option("--model", help="Checkpoint folder to evaluate (local "
                                                              "transformers); default: the pipeline's DIR/student.")] = None,
           server: Annotated[bool, typer.Option("--server", help="Evaluate the model a server already serves "
@@ -183,13 +123,13 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", help="Checkpo
           config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
           force: ForceOpt = False) -> None:
     """Run the student in the rollout harness on its held-out questions; write eval_report.json."""
-    cfg = _load(config, set_)
+    cfg = load(config, set_)
     if model is None and not server:
-        _run_stages(["eval"], cfg, out, force)
+        run_stages(["eval"], cfg, out, force)
         return
     from sft.evaluate import evaluate
-    from synth.progress import print_table
-    from synth.store import Store
+    from synth.engine.progress import print_table
+    from synth.engine.store import Store
 
     name = model.name if model is not None else cfg.teacher.model.replace("/", "_")
     target = out / "evals" / name
@@ -200,16 +140,16 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", help="Checkpo
 
 
 def _register_sft() -> None:
-    from sft.cli import sft_command
+    from sft.stage import sft_command
 
-    app.command("sft")(_guard(sft_command))
+    app.command("sft")(guard(sft_command))
 
 
 _register_sft()
 
-import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`; it imports _guard/_load from here)
 import flows.cli_publish  # noqa: E402,F401  (registers `hopforge publish`)
 import flows.cli_serve  # noqa: E402,F401  (registers `hopforge serve` and `hopforge check`)
+import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`)
 
 
 def main() -> None:

@@ -2,10 +2,9 @@
 
 ``hopforge publish --out DIR --to local:PATH`` writes the Hub layout into a folder;
 ``hopforge publish --out DIR --to hub:ORG/NAME`` uploads what changed (token from
-``HF_TOKEN``).  See :mod:`synth.publish` for the layout, the sharding rule and the checks.
+``HF_TOKEN``).  See :mod:`synth.publish.publisher` for the layout, the sharding rule and the checks.
 
-Importing this module registers the command on :data:`flows.cli.app`, as
-``flows/cli_tools.py`` does; ``flows/cli.py`` imports it on its last lines.
+Importing this module registers the command on :data:`flows.cli_common.app`.
 """
 
 from __future__ import annotations
@@ -15,23 +14,23 @@ from typing import Annotated
 
 import typer
 
-from flows.cli import DEFAULT_CONFIG, ConfigOpt, OutOpt, SetOpt, _guard, _load
-from flows.cli import app as _root_app
+from flows.cli_common import DEFAULT_CONFIG, ConfigOpt, OutOpt, SetOpt, guard, load
+from flows.cli_common import app as _root_app
 
 ToOpt = Annotated[str, typer.Option("--to", "-t", help="Where to publish: local:PATH (a folder) or hub:ORG/NAME "
                                                      "(a Hugging Face dataset repo; token from HF_TOKEN).")]
 
 
-@_guard
+@guard
 def publish_cmd(to: ToOpt, config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None,
                 out: OutOpt = Path("data/demo")) -> None:
     """Publish sft, longctx, rl_pool, questions and traces as Parquet shards (data/<config>/train-*.parquet)
     with a dataset card; only new or changed files are written or uploaded, stale shards are removed."""
-    from synth.progress import console, print_table
-    from synth.publish import parse_target, publish
+    from synth.engine.progress import console, print_table
+    from synth.publish.publisher import parse_target, publish
 
     parse_target(to)  # a bad target fails before the config is read
-    cfg = _load(config, set_)
+    cfg = load(config, set_)
     s = publish(out, to, cfg)
     rows = [[name, s["rows"][name], s["shards"][name]] for name in s["rows"]]
     rows += [[name, "skipped", why] for name, why in s["skipped"].items()]

@@ -5,8 +5,7 @@ process, so ``prefect deployment run synth/full`` works with nothing but a Prefe
 ``hopforge check`` runs the preflight (:mod:`flows.preflight`) of a config and prints
 every problem, the same check the ``synth`` flow makes before its first stage.
 
-Like ``flows/cli_tools.py``, importing this module registers the commands on
-:data:`flows.cli.app`; ``flows/cli.py`` imports it on its last lines.
+Importing this module registers the commands on :data:`flows.cli_common.app`.
 """
 
 from __future__ import annotations
@@ -16,12 +15,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli import DEFAULT_CONFIG, ConfigOpt, OutOpt, SetOpt, UsageError, _guard
-from flows.cli import app as _root_app
+from flows.cli_common import DEFAULT_CONFIG, ConfigOpt, OutOpt, SetOpt, UsageError, guard
+from flows.cli_common import app as _root_app
 
 
 @_root_app.command("serve")
-@_guard
+@guard
 def serve_cmd(
     limit: Annotated[Optional[int], typer.Option("--limit", help="Most flow runs at once (default: no limit).")] = None,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between looks for new runs.")] = 5.0,
@@ -32,7 +31,7 @@ def serve_cmd(
     running server (`prefect server start`); flow runs inherit this process's environment (OPENAI_API_KEY,
     HF_TOKEN).  Stop it with Ctrl-C.
     """
-    from synth.progress import console
+    from synth.engine.progress import console
 
     from flows.serve import DEPLOYMENTS, api_url, serve
 
@@ -48,11 +47,11 @@ def serve_cmd(
 
 
 @_root_app.command("check")
-@_guard
+@guard
 def check_cmd(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None,
               out: OutOpt = Path("data/demo")) -> None:
     """Check that a run can start: config, corpus source, teacher key and endpoint, task runner, output folder."""
-    from synth.progress import console
+    from synth.engine.progress import console
 
     from flows.preflight import PreflightError, check
 

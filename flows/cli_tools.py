@@ -1,14 +1,11 @@
 """``hopforge tools``: the agent's tools from the command line.
 
 ``hopforge tools serve --out DIR`` serves search / open / find over ``DIR/index`` on
-loopback (see :mod:`synth.toolserver`); ``hopforge tools search --out DIR --query Q``
+loopback (see :mod:`synth.tools.server`); ``hopforge tools search --out DIR --query Q``
 prints one search's results as JSON, the quickest way to see what an agent sees.
 Both read the ``tools`` section of the config (window sizes, k, snippet length).
 
-This module registers ``tools_app`` on :data:`flows.cli.app` itself, when imported:
-``flows/cli.py`` imports it on its last line (``import flows.cli_tools``), since this
-module imports ``_guard`` and ``_load`` from there.  Registering here keeps the
-import cycle harmless whichever of the two modules is imported first.
+Importing this module registers ``tools_app`` on :data:`flows.cli_common.app`.
 """
 
 from __future__ import annotations
@@ -20,21 +17,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli import DEFAULT_CONFIG, ConfigOpt, OutOpt, SetOpt, UsageError, _guard, _load
-from flows.cli import app as _root_app
+from flows.cli_common import DEFAULT_CONFIG, ConfigOpt, OutOpt, SetOpt, UsageError, guard, load
+from flows.cli_common import app as _root_app
 
 tools_app = typer.Typer(no_args_is_help=True, help="The agent's tools (search / open / find) over DIR/index.")
 
 
 def _open_index(out: Path, cfg):
     """The index under ``out``; a missing one raises MissingInput naming `hopforge index --out DIR`."""
-    from synth.search import SearchIndex
+    from synth.tools.search import SearchIndex
 
     return SearchIndex.open(out / "index", snippet_chars=cfg.tools.snippet_chars)
 
 
 @tools_app.command("serve")
-@_guard
+@guard
 def serve_cmd(
     port: Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on.")] = 8765,
     host: Annotated[str, typer.Option("--host", help="Loopback address to bind (127.0.0.1, ::1 or localhost).")] = "127.0.0.1",
@@ -43,9 +40,9 @@ def serve_cmd(
     out: OutOpt = Path("data/demo"),
 ) -> None:
     """Serve the tools over HTTP on loopback: /search, /open, /find, /tools, /health."""
-    from synth.toolserver import check_loopback, serve
+    from synth.tools.server import check_loopback, serve
 
-    cfg = _load(config, set_)
+    cfg = load(config, set_)
     try:
         check_loopback(host)
     except ValueError as e:
@@ -54,7 +51,7 @@ def serve_cmd(
 
 
 @tools_app.command("search")
-@_guard
+@guard
 def search_cmd(
     query: Annotated[str, typer.Option("--query", "-q", help="The search query (any text).")],
     k: Annotated[Optional[int], typer.Option("--k", "-k", help="Number of results (default: tools.search_k).")] = None,
@@ -64,10 +61,10 @@ def search_cmd(
     out: OutOpt = Path("data/demo"),
 ) -> None:
     """Run one search and print the results as JSON: [{page_id, title, snippet}]."""
-    from synth.tools import ToolError, check_arguments, run_search
-    from synth.tools_schema import tool_schemas
+    from synth.tools.toolbox import ToolError, check_arguments, run_search
+    from synth.tools.schema import tool_schemas
 
-    cfg = _load(config, set_)
+    cfg = load(config, set_)
     try:
         args = check_arguments("search", {"query": query, "k": k}, tool_schemas(cfg.tools))
     except ToolError as e:

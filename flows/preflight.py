@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal, Mapping
 from urllib.parse import urlsplit
 
-from synth.config_base import ConfigError
+from synth.engine.config import ConfigError
 
 Via = Literal["flow", "cli"]
 
@@ -53,7 +53,7 @@ def check(config: str | Path | None, overrides: list[str] | None = None, out: st
     most) reachability checks: the Hugging Face Hub for an ``hf:`` source and a Dask
     scheduler address.
     """
-    from synth.config import load_config
+    from flows.config import load_config
 
     env = os.environ if env is None else env
     cfg_name = str(config) if config is not None else None
@@ -73,8 +73,8 @@ def check(config: str | Path | None, overrides: list[str] | None = None, out: st
 
 def load_checked(config: str | Path | None, overrides: list[str] | None = None, out: str | Path | None = None,
                  **kw):
-    """The run's :class:`~synth.config.Config` after :func:`check`; raises :class:`PreflightError`."""
-    from synth.config import load_config
+    """The run's :class:`~flows.config.Config` after :func:`check`; raises :class:`PreflightError`."""
+    from flows.config import load_config
 
     problems = check(config, overrides, out, **kw)
     if problems:

@@ -1,7 +1,7 @@
 """The ``publish`` flow: a finished output folder -> Parquet + dataset card, locally or on the Hub.
 
 ``prefect deployment run publish/hub --param out=data/full --param to=hub:ORG/NAME`` runs
-:func:`publish_flow`, which calls :func:`synth.publish.publish` (``publish(out_dir, target,
+:func:`publish_flow`, which calls :func:`synth.publish.publisher.publish` (``publish(out_dir, target,
 cfg)``).  Targets are ``local:PATH`` or ``hub:ORG/NAME``; a Hub upload needs ``HF_TOKEN``
 in the environment of the worker that runs the flow.
 """
@@ -15,7 +15,7 @@ from prefect import flow
 
 from flows.runlogs import run_logger
 
-from synth.config_base import ConfigError
+from synth.engine.config import ConfigError
 
 
 def check_target(to: str) -> tuple[str, str]:
@@ -31,9 +31,9 @@ def check_target(to: str) -> tuple[str, str]:
 
 def _publish_fn():
     try:
-        from synth.publish import publish
+        from synth.publish.publisher import publish
     except ImportError as e:
-        raise RuntimeError(f"publishing is not available in this install: synth.publish.publish cannot be "
+        raise RuntimeError(f"publishing is not available in this install: synth.publish.publisher.publish cannot be "
                            f"imported ({e})") from None
     return publish
 
@@ -42,7 +42,7 @@ def _publish_fn():
 def publish_flow(to: str, out: str = "data/demo", config: str = "configs/demo.yaml",
                  overrides: list[str] = []) -> Any:  # noqa: B006
     """Publish the tables of ``out`` (sft, rl_pool, questions, traces...) with a dataset card to ``to``."""
-    from synth.config import load_config
+    from flows.config import load_config
 
     logger = run_logger()
     kind, where = check_target(to)

@@ -19,7 +19,7 @@ from prefect import flow
 
 from flows.runlogs import run_logger
 
-from synth.config_base import ConfigError
+from synth.engine.config import ConfigError
 
 TAIL_LINES = 40
 
@@ -40,7 +40,7 @@ def output_dir_of(out: str, overrides: list[str], config: str = "configs/sft/tin
         key, sep, value = item.partition("=")
         if sep and key.strip().lstrip("-") == "output_dir":
             return value
-    from sft.cli import default_output_dir
+    from sft.stage import default_output_dir
 
     return str(default_output_dir(out, config))
 

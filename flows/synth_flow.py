@@ -3,7 +3,7 @@
 ``prefect deployment run synth/full`` runs :func:`synth_flow`.  It checks what the run
 needs from outside first (:mod:`flows.preflight`: corpus source, API key, endpoint,
 task runner) and fails within seconds when something is missing.  Then the child flow
-``synth-stages`` runs the stages of :data:`synth.stages.PIPELINE` in order, one task
+``synth-stages`` runs the stages of :data:`flows.stages.PIPELINE` in order, one task
 each (named after the stage), with the task runner the config asks for
 (``synth.task_runner``); a flow's task runner is fixed when it starts, so the parent
 picks it from the config and starts the child with ``.with_options(task_runner=...)``.
@@ -30,11 +30,12 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
-from synth.config import Config, load_config
-from synth.config_base import ConfigError
-from synth.errors import InputError
-from synth.pipeline import ShardJob, StageOutcome, run_shard_job, run_stage
-from synth.store import MissingInput, Store
+from flows.config import Config, ConfigError, load_config
+from flows.stages import (ASSEMBLE, EVAL, EXPAND, FILTER, GRAPH, INDEX, INGEST, PIPELINE, QUESTIONS, REPORT, ROLLOUT, SFT,
+                          TOKENIZER, WALKS)
+from synth.engine.errors import InputError
+from synth.engine.stage import ShardJob, Stage, StageOutcome
+from synth.engine.store import MissingInput, Store
 
 from flows.runlogs import attach_in_worker, hopforge_logs_to_run, run_logger
 
@@ -124,8 +125,13 @@ def shard_task(job: ShardJob) -> dict:
     return run_shard_job(job)
 
 
+def run_shard_job(job: ShardJob) -> dict:
+    """Run one shard from its plain-data job: the stage from the table, the config rebuilt."""
+    return PIPELINE.run_shard(job, Config.model_validate(job.config))
+
+
 class PrefectShardExecutor:
-    """A :data:`~synth.pipeline.ShardExecutor` that submits every shard as a task of the current flow run."""
+    """A :data:`~synth.engine.stage.ShardExecutor` that submits every shard as a task of the current flow run."""
 
     def __call__(self, jobs: Sequence[ShardJob]) -> list[dict]:
         from prefect.context import FlowRunContext
@@ -148,11 +154,9 @@ class PrefectShardExecutor:
 @task(cache_policy=NO_CACHE, persist_result=False)
 def stage_task(stage_name: str, cfg: Config, out: str) -> StageOutcome:
     """Run one stage (reused when its content key is unchanged), its shards as tasks."""
-    from synth.stages import BY_NAME
-
-    stage = BY_NAME[stage_name]
-    executor = PrefectShardExecutor() if stage.shards is not None else None
-    outcome = run_stage(stage, cfg, Store(out), progress=False, executor=executor)
+    stage = PIPELINE[stage_name]
+    executor = PrefectShardExecutor() if stage.sharded else None
+    outcome = PIPELINE.run_stage(stage, cfg, Store(out), progress=False, executor=executor)
     r = outcome.report
     run_logger().info("%s: %s in %.1fs: %s in, %s out, %s dropped, %d teacher calls", stage_name,
                       "reused" if outcome.reused else "ran", outcome.seconds, r.get("input", "?"),
@@ -165,20 +169,28 @@ def stage_task(stage_name: str, cfg: Config, out: str) -> StageOutcome:
 def synth_stages(config: str = "configs/demo.yaml", overrides: list[str] = [], out: str = "data/demo",  # noqa: B006
                  stages: list[str] | None = None) -> list[StageOutcome]:
     """Run the pipeline's stages in order (all of them, or the named ones), keeping ``reports/run.json`` current."""
-    from synth.runner import write_run_report
-    from synth.stages import PIPELINE
-
     cfg = load_config(config, overrides)
     store = Store(out)
-    todo = [s for s in PIPELINE if stages is None or s.name in stages]
-    started = time.time()
-    outcomes: list[StageOutcome] = []
-    for stage in todo:
-        outcome = stage_task.with_options(name=stage.name, task_run_name=stage.name)(stage.name, cfg, str(store.root))
-        outcomes.append(outcome)
-        write_run_report(store, outcomes, started, finished=False)
-    write_run_report(store, outcomes, started, finished=True)
-    return outcomes
+
+    def run_stage(stage: Stage) -> StageOutcome:
+        return stage_task.with_options(name=stage.name, task_run_name=stage.name)(stage.name, cfg, str(store.root))
+
+    # The pipeline, one stage a line, in the order of flows/stages.py (a test keeps the two in step).
+    run = PIPELINE.start(cfg, store, only=stages, run_one=run_stage)
+    run(INGEST)
+    run(GRAPH)
+    run(WALKS)
+    run(EXPAND)
+    run(INDEX)
+    run(QUESTIONS)
+    run(ROLLOUT)
+    run(TOKENIZER)
+    run(FILTER)
+    run(ASSEMBLE)
+    run(REPORT)
+    run(SFT)
+    run(EVAL)
+    return run.finish()
 
 
 @flow(name="synth", log_prints=False, persist_result=False)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from synth.errors import InputError
+from synth.engine.errors import InputError
 
 log = logging.getLogger("hopforge")
 FLASH = ("flash_attention_2", "flash_attention_3")

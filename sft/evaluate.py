@@ -2,7 +2,7 @@
 
 The student answers the questions held out from its training (``heldout_question_ids`` in
 its ``train_report.json``, chosen by ``eval_fraction`` of the SFT recipe), through
-:func:`synth.rollout.rollout_one` with the real search/open/find tools and source
+:func:`synth.rollout.loop.rollout_one` with the real search/open/find tools and source
 masking.  It runs as a local ``transformers`` model (``teacher.backend: hf``) or behind any
 OpenAI-compatible server (e.g. vLLM serving the checkpoint).  ``eval_report.json`` holds,
 for the student and for the teacher on the same questions: the answer rate, accuracy,
@@ -15,14 +15,14 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from synth.answers import is_correct
-from synth.errors import InputError
-from synth.records import Question, Trace
-from synth.report import INF, erf_curve, recovery_turn
-from synth.rollout import rollout_one
-from synth.search import SearchIndex
-from synth.teacher import Teacher
-from synth.tools import Toolbox
+from synth.text.answers import is_correct
+from synth.engine.errors import InputError
+from synth.engine.records import Question, Trace
+from synth.report.stage import INF, erf_curve, recovery_turn
+from synth.rollout.loop import rollout_one
+from synth.tools.search import SearchIndex
+from synth.teacher.client import Teacher
+from synth.tools.toolbox import Toolbox
 
 
 def heldout_ids(model_dir: Path) -> list[str]:
@@ -70,7 +70,7 @@ def metrics(traces: Iterable[dict], golds: dict[str, list[str]], min_f1: float, 
 
 def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None) -> dict[str, Any]:
     """Roll the student out on its held-out questions and write ``out_dir/eval_report.json`` (+ traces)."""
-    from synth.rollout_stage import load_questions
+    from synth.rollout.stage import load_questions
 
     ecfg = cfg.eval
     if model is not None:  # a local checkpoint, run with transformers
@@ -112,7 +112,7 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         "teacher_model": sorted({r["teacher_model"] for r in teacher_rows}),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    from synth.store import atomic_write_json, write_parquet_atomic
+    from synth.engine.store import atomic_write_json, write_parquet_atomic
 
     write_parquet_atomic(Trace.to_table(traces), out_dir / "traces.parquet")
     atomic_write_json(out_dir / "eval_report.json", report)
@@ -121,7 +121,7 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
 
 def run_eval(ctx) -> Any:
     """Stage ``eval``: the pipeline's student (``DIR/student``) on its held-out questions -> ``DIR/eval``."""
-    from synth.pipeline import StageResult
+    from synth.engine.stage import StageResult
 
     held = heldout_ids(ctx.store.path("student"))
     bar = ctx.bar("held-out trajectories", len(held) * ctx.cfg.eval.n, "traces")

@@ -16,7 +16,7 @@ character offsets overlap the message's span.  The checks:
   trained (``eot_untrained_turns == 0``), or the model never learns to stop;
 * every row has trained tokens.
 
-A failure raises :class:`synth.errors.InputError` naming the row (exit 2).
+A failure raises :class:`synth.engine.errors.InputError` naming the row (exit 2).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import bisect
 from pathlib import Path
 from typing import Any
 
-from synth.errors import InputError
+from synth.engine.errors import InputError
 
-from .rows import parse_tools
+from sft.rows import parse_tools
 
 MAX_FAILURES_LISTED = 20
 
@@ -172,7 +172,7 @@ def raise_on_failure(report: dict) -> None:
 
 def write_report(report: dict, path: str | Path) -> Path:
     """Write ``mask_report.json`` atomically."""
-    from synth.store import atomic_write_json
+    from synth.engine.store import atomic_write_json
 
     p = Path(path)
     atomic_write_json(p, report)
@@ -186,7 +186,7 @@ def check_rows(rows: list[dict], tokenizer, chat_template: str | None, eot: str,
     from datasets import Dataset
     from datasets.table import InMemoryTable
 
-    from synth.records import SFT_SCHEMA
+    from synth.engine.records import SFT_SCHEMA
 
     ds = Dataset(InMemoryTable(pa.Table.from_pylist(rows, schema=SFT_SCHEMA)))
     _, report = validate(ds, tokenizer, chat_template, eot, max_length, template_name=template_name)

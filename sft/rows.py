@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from synth.errors import InputError
+from synth.engine.errors import InputError
 
 HELDOUT_SALT = "hopforge-heldout"
 

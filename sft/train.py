@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synth.errors import InputError
+from synth.engine.errors import InputError
 
-from .batching import PaddingCounter, compact_lm_head_on_cpu, decide_batching, resolve_attn_implementation
-from .report import plot_loss, train_report
+from sft.batching import PaddingCounter, compact_lm_head_on_cpu, decide_batching, resolve_attn_implementation
+from sft.report import plot_loss, train_report
 
 log = logging.getLogger("hopforge")
 
@@ -168,7 +168,7 @@ def _check_pinned(tokenizer, script_args) -> None:
     root = Path(script_args.data_dir) if script_args.data_dir else None
     if root is None or not (root / "tokenizer").is_dir():
         return
-    from synth.tokenizer import load_tokenizer
+    from synth.tokenizer.tokens import load_tokenizer
 
     pinned = load_tokenizer(root / "tokenizer")
     if pinned.get_vocab() != tokenizer.get_vocab():
@@ -180,11 +180,11 @@ def _check_pinned(tokenizer, script_args) -> None:
 
 def prepare(script_args, training_args, model_args) -> dict[str, Any]:
     """Load the tokenizer, template and rows; check masks; split. Returns what :func:`main` trains on."""
-    from synth.tokenizer import load_tokenizer
+    from synth.tokenizer.tokens import load_tokenizer
 
-    from .chat_templates import eot_token, resolve_template
-    from .masking import raise_on_failure, validate, write_report
-    from .rows import heldout_questions, load_sft_dataset
+    from synth.tokenizer.chat_templates import eot_token, resolve_template
+    from sft.masking import raise_on_failure, validate, write_report
+    from sft.rows import heldout_questions, load_sft_dataset
 
     table, tok_path = _paths(script_args, model_args)
     if Path(training_args.output_dir).is_symlink():
@@ -273,7 +273,7 @@ def main(script_args, training_args, model_args, collator_wrapper=PaddingCounter
     report = train_report(prep, trainer, result, eval_metrics, train_counts, batching, attn, saved,
                           seconds=time.time() - t_start)
     if trainer.accelerator.is_main_process:
-        from synth.store import atomic_write_json
+        from synth.engine.store import atomic_write_json
 
         atomic_write_json(out / "train_report.json", report)
         plot_loss(report, out / "loss.png")

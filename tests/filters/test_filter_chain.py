@@ -15,8 +15,8 @@ from filters.correctness import grade
 from filters.decontaminate import EvalSet
 from helpers.tinytok import save_tokenizer
 from helpers.traces import call, make_question, make_trace
-from synth.config_base import ConfigError
-from synth.errors import InputError
+from synth.engine.config import ConfigError
+from synth.engine.errors import InputError
 
 
 @pytest.fixture(scope="module")

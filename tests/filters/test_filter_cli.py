@@ -9,15 +9,15 @@ from typer.testing import CliRunner
 from flows.cli import app
 from helpers.filterstore import RunConfig, make_store, stages
 from helpers.traces import call, make_question, make_trace
-from synth import config as config_mod
-from synth import stages as stages_mod
+import flows.config as config_mod
+import flows.stages as stages_mod
 
 GOOD = [call("search", query="Alpha Station"), call("open", page="p1"), call("search", query="Delta City")]
 
 
 def test_filter_and_report_commands(tmp_path: Path, monkeypatch) -> None:
     filt, rep = stages()
-    # Until synth.stages / synth.config wire them, stand the stages and the `filters` section in.
+    # Until flows.stages / flows.config wire them, stand the stages and the `filters` section in.
     monkeypatch.setitem(stages_mod.BY_NAME, "filter", filt)
     monkeypatch.setitem(stages_mod.BY_NAME, "report", rep)
     monkeypatch.setattr(config_mod, "Config", RunConfig)

@@ -9,7 +9,7 @@ from filters.config import FiltersConfig
 from filters.correctness import combine, grade, judge_messages, parse_judge, run_judge
 from helpers.traces import make_question, make_trace
 from helpers.fakejudge import FakeJudge
-from synth.teacher import Teacher, TeacherConfig
+from synth.teacher.client import Teacher, TeacherConfig
 
 
 def teacher(backend) -> Teacher:
@@ -63,7 +63,7 @@ def test_judge_only_adds_through_the_filter() -> None:
     assert runner.dropped == {"wrong_answer": 2}
     far = next(d for r, _, d in runner.rejects if r["trace_id"] == "far")
     assert "judge correct" in far  # both verdicts are visible in the reject detail
-    assert backend.seen[0]["task"] == "judge" and backend.seen[0]["answer"] == "Delta City"
+    assert backend.seen[0]["task"].name == "judge" and backend.seen[0]["answer"] == "Delta City"
     assert t.stats.as_dict()["completed"] == 4
 
 

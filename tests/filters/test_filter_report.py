@@ -10,10 +10,10 @@ import pytest
 
 from helpers.filterstore import config, make_store, publish, stages
 from helpers.traces import call, make_question, make_trace
-from synth.pipeline import run_stage
-from synth.report import (build_report, calibration_by_teacher, calibration_of, erf_curve, evidence_states,
+from synth.engine.runner import run_stage
+from synth.report.stage import (build_report, calibration_by_teacher, calibration_of, erf_curve, evidence_states,
                           recovery_turn)
-from synth.store import Store
+from synth.engine.store import Store
 
 S = call("search", query="x")
 
@@ -124,7 +124,7 @@ def test_report_numbers_match_hand_computation(run) -> None:
 
 
 def test_erf_is_monotone(run) -> None:
-    from synth.report import erf_by_teacher, load_facts
+    from synth.report.stage import erf_by_teacher, load_facts
 
     store, _ = run
     facts, _, _ = load_facts(store, 0.8)
@@ -134,7 +134,7 @@ def test_erf_is_monotone(run) -> None:
 
 
 def test_report_skips_missing_tables(tmp_path: Path) -> None:
-    from synth.records import Trace
+    from synth.engine.records import Trace
 
     import pyarrow as pa
 
@@ -149,7 +149,7 @@ def test_report_skips_missing_tables(tmp_path: Path) -> None:
 
 
 def test_calibration_groups_by_teacher() -> None:
-    from synth.report import TraceFacts
+    from synth.report.stage import TraceFacts
 
     def f(tid, teacher, gfs, turns, answered):
         return TraceFacts(tid, "q", teacher, turns, turns - 1, gfs, answered, answered, 10)

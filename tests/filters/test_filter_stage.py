@@ -9,13 +9,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from filters.band import RL_SCHEMA
-from filters.stage import VERDICT_SCHEMA
+from synth.engine.records import RL_SCHEMA, VERDICT_SCHEMA
 from helpers.filterstore import config, make_store, stages
 from helpers.traces import TOOLS_JSON, call, make_question, make_trace
-from synth.pipeline import run_stage
-from synth.records import SFT_SCHEMA
-from synth.tools_schema import TOOL_SCHEMAS
+from synth.engine.runner import run_stage
+from synth.engine.records import SFT_SCHEMA
+from synth.tools.schema import TOOL_SCHEMAS
 
 GOOD = [call("search", query="Alpha Station"), call("open", page="p1"), call("find", page="p2", text="Delta"),
         call("search", query="Delta City")]  # covers both intermediate entities
@@ -160,7 +159,7 @@ def test_rerun_is_reused_and_config_changes_rerun(tmp_path: Path) -> None:
 
 
 def test_judge_in_the_stage(tmp_path: Path, monkeypatch) -> None:
-    import synth.teacher as teacher_mod
+    import synth.teacher.client as teacher_mod
     from helpers.fakejudge import FakeJudge
 
     backend = FakeJudge(yes={"Delta", "Echo"})
@@ -183,7 +182,7 @@ def test_judge_in_the_stage(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_missing_tokenizer_names_the_command(tmp_path: Path) -> None:
-    from synth.store import MissingInput
+    from synth.engine.store import MissingInput
 
     store = make_store(tmp_path / "run", [make_question()], [make_trace()], tokenizer=False)
     filt, _ = stages()

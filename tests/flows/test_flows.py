@@ -39,7 +39,7 @@ def harness():
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> str:
     """The demo corpus, built once for every run of this module."""
-    from synth.democorpus import build_demo_corpus
+    from synth.corpus.demo import build_demo_corpus
 
     path = tmp_path_factory.mktemp("source") / "kilt_demo.jsonl"
     build_demo_corpus(path)
@@ -53,14 +53,13 @@ def overrides(source) -> list[str]:
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory, overrides) -> Path:
-    """The pipeline run without Prefect (synth.runner.run_pipeline)."""
-    from synth.config import load_config
-    from synth.runner import run_pipeline
-    from synth.stages import PIPELINE
-    from synth.store import Store
+    """The pipeline run without Prefect (the engine's run loop)."""
+    from flows.config import load_config
+    from flows.stages import PIPELINE
+    from synth.engine.store import Store
 
     out = tmp_path_factory.mktemp("plain")
-    run_pipeline(PIPELINE, load_config(CONFIG, overrides), Store(out))
+    PIPELINE.run(PIPELINE, load_config(CONFIG, overrides), Store(out))
     return out
 
 
@@ -85,7 +84,7 @@ def flow_run(harness, tmp_path_factory, overrides):
 
 # ---- 1. the flow gives the runner's tables, and a rerun reuses everything -------------------
 def test_flow_matches_plain_runner_and_rerun_reuses_every_stage(flow_run, plain) -> None:
-    from synth.stages import PIPELINE
+    from flows.stages import PIPELINE
 
     out, first, second = flow_run
     assert first.is_completed() and second.is_completed()
@@ -118,8 +117,8 @@ def test_dask_runner_gives_the_same_tables(harness, tmp_path, overrides, plain) 
 
 def test_shards_split_the_teacher_limits_across_processes() -> None:
     from flows.synth_flow import split_teacher_limits, task_runner_for
-    from synth.config import load_config
-    from synth.pipeline import ShardJob
+    from flows.config import load_config
+    from synth.engine.stage import ShardJob
 
     cfg = load_config(CONFIG, ["teacher.concurrency=16", "teacher.rpm=600", "synth.task_runner=dask"])
     job = ShardJob("rollout", cfg.model_dump(mode="json"), "/tmp/x", "k", 0, {})
@@ -188,7 +187,7 @@ def test_artifacts_and_logs_reach_the_server(flow_run) -> None:
     from prefect.client.schemas.filters import (FlowRunFilter, FlowRunFilterId, FlowRunFilterParentFlowRunId, LogFilter,
                                                 LogFilterFlowRunId)
 
-    from synth.stages import PIPELINE
+    from flows.stages import PIPELINE
 
     out, first, _ = flow_run
     run_id = first.state_details.flow_run_id
@@ -264,13 +263,13 @@ def test_publish_flow_calls_publish(monkeypatch, flow_run) -> None:
     import types
 
     from flows.publish_flow import check_target, publish_flow
-    from synth.config_base import ConfigError
+    from synth.engine.config import ConfigError
 
     out = flow_run[0]
     calls = []
-    fake = types.ModuleType("synth.publish")
+    fake = types.ModuleType("synth.publish.publisher")
     fake.publish = lambda out_dir, target, cfg: calls.append((out_dir, target, cfg.seed)) or {"ok": True}
-    monkeypatch.setitem(sys.modules, "synth.publish", fake)
+    monkeypatch.setitem(sys.modules, "synth.publish.publisher", fake)
     assert publish_flow.fn(to="local:/tmp/hopforge-pub", out=str(out), config=CONFIG) == {"ok": True}
     assert calls == [(str(out), "local:/tmp/hopforge-pub", 0)]
     assert check_target("hub:org/name") == ("hub", "org/name")

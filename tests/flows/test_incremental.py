@@ -6,11 +6,10 @@ import json
 import pyarrow.dataset as ds
 import pytest
 
-from synth.config import load_config
-from synth.democorpus import build_demo_corpus
-from synth.runner import run_pipeline
-from synth.stages import PIPELINE
-from synth.store import Store
+from flows.config import load_config
+from synth.corpus.demo import build_demo_corpus
+from flows.stages import PIPELINE
+from synth.engine.store import Store
 
 UNTIL_REPORT = [s for s in PIPELINE][: [s.name for s in PIPELINE].index("report") + 1]
 SMALL = ["walk.num_walks=16", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "questions.shard_size=4",
@@ -26,7 +25,7 @@ def demo_file(tmp_path_factory):
 
 def _run(out, source, extra=()):
     cfg = load_config("configs/demo.yaml", SMALL + [f"corpus.source={source}", *extra])
-    outcomes = run_pipeline(UNTIL_REPORT, cfg, Store(out))
+    outcomes = PIPELINE.run(UNTIL_REPORT, cfg, Store(out))
     run = json.loads((out / "reports" / "run.json").read_text())
     assert run["stages"].keys() == {o.name for o in outcomes}
     return run

@@ -8,10 +8,10 @@ from helpers.searchcorpus import build_test_index
 from typer.testing import CliRunner
 
 from flows.cli_tools import tools_app
-from synth.search import SearchIndex
-from synth.tools import Toolbox
-from synth.tools_config import ToolsConfig
-from synth.toolserver import check_loopback, start_server
+from synth.tools.search import SearchIndex
+from synth.tools.toolbox import Toolbox
+from synth.tools.config import ToolsConfig
+from synth.tools.server import check_loopback, start_server
 
 
 @pytest.fixture(scope="module")

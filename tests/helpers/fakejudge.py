@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from synth.teacher import BackendError, ChatResponse
+from synth.teacher.client import BackendError, ChatResponse
 
 
 class FakeJudge:

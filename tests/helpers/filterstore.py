@@ -2,68 +2,32 @@
 
 ``publish`` commits tables as the output of a named stage (manifest, symlinks, report),
 so ``run_stage`` sees the ``questions`` / ``rollout`` / ``tokenizer`` stages it reads
-as if they had run.  The ``filter`` and ``report`` Stage records come from
-``synth.stages`` once they are wired there, and are defined here the same way until then.
+as if they had run; the ``filter`` and ``report`` stages are the production ones.
 """
 
 from __future__ import annotations
 
-import importlib
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pydantic import Field
-
 from filters.config import FiltersConfig
-from synth.config import Config
-from synth.pipeline import Stage
-from synth.records import Question, Trace
-from synth.store import Store, write_parquet_atomic
+from flows.config import Config
+from synth.engine.stage import Stage
+from synth.engine.records import Question, Trace
+from synth.engine.store import Store, write_parquet_atomic
 
 from .tinytok import save_tokenizer
 
-if "filters" in Config.model_fields:
-    RunConfig = Config
-else:
-    class RunConfig(Config):  # type: ignore[no-redef]
-        """The run config with the `filters` section (until synth.config wires it)."""
-
-        filters: FiltersConfig = Field(default_factory=FiltersConfig)
-
-
-def _lazy(module: str, fn: str):
-    def run(ctx):
-        return getattr(importlib.import_module(module), fn)(ctx)
-    return run
-
-
-def _filter_key_extra(cfg, store) -> str:
-    return importlib.import_module("filters.stage").key_extra(cfg, store)
-
-
-FILTER_MODULES = ("filters.base", "filters.config", "filters.format", "filters.correctness", "filters.low_step",
-                  "filters.repeats", "filters.length", "filters.decontaminate", "filters.bestofn", "filters.band",
-                  "filters.sftrows", "filters.stage", "synth.answers", "synth.prompting", "synth.records")
+RunConfig = Config
 
 
 def stages() -> tuple[Stage, Stage]:
-    """The ``filter`` and ``report`` stages (from synth.stages when wired)."""
-    from synth import stages as S
+    """The production ``filter`` and ``report`` stages."""
+    from flows.stages import FILTER, REPORT
 
-    by = getattr(S, "BY_NAME", {})
-    if "filter" in by and "report" in by:
-        return by["filter"], by["report"]
-    filt = Stage(name="filter", run=_lazy("filters.stage", "run_filter"), reads=("questions", "rollout", "tokenizer"),
-                 sections=("filters",), modules=FILTER_MODULES, files=("synth/prompts/judge.jinja2",),
-                 outputs=("sft", "rl_pool", "rejects/filter", "filter/verdicts"), command="filter",
-                 key_extra=_filter_key_extra)
-    rep = Stage(name="report", run=_lazy("synth.report", "run_report"), reads=("rollout",),
-                optional_reads=("ingest", "graph", "walks", "expand", "questions", "filter", "assemble"),
-                sections=("filters.min_f1",), modules=("synth.report", "synth.report_plots", "synth.answers"),
-                outputs=("report",), command="report")
-    return filt, rep
+    return FILTER, REPORT
 
 
 def publish(store: Store, stage: str, tables: dict[str, pa.Table | Path], report: dict | None = None) -> None:
@@ -107,4 +71,4 @@ def config(**filters: Any) -> Config:
     return RunConfig(filters=FiltersConfig(**filters))
 
 
-__all__ = ["FILTER_MODULES", "RunConfig", "config", "make_store", "publish", "stages"]
+__all__ = ["RunConfig", "config", "make_store", "publish", "stages"]

@@ -3,8 +3,8 @@
 ``make_corpus`` turns a list of page-id edges into ``corpus/pages`` and ``corpus/links``
 tables in the ingest's schemas, with real paragraphs in which every anchor sits at
 ``paragraphs[paragraph_id - 1][start:end]``.  ``write_ingest`` commits them into a
-:class:`~synth.store.Store` as if the ingest stage had run, so later stages can be run
-through :func:`synth.pipeline.run_stage` without depending on the ingest code.
+:class:`~synth.engine.store.Store` as if the ingest stage had run, so later stages can be run
+through :func:`synth.engine.stage.run_stage` without depending on the ingest code.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections import defaultdict
 import numpy as np
 import pyarrow as pa
 
-from synth.records import LINK_SCHEMA, PAGE_SCHEMA
-from synth.store import Store, write_parquet_atomic
+from synth.engine.records import LINK_SCHEMA, PAGE_SCHEMA
+from synth.engine.store import Store, write_parquet_atomic
 
 
 def title_of(page_id: str) -> str:
@@ -81,8 +81,8 @@ def graph_store(root, edges, cfg, shuffle_links: bool = False, **corpus_kw) -> S
     """
     import pyarrow as pa
 
-    from synth.pipeline import run_stage
-    from synth.stages import GRAPH
+    from synth.engine.runner import run_stage
+    from flows.stages import GRAPH
 
     pages, links = make_corpus(edges, **corpus_kw)
     if shuffle_links:

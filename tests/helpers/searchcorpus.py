@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from synth.records import PAGE_SCHEMA
-from synth.store import write_parquet_atomic
+from synth.engine.records import PAGE_SCHEMA
+from synth.engine.store import write_parquet_atomic
 
 
 def _page(page_id: str, title: str, paragraphs: list[str], **kw) -> dict:
@@ -75,7 +75,7 @@ def write_pages(folder: Path, shards: int = 2) -> Path:
 
 def build_test_index(root: Path) -> Path:
     """Pages under ``root/pages`` and their index under ``root/index``; returns the index folder."""
-    from synth.search import build_index
+    from synth.tools.search import build_index
 
     write_pages(root / "pages")
     build_index(root / "pages", root / "index", threads=1, heap_mb=32)

@@ -1,5 +1,5 @@
 """Small SFT fixtures made in code: a pages table, the demo tokenizer trained on it, and an
-``sft`` table of realistic tool-calling rows (``sft.synthrows``), laid out as a hopforge DIR."""
+``sft`` table of realistic tool-calling rows (``helpers.sftrows``), laid out as a hopforge DIR."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from synth.records import PAGE_SCHEMA
+from synth.engine.records import PAGE_SCHEMA
 
 # A 2-layer Qwen2 small enough that a dozen steps take seconds on two shared cores.
 TEST_INIT = ('{"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, '
@@ -17,7 +17,7 @@ TEST_INIT = ('{"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64
 
 def pages(n: int = 300) -> list[dict]:
     """``n`` real Wikipedia summaries from the demo corpus package."""
-    from sft.synthrows import demo_pages
+    from helpers.sftrows import demo_pages
 
     return demo_pages(n)
 
@@ -34,8 +34,8 @@ def pages_table(rows: list[dict]) -> pa.Table:
 def make_dir(root: Path, n_rows: int = 24, seed: int = 3, extra_rows: list[dict] | None = None,
              n_pages: int = 300, **row_kw) -> Path:
     """A hopforge DIR with ``tokenizer`` (demo BPE) and ``sft`` (realistic rows, plus ``extra_rows``)."""
-    from sft.synthrows import make_rows, write_sft_table
-    from synth.tokenizer import train_demo_tokenizer
+    from helpers.sftrows import make_rows, write_sft_table
+    from synth.tokenizer.tokens import train_demo_tokenizer
 
     ps = pages(n_pages)
     root.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from synth.records import Question, Trace
-from synth.tools_schema import tool_schemas_json
+from synth.engine.records import Question, Trace
+from synth.tools.schema import tool_schemas_json
 
 SYSTEM = ("You answer multi-hop questions by searching a local Wikipedia. Use the tools search, open and find; "
           "give the final answer as <answer>...</answer>.")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from synth.records import LINK_SCHEMA, PAGE_SCHEMA, Walk
-from synth.store import Store
+from synth.engine.records import LINK_SCHEMA, PAGE_SCHEMA, Walk
+from synth.engine.store import Store
 
 from helpers.linkcorpus import write_ingest
 
@@ -23,7 +23,7 @@ KINDS = ["river in Ruritania", "village on a hill", "painter of seascapes", "med
 def commit_stage(store: Store, stage: str, rel: str, table: pa.Table, key: str | None = None) -> None:
     """Commit ``table`` as output ``rel`` of ``stage`` (no real run)."""
     key = key or f"fake-{stage}"
-    from synth.store import write_parquet_atomic
+    from synth.engine.store import write_parquet_atomic
 
     write_parquet_atomic(table, store.partial_dir(stage, key) / rel / "part-00000.parquet")
     report = {"stage": stage, "key": key, "input": table.num_rows, "output": table.num_rows, "dropped": {}}

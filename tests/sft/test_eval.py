@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from synth.config import load_config
-from synth.democorpus import build_demo_corpus
-from synth.runner import run_pipeline
-from synth.stages import PIPELINE
-from synth.store import Store
+from flows.config import load_config
+from synth.corpus.demo import build_demo_corpus
+from flows.stages import PIPELINE
+from synth.engine.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["walk.num_walks=24", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
@@ -26,7 +25,7 @@ def trained(tmp_path_factory):
     src = out / "demo.jsonl"
     build_demo_corpus(src)
     cfg = load_config(ROOT / "configs/demo.yaml", SMALL + [f"corpus.source={src}"])
-    outcomes = run_pipeline(PIPELINE, cfg, Store(out))
+    outcomes = PIPELINE.run(PIPELINE, cfg, Store(out))
     assert [o.name for o in outcomes][-2:] == ["sft", "eval"]
     return out, cfg
 

@@ -10,7 +10,7 @@ import pytest
 
 import sft.batching as batching
 from sft.batching import decide_batching, packed_attention_isolated, packing_support
-from synth.errors import InputError
+from synth.engine.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,7 +122,7 @@ def test_accelerate_command_and_overrides():
 
 
 def test_parse_tool_calls():
-    from synth.teacher_hf import parse_tool_calls
+    from synth.teacher.hf import parse_tool_calls
 
     ok = parse_tool_calls('Let me look.\n<tool_call>\n{"name": "search", "arguments": {"query": "Paris"}}\n</tool_call>'
                           '<tool_call>{"name": "open", "arguments": "{\\"page\\": \\"1\\"}"}</tool_call>', "call_2")

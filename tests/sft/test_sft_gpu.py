@@ -31,7 +31,7 @@ def test_packed_bf16_training_on_gpu(tmp_path):
     losses = [p["loss"] for p in rep["loss"]]
     assert all(x == x for x in losses) and losses[-1] < losses[0]
     if "flash" not in attn:  # sdpa on GPU: check the block-diagonal mask on the device too
-        from synth.tokenizer import load_tokenizer
+        from synth.tokenizer.tokens import load_tokenizer
         import json
 
         model = build_model(json.loads(TEST_INIT), load_tokenizer(d), attn, 0, "bfloat16").cuda()

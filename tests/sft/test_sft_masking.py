@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from sft.chat_templates import load_template
+from synth.tokenizer.chat_templates import load_template
 from sft.masking import check_rows, message_spans, raise_on_failure
-from sft.synthrows import make_rows
-from synth.errors import InputError
+from helpers.sftrows import make_rows
+from synth.engine.errors import InputError
 
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     from helpers.sftdata import pages, pages_table
-    from synth.tokenizer import load_tokenizer, train_demo_tokenizer
+    from synth.tokenizer.tokens import load_tokenizer, train_demo_tokenizer
 
     d = tmp_path_factory.mktemp("tok")
     train_demo_tokenizer(pages_table(pages(150)), d)

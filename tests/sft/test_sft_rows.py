@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sft.chat_templates import load_template, resolve_template
+from synth.tokenizer.chat_templates import load_template, resolve_template
 from sft.rows import heldout_questions, heldout_score, load_sft_dataset, parse_tools
-from sft.synthrows import make_rows, write_sft_table
-from synth.errors import InputError
-from synth.tools_schema import tool_schemas_json
+from helpers.sftrows import make_rows, write_sft_table
+from synth.engine.errors import InputError
+from synth.tools.schema import tool_schemas_json
 
 TRL_QWEN = Path(__import__("trl").__file__).parent / "chat_templates" / "qwen2_5_training.jinja"
 
@@ -33,7 +33,7 @@ def _row(i, calls, tools):
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     from helpers.sftdata import pages, pages_table
-    from synth.tokenizer import load_tokenizer, train_demo_tokenizer
+    from synth.tokenizer.tokens import load_tokenizer, train_demo_tokenizer
 
     d = tmp_path_factory.mktemp("tok")
     train_demo_tokenizer(pages_table(pages(150)), d)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synth.tokenizer import SPECIAL_TOKENS, TAG_TOKENS, count_tokens, files_sha, load_tokenizer, train_demo_tokenizer
+from synth.tokenizer.tokens import SPECIAL_TOKENS, TAG_TOKENS, count_tokens, files_sha, load_tokenizer, train_demo_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +33,14 @@ def test_demo_tokenizer_is_deterministic_and_loads(tmp_path, table):
 
 
 def test_run_tokenizer_stage(tmp_path, table):
-    from synth.config import Config
-    from synth.pipeline import Stage, StageContext
-    from synth.store import Store, write_parquet_atomic
-    from synth.tokenizer import run_tokenizer
+    from flows.config import Config
+    from synth.engine.stage import Stage, StageContext
+    from synth.engine.store import Store, write_parquet_atomic
+    from synth.tokenizer.tokens import run_tokenizer
 
     store = Store(tmp_path / "out")
     write_parquet_atomic(table, store.path("corpus/pages") / "part-00000.parquet")
-    stage = Stage(name="tokenizer", run=run_tokenizer, outputs=("tokenizer",))
+    stage = Stage(name="tokenizer", entry=run_tokenizer, outputs=("tokenizer",))
     ctx = StageContext(stage, Config(), store, "k1", progress=False)
     res = run_tokenizer(ctx)
     res.check("tokenizer")
@@ -60,8 +60,8 @@ def test_pretrained_qwen_template_is_swapped_for_the_training_one(tmp_path, tabl
 
     import trl
 
-    from sft.chat_templates import load_template
-    from synth.tokenizer import training_template
+    from synth.tokenizer.chat_templates import load_template
+    from synth.tokenizer.tokens import training_template
 
     tok = load_tokenizer(train_demo_tokenizer(table, tmp_path / "t") and tmp_path / "t")
     tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
@@ -79,7 +79,7 @@ class _WithTokenizer:
 
 
 def test_load_tokenizer_errors(tmp_path):
-    from synth.errors import InputError
+    from synth.engine.errors import InputError
 
     with pytest.raises(InputError):
         load_tokenizer(tmp_path / "missing")

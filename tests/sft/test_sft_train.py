@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sft.synthrows import SYSTEM_PROMPT
-from synth.errors import InputError
+from helpers.sftrows import SYSTEM_PROMPT
+from synth.engine.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "sft" / "tiny.yaml"
@@ -27,7 +27,7 @@ def _long_row() -> dict:
             {"role": "tool", "content": big, "tool_calls": None, "tool_call_id": "c0", "name": "open"},
             {"role": "assistant", "content": "<answer>Long</answer>", "tool_calls": None, "tool_call_id": None,
              "name": None}]
-    from synth.tools_schema import tool_schemas_json
+    from synth.tools.schema import tool_schemas_json
 
     return {"messages": msgs, "tools": tool_schemas_json(), "question_id": "q-long", "trace_id": "q-long-t0",
             "rubric": 1.0, "n_tool_calls": 1, "teacher_model": "synthetic"}
@@ -125,8 +125,8 @@ def test_checkpoint_reloads_and_generates(run):
 
 
 def test_hf_teacher_backend_serves_the_checkpoint(run):
-    from synth.teacher_hf import HFChatModel
-    from synth.tools_schema import TOOL_SCHEMAS
+    from synth.teacher.hf import HFChatModel
+    from synth.tools.schema import TOOL_SCHEMAS
 
     _, out, _ = run
     m = HFChatModel(out, max_new_tokens=12)
@@ -143,10 +143,10 @@ def test_hf_teacher_backend_serves_the_checkpoint(run):
     asyncio.run(m.aclose())
 
     # Registered as `teacher.backend: hf` (TeacherConfig's Literal does not list it yet: build it unvalidated).
-    from synth.teacher import make_backend, register_backend
-    from synth.teacher_config import TeacherConfig
+    from synth.teacher.client import make_backend, register_backend
+    from synth.teacher.config import TeacherConfig
 
-    register_backend("hf", "synth.teacher_hf:make_hf")
+    register_backend("hf", "synth.teacher.hf:make_hf")
     cfg = TeacherConfig.model_construct(**{**TeacherConfig().model_dump(), "backend": "hf", "model": str(out),
                                            "temperature": 1.0, "max_tokens": 6})
     sampled = make_backend(cfg, seed=3)
@@ -158,7 +158,7 @@ def test_hf_teacher_backend_serves_the_checkpoint(run):
 def test_missing_table_and_bad_recipe_exit_2(tmp_path):
     from typer.testing import CliRunner
 
-    from sft.cli import sft_command
+    from sft.stage import sft_command
     import typer
 
     app = typer.Typer()
@@ -172,7 +172,7 @@ def test_missing_table_and_bad_recipe_exit_2(tmp_path):
 
 
 def test_validate_only_fails_on_a_template_without_markers(run, tmp_path):
-    from sft.chat_templates import load_template
+    from synth.tokenizer.chat_templates import load_template
     from sft.train import main
 
     d, _, _ = run
@@ -188,10 +188,10 @@ def test_student_stage_funnel(run):
     from types import SimpleNamespace
 
     from helpers.sftdata import TEST_INIT
-    from sft.cli import recipe_identity, run_sft
-    from synth.config import Config
-    from synth.pipeline import Stage, StageContext
-    from synth.store import Store
+    from sft.stage import recipe_identity, run_sft
+    from flows.config import Config
+    from synth.engine.stage import Stage, StageContext
+    from synth.engine.store import Store
 
     d, _, _ = run
     overrides = [f"init_config={TEST_INIT}", "max_steps=2", "max_length=3072", "eval_fraction=0.15",
@@ -204,7 +204,7 @@ def test_student_stage_funnel(run):
             return getattr(Config(), k)
 
     cfg = Cfg()
-    ctx = StageContext(Stage(name="student", run=run_sft, outputs=("student",)), cfg, Store(d), "k", progress=False)
+    ctx = StageContext(Stage(name="student", entry=run_sft, outputs=("student",)), cfg, Store(d), "k", progress=False)
     res = run_sft(ctx)
     res.check("student")
     assert res.input == 25 and res.dropped["too_long"] == 1 and res.dropped["heldout"] >= 1

@@ -9,14 +9,16 @@ import pyarrow as pa
 import pytest
 from pydantic import Field
 
-from synth.assemble import LONGCTX_SCHEMA, retrieved_pages, run_assemble
-from synth.assemble_config import AssembleConfig
-from synth.assemble_pack import Job, Packer, Plan, RandomPages, TokenCounter, page_body, render_paragraph
-from synth.config import Config
-from synth.pipeline import Stage, run_stage
-from synth.records import PAGE_SCHEMA, SFT_SCHEMA, Question, Trace
-from synth.seeding import rng
-from synth.store import Store, write_parquet_atomic
+from synth.assemble.stage import retrieved_pages, run_assemble
+from synth.engine.records import LONGCTX_SCHEMA
+from synth.assemble.config import AssembleConfig
+from synth.assemble.pack import Job, Packer, Plan, RandomPages, TokenCounter, page_body, render_paragraph
+from flows.config import Config
+from synth.engine.runner import run_stage
+from synth.engine.stage import Stage
+from synth.engine.records import PAGE_SCHEMA, SFT_SCHEMA, Question, Trace
+from synth.engine.seeding import rng
+from synth.engine.store import Store, write_parquet_atomic
 
 WORDS = ("river stone harbour north castle valley bright signal market tower winter garden copper "
          "island forest engine border silver meadow bridge lantern orchard quarry summit").split()
@@ -89,8 +91,7 @@ class _Cfg(Config):
     assemble: AssembleConfig = Field(default_factory=AssembleConfig)
 
 
-STAGE = Stage(name="assemble", run=run_assemble, sections=("assemble",),
-              modules=("synth.assemble", "synth.assemble_pack", "synth.assemble_config"),
+STAGE = Stage(name="assemble", entry=run_assemble, sections=("assemble",),
               outputs=("longctx", "rejects/assemble"))
 
 
@@ -109,7 +110,7 @@ def built(tmp_path_factory):
     write_parquet_atomic(pa.Table.from_pylist(sft, schema=SFT_SCHEMA), root / "sft/part-00000.parquet")
     tok = _tokenizer(root / "tokenizer", [p["title"] + "\n" + page_body(p["paragraphs"]) for p in pages])
     try:
-        from synth.search import build_index
+        from synth.tools.search import build_index
 
         build_index(root / "corpus/pages", root / "index", threads=1, heap_mb=32)
         bm25_k = 5
@@ -311,7 +312,7 @@ def test_config_validation(kw):
 
 
 def test_missing_tokenizer_names_the_command(tmp_path, built):
-    from synth.store import MissingInput
+    from synth.engine.store import MissingInput
 
     root = tmp_path / "s"
     root.mkdir()
@@ -326,7 +327,7 @@ def test_cli_command(built, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from flows.cli import app
-    from synth import stages
+    import flows.stages as stages
 
     root = tmp_path / "cli"
     root.mkdir()

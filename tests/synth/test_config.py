@@ -4,7 +4,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from synth.config import ConfigError, load_config
+from flows.config import ConfigError, load_config
 
 
 def test_defaults_and_yaml(tmp_path):

@@ -3,7 +3,7 @@
 import json
 
 
-from synth.democorpus import build_demo_corpus, build_matcher, find_mentions
+from synth.corpus.demo import build_demo_corpus, build_matcher, find_mentions
 
 
 def test_whole_words_longest_first_first_mention_only():

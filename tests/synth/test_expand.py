@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from helpers.linkcorpus import graph_store, random_edges
-from synth.config import Config
-from synth.expand import expand_slot, seed_nodes
-from synth.graph import CSRGraph, open_graph
-from synth.nodefilter import node_filter
-from synth.pipeline import run_stage
-from synth.rng import stream_key
-from synth.stages import EXPAND
-from synth.store import Store
+from flows.config import Config
+from synth.graph.expand import expand_slot, seed_nodes
+from synth.graph.csr import CSRGraph, open_graph
+from synth.graph.nodefilter import node_filter
+from synth.engine.runner import run_stage
+from synth.engine.seeding import stream_key
+from flows.stages import EXPAND
+from synth.engine.store import Store
 
 
 def build(tmp_path, edges, cfg: Config, titles=None) -> Store:

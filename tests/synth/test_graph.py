@@ -7,11 +7,11 @@ import pyarrow as pa
 import pytest
 
 from helpers.linkcorpus import make_corpus, random_edges, write_ingest
-from synth.config import Config
-from synth.graph import CSRGraph, _ptr_dtype, csr_from_edges, open_graph, reverse_csr
-from synth.pipeline import run_stage
-from synth.stages import GRAPH
-from synth.store import MissingInput, Store
+from flows.config import Config
+from synth.graph.csr import CSRGraph, _ptr_dtype, csr_from_edges, open_graph, reverse_csr
+from synth.engine.runner import run_stage
+from flows.stages import GRAPH
+from synth.engine.store import MissingInput, Store
 
 
 @pytest.fixture()

@@ -11,12 +11,12 @@ import pytest
 
 from helpers.kilt import (HF_SCHEMA, RULES_ANCHORS, RULES_DROPS, RULES_LINKS, page, rules_corpus, to_hf,
                           with_bad_anchor, write_hf_jsonl, write_hf_parquet, write_kilt_jsonl)
-from synth.config import load_config
-from synth.errors import InputError
-from synth.pipeline import run_stage
-from synth.stages import INGEST
-from synth.store import Store
-from synth.synthetic import write_synthetic_kilt
+from flows.config import load_config
+from synth.engine.errors import InputError
+from synth.engine.runner import run_stage
+from flows.stages import INGEST
+from synth.engine.store import Store
+from synth.corpus.synthetic import write_synthetic_kilt
 
 
 def ingest(tmp: Path, source, *overrides: str, out: str = "out", force: bool = False):
@@ -260,8 +260,8 @@ def test_unknown_layout_is_a_clear_error(tmp_path):
 
 
 def test_resolve_source(tmp_path, monkeypatch):
-    from synth import democorpus
-    from synth.kilt import resolve_source
+    import synth.corpus.demo as democorpus
+    from synth.corpus.kilt import resolve_source
 
     with pytest.raises(InputError, match=r"corpus.source is not set.*--kilt.*--set corpus.source="):
         resolve_source(None, tmp_path)
@@ -278,7 +278,7 @@ def test_resolve_source(tmp_path, monkeypatch):
 
 
 def test_source_identity_follows_content(tmp_path, monkeypatch):
-    from synth import kilt
+    import synth.corpus.kilt as kilt
 
     a = write_kilt_jsonl(tmp_path / "a.jsonl", rules_corpus())
     first = kilt.source_identity(str(a))
@@ -374,7 +374,7 @@ def test_text_with_a_null_paragraph_is_bad_text(tmp_path):
 
 
 def test_prefetch_propagates_errors_and_stops_early():
-    from synth.ingest import prefetch
+    from synth.corpus.ingest import prefetch
 
     closed = []
 
@@ -401,7 +401,7 @@ def test_prefetch_propagates_errors_and_stops_early():
 def test_blocks_end_at_newlines_even_for_lines_longer_than_a_block():
     import io
 
-    from synth.kiltlines import iter_blocks
+    from synth.corpus.lines import iter_blocks
 
     data = b"".join(b"x" * n + b"\n" for n in (0, 3, 20, 1, 7, 7, 50)) + b"tail"
     blocks = list(iter_blocks(io.BytesIO(data), 8))

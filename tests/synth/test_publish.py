@@ -21,16 +21,17 @@ import pytest
 import yaml
 from pydantic import Field
 
-from filters.band import RL_SCHEMA, rl_row
+from filters.band import rl_row
+from synth.engine.records import RL_SCHEMA
 from filters.sftrows import sft_row
 from helpers.traces import make_question, make_trace
-from synth.card import prompt_hashes
-from synth.config import Config
-from synth.publish import PublishError, git_blob_sha1, parse_target, publish, shard_count, shard_of, shard_path
-from synth.publish_config import PublishConfig, ShardRows
-from synth.records import SFT_SCHEMA, Question, Trace
-from synth.stages import BY_NAME
-from synth.store import Store, write_parquet_atomic
+from synth.publish.card import prompt_hashes
+from flows.config import Config
+from synth.publish.publisher import PublishError, git_blob_sha1, parse_target, publish, shard_count, shard_of, shard_path
+from synth.publish.config import PublishConfig, ShardRows
+from synth.engine.records import SFT_SCHEMA, Question, Trace
+from flows.stages import BY_NAME
+from synth.engine.store import Store, write_parquet_atomic
 
 HF_TOKEN = "hf_TESTTOKEN_do_not_leak_7f3a9c"
 OPENAI_KEY = "sk-TESTKEY-do-not-leak-51e0b2"
@@ -39,7 +40,7 @@ if "publish" in Config.model_fields:
     RunConfig = Config
 else:
     class RunConfig(Config):  # type: ignore[no-redef]
-        """The run config with the `publish` section (until synth.config wires it)."""
+        """The run config with the `publish` section (until flows.config wires it)."""
 
         publish: PublishConfig = Field(default_factory=PublishConfig)
 
@@ -65,7 +66,8 @@ def _commit(store: Store, stage: str, tables: dict[str, pa.Table], report: dict,
     for rel, t in tables.items():
         write_parquet_atomic(t, store.partial_dir(stage, key) / rel / "part-00000.parquet")
     entry = {"key": key, "inputs": {u: store.stage_entry(u)["key"] for u in inputs}}
-    if stage in BY_NAME:
+    if stage in BY_NAME:  # as the runner records it: the sections and their hash
+        entry["sections"] = list(BY_NAME[stage].sections)
         entry["config"] = cfg.section_hash(*BY_NAME[stage].sections)
     store.commit(stage, key, list(tables), entry, dict(report, stage=stage, key=key))
 
@@ -101,7 +103,8 @@ def build_dir(root: Path, cfg: Config, *, longctx: bool = True, stop_before: str
     rl = [rl_row(questions[i], [{"role": "user", "content": "Q?"}], "[]", 2, 1, i) for i in range(3)]
     _commit(store, "filter", {"sft": sft_table(), "rl_pool": pa.Table.from_pylist(rl, schema=RL_SCHEMA)},
             {"input": 24, "output": N_SFT, "dropped": {"wrong_answer": 2, "too_few_steps": 1, "not_best": 1},
-             "chain": ["format", "correctness", "low_step"], "bands": {"rl_pool": 3, "all_wrong": 1, "all_right": 8}},
+             "chain": ["format", "correctness", "low_step"],
+             "reason_order": ["format", "wrong_answer", "too_few_steps", "too_many_steps"], "bands": {"rl_pool": 3, "all_wrong": 1, "all_right": 8}},
             cfg, ("questions", "rollout"))
     if longctx:
         lc = [{"sample_id": f"q{i:03d}-1024", "question_id": f"q{i:03d}", "prompt": "Document [1] ...",
@@ -449,7 +452,7 @@ def test_cli(tmp_path, secrets):
 def test_spill_passes_and_empty_table(tmp_path, secrets, monkeypatch):
     import datasets
 
-    import synth.publish as P
+    import synth.publish.publisher as P
 
     cfg = run_config(sft=4, traces=4)
     store = build_dir(tmp_path / "run", cfg)
@@ -471,7 +474,7 @@ def test_spill_passes_and_empty_table(tmp_path, secrets, monkeypatch):
 
 
 def test_corpus_facts():
-    from synth.card import corpus_facts
+    from synth.publish.card import corpus_facts
 
     kilt = corpus_facts("/mnt/big/kilt_knowledgesource.json", "ab" * 32, {"output": 5_903_530})
     assert kilt["kind"] == "kilt" and "2019-08-01" in kilt["label"] and "/mnt" not in kilt["label"]

@@ -8,10 +8,10 @@ import pytest
 
 from helpers.openai_server import Reply, Status, serve
 from helpers.walkstore import chain_title, make_chain_store
-from synth.answers import mentions, normalize_answer
-from synth.config import load_config
-from synth.pipeline import run_stage
-from synth.stages import QUESTIONS
+from synth.text.answers import mentions, normalize_answer
+from flows.config import load_config
+from synth.engine.runner import run_stage
+from flows.stages import QUESTIONS
 
 SECRET = "sk-hopforge-SECRET-4242"
 ENTITY = re.compile(r"^(\d+)\. ([A-Za-z]+ (\d+)-\d+)", re.M)

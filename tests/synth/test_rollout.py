@@ -6,10 +6,10 @@ import pyarrow.dataset as ds
 
 from helpers.openai_server import Reply, call, serve
 from helpers.walkstore import make_chain_store
-from synth.config import load_config
-from synth.pipeline import run_stage
-from synth.rollout import PLACEHOLDER
-from synth.stages import INDEX, QUESTIONS, ROLLOUT
+from flows.config import load_config
+from synth.engine.runner import run_stage
+from synth.rollout.loop import PLACEHOLDER
+from flows.stages import INDEX, QUESTIONS, ROLLOUT
 
 
 def _traces(root):

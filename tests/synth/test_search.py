@@ -6,11 +6,12 @@ import pytest
 from helpers.linkcorpus import write_ingest
 from helpers.searchcorpus import N_EMPTY, N_PAGES, build_test_index, pages_table
 
-from synth.config import load_config
-from synth.pipeline import Stage, run_stage
-from synth.search import IndexNotFound, SearchIndex, build_index
-from synth.search_text import query_terms, render_paragraph, snippet_window, title_key
-from synth.store import Store
+from flows.config import load_config
+from synth.engine.runner import run_stage
+from synth.engine.stage import Stage
+from synth.tools.search import IndexNotFound, SearchIndex, build_index
+from synth.tools.text import query_terms, render_paragraph, snippet_window, title_key
+from synth.engine.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -158,14 +159,13 @@ def test_render_and_title_key():
 
 
 def test_index_stage_commits_the_index(tmp_path):
-    from synth.index_stage import run_index
+    from synth.tools.stage import run_index
 
     store = Store(tmp_path)
     write_ingest(store, pages_table(), _no_links())
-    from synth.stages import BY_NAME
+    from flows.stages import BY_NAME
 
-    stage = BY_NAME.get("index") or Stage(name="index", run=run_index, reads=("ingest",),
-                                          modules=("synth.index_stage", "synth.search_build", "synth.search_text"),
+    stage = BY_NAME.get("index") or Stage(name="index", entry=run_index, reads=("ingest",),
                                           outputs=("index",), command="index")
     out = run_stage(stage, load_config(None), store, progress=False)
     assert out.report["input"] == N_PAGES and out.report["output"] == N_PAGES - N_EMPTY
@@ -178,6 +178,6 @@ def test_index_stage_commits_the_index(tmp_path):
 def _no_links():
     import pyarrow as pa
 
-    from synth.records import LINK_SCHEMA
+    from synth.engine.records import LINK_SCHEMA
 
     return pa.Table.from_pylist([], schema=LINK_SCHEMA)

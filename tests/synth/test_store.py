@@ -6,9 +6,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from synth.config import load_config
-from synth.pipeline import Stage, StageResult, run_stage
-from synth.store import MissingInput, ShardWriter, Store
+from flows.config import load_config
+from synth.engine.runner import run_stage
+from synth.engine.stage import Stage, StageResult
+from synth.engine.store import MissingInput, ShardWriter, Store
 
 SCHEMA = pa.schema([("x", pa.int64())])
 calls = []
@@ -23,7 +24,7 @@ def _make(n):
         w.close()
         return StageResult(input=n + 1, output=n, dropped={"odd_one": 1})
 
-    return Stage(name="nums", run=run, sections=("walk",), modules=("synth.records",), outputs=("nums",))
+    return Stage(name="nums", entry=run, sections=("walk",), outputs=("nums",))
 
 
 def _double(ctx):
@@ -35,7 +36,7 @@ def _double(ctx):
     return StageResult(input=t.num_rows, output=t.num_rows)
 
 
-DOUBLE = Stage(name="double", run=_double, reads=("nums",), outputs=("doubled",))
+DOUBLE = Stage(name="double", entry=_double, reads=("nums",), outputs=("doubled",))
 
 
 def test_shards_and_reuse(tmp_path):
@@ -78,7 +79,7 @@ def test_bad_funnel_is_refused(tmp_path):
         return StageResult(input=5, output=3, dropped={"x": 1})
 
     with pytest.raises(AssertionError, match="funnel"):
-        run_stage(Stage(name="bad", run=bad), load_config(None), Store(tmp_path))
+        run_stage(Stage(name="bad", entry=bad), load_config(None), Store(tmp_path))
     assert Store(tmp_path).stage_entry("bad") is None
 
 
@@ -92,7 +93,7 @@ def test_crash_leaves_previous_output_visible(tmp_path):
         w.write([{"x": 101}])
         raise RuntimeError("killed")
 
-    stage = Stage(name="nums", run=crash, sections=("walk",), modules=("synth.records",), outputs=("nums",))
+    stage = Stage(name="nums", entry=crash, sections=("walk",), outputs=("nums",))
     with pytest.raises(RuntimeError):
         run_stage(stage, load_config(None, ["walk.hops=2"]), store)
     # The old committed output is still what DIR/nums shows; the crash's shards stay in .partial.
@@ -128,10 +129,10 @@ def test_rerun_after_crash_does_not_keep_the_crashed_attempts_rows(tmp_path):
         raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):
-        run_stage(Stage(name="nums", run=crash, sections=("walk",), modules=("synth.records",), outputs=("nums",)),
+        run_stage(Stage(name="nums", entry=crash, sections=("walk",), outputs=("nums",)),
                   cfg, store)
     # Same key (same code, config and inputs), a clean run: only its own rows survive.
-    run_stage(Stage(name="nums", run=_make(3).run, sections=("walk",), modules=("synth.records",), outputs=("nums",)),
+    run_stage(Stage(name="nums", entry=_make(3).entry, sections=("walk",), outputs=("nums",)),
               cfg, store)
     assert sorted(ds.dataset(tmp_path / "nums").to_table()["x"].to_pylist()) == [0, 1, 2]
 

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from helpers.openai_server import Drop, Malformed, Reply, Stall, Status, call, serve
-from synth.config import ConfigError, _dump
-from synth.teacher import Teacher, TeacherConfig, TeacherError, make_backend, register_backend
-from synth.teacher_cache import CallCache
-from synth.teacher_limits import RateLimiter
+from flows.config import ConfigError
+from synth.engine.config import _dump
+from synth.teacher.client import Teacher, TeacherConfig, TeacherError, make_backend, register_backend
+from synth.teacher.cache import CallCache
+from synth.teacher.limits import RateLimiter
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_ENV = "HOPFORGE_TEST_TEACHER_KEY"
@@ -266,7 +267,7 @@ def test_cache_threads_write_safely(tmp_path):
 
 def test_cache_two_processes_write_safely(tmp_path):
     path = tmp_path / "c.sqlite"
-    code = ("import sys; from synth.teacher_cache import CallCache\n"
+    code = ("import sys; from synth.teacher.cache import CallCache\n"
             "c = CallCache(sys.argv[1]); w = int(sys.argv[2])\n"
             "for i in range(400):\n"
             "    k = f'k{(i + w * 200)}'\n"  # half the keys overlap between the two writers
@@ -458,7 +459,7 @@ def test_config_operational_fields_stay_out_of_content_keys():
 
 
 def test_gate_cancelled_waiter_does_not_leak_a_slot():
-    from synth.teacher_limits import Gate
+    from synth.teacher.limits import Gate
 
     async def go():
         gate = Gate(1)
@@ -489,7 +490,7 @@ def test_cache_write_failure_keeps_the_answer(srv, tmp_path, monkeypatch):
 
 
 def test_default_backend_is_the_offline_oracle(tmp_path):
-    pytest.importorskip("synth.teacher_oracle")
+    pytest.importorskip("synth.teacher.oracle")
     t = Teacher(TeacherConfig(), tmp_path / "t.sqlite")
     first = t.chat_sync(msgs("hello"))
     again = t.chat_sync(msgs("hello"))

@@ -5,11 +5,11 @@ import json
 import pytest
 from helpers.searchcorpus import build_test_index
 
-from synth.search import SearchIndex
-from synth.search_text import page_text
-from synth.tools import Toolbox, is_shortcut, run_find, run_open, text_window
-from synth.tools_config import ToolsConfig
-from synth.tools_schema import TOOL_SCHEMAS, tool_schemas, tool_schemas_json
+from synth.tools.search import SearchIndex
+from synth.tools.text import page_text
+from synth.tools.toolbox import Toolbox, is_shortcut, run_find, run_open, text_window
+from synth.tools.config import ToolsConfig
+from synth.tools.schema import TOOL_SCHEMAS, tool_schemas, tool_schemas_json
 
 
 @pytest.fixture(scope="module")

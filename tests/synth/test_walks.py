@@ -11,14 +11,14 @@ import pyarrow as pa
 import pytest
 
 from helpers.linkcorpus import graph_store, make_corpus, random_edges, write_ingest
-from synth.config import Config, WalkConfig
-from synth.graph import CSRGraph, open_graph
-from synth.nodefilter import node_filter, title_mask
-from synth.pipeline import run_stage
-from synth.rng import below, derive, stream_key
-from synth.stages import GRAPH, WALKS
-from synth.store import Store
-from synth.walks import REJECTION_DRAWS, path_is_valid, sample_walks, start_nodes
+from flows.config import Config, WalkConfig
+from synth.graph.csr import CSRGraph, open_graph
+from synth.graph.nodefilter import node_filter, title_mask
+from synth.engine.runner import run_stage
+from synth.engine.seeding import below, derive, stream_key
+from flows.stages import GRAPH, WALKS
+from synth.engine.store import Store
+from synth.graph.walks import REJECTION_DRAWS, path_is_valid, sample_walks, start_nodes
 
 EXCLUDED = {"q0": "1999", "q1": "List of rivers", "q2": "Mercury (disambiguation)"}
 
@@ -246,7 +246,7 @@ def test_title_patterns():
 
 
 def test_evidence_lookup_picks_the_first_anchor(tmp_path):
-    from synth.evidence import MissingEvidence, lookup_evidence
+    from synth.graph.evidence import MissingEvidence, lookup_evidence
 
     pages, links = make_corpus([("a", "b"), ("b", "c"), ("a", "c")], repeat={("a", "b"): 3, ("a", "c"): 2})
     # Same paragraph, two anchors: the lower start wins; and an anchor in the title (paragraph 0).

@@ -1,0 +1,80 @@
+"""What every ``hopforge`` command shares: the typer app, the common options, config loading
+and the guard that turns user errors into one line and exit code 2.
+
+The command modules (``flows/cli.py``, ``cli_tools.py``, ``cli_publish.py``, ``cli_serve.py``)
+import this module and register their commands on :data:`app`; ``flows/cli.py`` imports the
+others, so the console entry point sees every command.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="hopforge: Wikipedia -> warm-start data for search agents.")
+corpus_app = typer.Typer(no_args_is_help=True, help="Build corpora.")
+app.add_typer(corpus_app, name="corpus")
+
+DEFAULT_CONFIG = "configs/demo.yaml"
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key: dotted.key=value (repeatable).")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder DIR: every stage reads and writes here.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Recompute even if inputs, config and code are unchanged.")]
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed and exit 2."""
+
+
+def fail(msg: str, code: int = 2) -> None:
+    from synth.engine.progress import console
+
+    console.print(f"[bold red]error:[/] {msg}", highlight=False)
+    raise typer.Exit(code)
+
+
+def load(config: Path, overrides: list[str] | None):
+    from flows.config import ConfigError, load_config
+
+    try:
+        return load_config(config, overrides or [])
+    except ConfigError as e:
+        fail(str(e))
+
+
+def run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
+    """Run the named stages in order through the pipeline's run loop, then print the summary tables."""
+    from flows.stages import PIPELINE
+    from synth.engine.progress import print_table
+    from synth.engine.runner import SUMMARY_COLUMNS, TEACHER_COLUMNS, summary_rows, teacher_rows
+    from synth.engine.store import Store
+
+    outcomes = PIPELINE.run([PIPELINE[n] for n in names], cfg, Store(out), force=force)
+    if rows := teacher_rows(outcomes):
+        print_table("teacher calls (as recorded when each stage ran)", TEACHER_COLUMNS, rows)
+    print_table(f"hopforge: {out}", SUMMARY_COLUMNS, summary_rows(outcomes))
+
+
+def guard(fn):
+    """Turn known user errors into exit code 2 with a clear message."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        from flows.config import ConfigError
+        from synth.engine.errors import InputError
+        from synth.engine.store import MissingInput
+
+        try:
+            return fn(*a, **kw)
+        except (ConfigError, MissingInput, InputError, UsageError) as e:
+            fail(str(e))
+
+    return wrapper
+
+

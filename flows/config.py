@@ -1,0 +1,68 @@
+"""The run's whole configuration: every concern's section under one root model.
+
+Each field is documented once, in the section's own module; this is where they meet.
+``load_config(path, overrides)`` reads a YAML file and applies ``--set dotted.key=value``
+overrides; any unknown key or bad value raises :class:`ConfigError`, whose message names
+the key (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from filters.config import FiltersConfig
+from sft.config import EvalConfig, SFTStageConfig
+from synth.assemble.config import AssembleConfig
+from synth.corpus.config import CorpusConfig
+from synth.engine import config as base
+from synth.engine.config import ConfigError, RootConfig, SynthConfig
+from synth.graph.config import ExpandConfig, GraphConfig, WalkConfig
+from synth.publish.config import PublishConfig
+from synth.questions.config import QuestionsConfig
+from synth.rollout.config import RolloutConfig
+from synth.teacher.config import TeacherConfig
+from synth.tools.config import ToolsConfig
+
+__all__ = ["Config", "ConfigError", "load_config", "apply_overrides", "config_from_dict", "parse_override"]
+
+parse_override = base.parse_override
+
+
+class Config(RootConfig):
+    """The whole run.  Sections are stage configs; `seed` drives every random choice."""
+
+    tokenizer: str = Field(
+        "demo", min_length=1,
+        description="The one tokenizer every token count uses: `demo` (a byte-level BPE trained on the corpus, "
+        "offline), a local folder, or a Hub id (loaded with transformers.AutoTokenizer; name the student's).")
+    corpus: CorpusConfig = Field(default_factory=CorpusConfig)
+    graph: GraphConfig = Field(default_factory=GraphConfig)
+    walk: WalkConfig = Field(default_factory=WalkConfig)
+    expand: ExpandConfig = Field(default_factory=ExpandConfig)
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig)
+    questions: QuestionsConfig = Field(default_factory=QuestionsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    assemble: AssembleConfig = Field(default_factory=AssembleConfig)
+    synth: SynthConfig = Field(default_factory=SynthConfig)
+    publish: PublishConfig = Field(default_factory=PublishConfig)
+    sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply ``dotted.key=value`` overrides to a raw config mapping, checking each key exists."""
+    return base.apply_overrides(Config, data, overrides)
+
+
+def config_from_dict(data: dict) -> Config:
+    """Validate a raw mapping into a :class:`Config`, turning pydantic errors into key-named ConfigErrors."""
+    return base.config_from_dict(Config, data)
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML config (None: all defaults) and apply overrides."""
+    return base.load_config(Config, path, overrides)

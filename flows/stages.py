@@ -1,0 +1,87 @@
+"""The stage table: the one place that lists the pipeline's stages, in order.
+
+Each stage's work lives in its own module (``entry``); this table says what each stage
+reads, which config sections shape its output, and what it publishes.  Its code is hashed
+from the entry's import closure, so nothing here lists modules or prompt files.  Entries
+are imported only when a stage runs, so the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+from synth.engine.runner import Pipeline
+from synth.engine.stage import Stage
+
+
+def _source_identity(cfg, store) -> str:
+    from synth.corpus.kilt import resolve_source, source_identity
+
+    return source_identity(resolve_source(cfg.corpus.source, store.root))
+
+
+def _tokenizer_identity(cfg, store) -> str:
+    from synth.tokenizer.tokens import tokenizer_identity
+
+    return tokenizer_identity(cfg, store)
+
+
+def _filter_identity(cfg, store) -> str:
+    from filters.stage import key_extra
+
+    return key_extra(cfg, store)
+
+
+def _sft_recipe(cfg, store) -> str:
+    from sft.stage import recipe_identity
+
+    return recipe_identity(cfg, store)
+
+
+INGEST = Stage("ingest", "synth.corpus.ingest:run_ingest", sections=("corpus",),
+               outputs=("corpus/pages", "corpus/links", "rejects/ingest.jsonl"), command="ingest",
+               key_extra=_source_identity)
+
+GRAPH = Stage("graph", "synth.graph.csr:run_graph", reads=("ingest",), sections=("graph",), outputs=("graph",),
+              command="graph")
+
+WALKS = Stage("walks", "synth.graph.walks:run_walks", reads=("ingest", "graph"), sections=("walk",),
+              outputs=("walks",), command="walk")
+
+EXPAND = Stage("expand", "synth.graph.expand:run_expand", reads=("ingest", "graph"),
+               sections=("expand", "walk.max_in_degree", "walk.exclude_patterns"), outputs=("subgraphs",),
+               command="expand")
+
+# Only the pages and the code shape the index; tools.* act at query time.
+INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs=("index",), command="index")
+
+QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, reads=("ingest", "walks"),
+                  optional_reads=("expand", "index"),  # the index only for the shortcut check
+                  sections=("questions", "teacher"), outputs=("questions", "rejects/questions"), command="questions")
+
+ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
+                optional_reads=("expand",), sections=("rollout", "teacher", "tools"), outputs=("traces",),
+                command="rollout")
+
+TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),
+                  outputs=("tokenizer",), command="tokenizer", key_extra=_tokenizer_identity)
+
+FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"), sections=("filters",),
+               outputs=("sft", "rl_pool", "rejects/filter", "filter/verdicts"), command="filter",
+               key_extra=_filter_identity)
+
+ASSEMBLE = Stage("assemble", "synth.assemble.stage:run_assemble",
+                 reads=("questions", "rollout", "filter", "index", "tokenizer", "ingest"), sections=("assemble",),
+                 outputs=("longctx", "rejects/assemble"), command="assemble")
+
+REPORT = Stage("report", "synth.report.stage:run_report", reads=("rollout",),
+               optional_reads=("ingest", "graph", "walks", "expand", "questions", "filter", "assemble"),
+               sections=("filters.min_f1",), outputs=("report",), command="report")
+
+SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), sections=("sft",), outputs=("student",),
+            command="sft", key_extra=_sft_recipe)
+
+EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollout", "index"),
+             sections=("eval", "tools", "filters.min_f1"), outputs=("eval",), command="eval")
+
+PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT,
+                     SFT, EVAL])
+BY_NAME = PIPELINE.by_name

@@ -1,0 +1,22 @@
+"""Config of the pipeline's ``sft`` and ``eval`` stages (``sft:``, ``eval:``); the training recipe
+itself is a TRL-style YAML file (``configs/sft/*.yaml``, read by :mod:`sft.train`)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from synth.engine.config import Section
+
+
+class SFTStageConfig(Section):
+    config: str = Field("configs/sft/tiny.yaml", description="SFT recipe of the `sft` stage (TRL-style YAML: "
+                        "sft/train.py arguments, trl SFTConfig, trl ModelConfig).")
+    overrides: list[str] = Field(default_factory=list, description="key=value overrides of the recipe, e.g. max_steps=20.")
+
+
+class EvalConfig(Section):
+    n: int = Field(1, ge=1, le=64, description="Trajectories per held-out question.")
+    max_turns: int = Field(8, ge=1, description="Assistant turns per trajectory (the student's budget).")
+    max_new_tokens: int = Field(160, ge=1, description="Tokens the student may generate per turn.")
+    temperature: float = Field(0.0, ge=0, le=2, description="0: greedy decoding.")
+    max_questions: int | None = Field(None, ge=1, description="Evaluate at most this many held-out questions.")

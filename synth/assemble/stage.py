@@ -1,0 +1,328 @@
+"""The ``assemble`` stage: accepted questions -> ``longctx`` (tiered long-context rows).
+
+For each accepted question and each target length L (``assemble.lengths``) one row
+holds the gold documents (every page of the path, whole), tier-1 distractors (the
+non-gold pages the question's traces retrieved, in order of first retrieval), and
+tier-2 fill (BM25 neighbours of the question, then random pages) up to L tokens,
+shuffled globally with a seed from (run seed, "assemble", question id, L)
+(METHODS.md, "Tiered long-context assembly").
+
+Inputs.
+  * ``questions``; the *accepted* ones are those with a row in ``sft`` (a kept trace)
+    when ``DIR/sft`` exists, else every question.
+  * ``traces``: tier-1 comes from the kept traces (trace ids in ``sft``) or from all of
+    the question's traces (``assemble.tier1_from``).  Within a trace, pages count in
+    the order they were retrieved — search results, then pages opened without having
+    been seen in results; across traces, a page's rank is its earliest position in any
+    trace (ties by sample index), i.e. the traces are merged turn by turn.
+  * ``corpus/pages`` for the text, ``DIR/index`` for the BM25 neighbours, and the
+    tokenizer at ``DIR/tokenizer`` (``AutoTokenizer.from_pretrained``; it must be fast).
+
+Rows.  ``prompt`` is the preamble, the documents (``Document [i] (Title)`` + text) and
+the question block, joined by ``doc_separator``; ``completion`` is the answer.
+``n_tokens`` is ``len(tokenizer(prompt + completion, add_special_tokens=False))`` —
+measured on the final text, no chat template, no special tokens — and always lies in
+``[L - slack, L]``.  Token accounting and the fill rules are in
+:mod:`synth.assemble.pack`.
+
+Funnel.  Input: (accepted question, L) pairs; output: rows.  Drops, each written to
+``rejects/assemble``: ``missing_gold`` (a path page is not in the corpus),
+``gold_too_long`` (the gold documents with the prompt frame alone measure more than
+L), ``underfilled`` (every candidate page together cannot reach L - slack).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from synth.assemble.config import AssembleConfig
+from synth.assemble.pack import Job, Packer, Plan, RandomPages, TokenCounter, page_body
+from synth.engine.stage import StageContext, StageResult
+from synth.engine.records import LONGCTX_SCHEMA, REJECT_SCHEMA
+from synth.engine.seeding import rng
+from synth.engine.store import MissingInput, Store
+
+log = logging.getLogger("hopforge")
+
+STAGE = "assemble"
+MAX_ATTEMPTS = 6  # plan / render / measure rounds per row; one is the rule, two the rare seam error
+
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+def load_tokenizer(store: Store) -> Any:
+    """The run's tokenizer from ``DIR/tokenizer``."""
+    path = store.path("tokenizer")
+    if not path.exists():
+        raise MissingInput(f"no tokenizer in {path} (run `hopforge tokenizer --out {store.root}` first)")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def accepted_questions(store: Store, cfg: AssembleConfig) -> tuple[list[dict], str]:
+    """Accepted questions by question id (at most ``max_questions``), and where acceptance came from."""
+    cols = ["question_id", "question", "answer", "answer_aliases", "path"]
+    table = store.read("questions", columns=cols, hint="questions")
+    source = "questions"
+    if store.exists("sft"):
+        kept = pc.unique(store.read("sft", columns=["question_id"]).column("question_id"))
+        table = table.filter(pc.is_in(table.column("question_id"), value_set=kept))
+        source = "sft"
+    table = table.sort_by("question_id")
+    if cfg.max_questions is not None:
+        table = table.slice(0, cfg.max_questions)
+    return table.to_pylist(), source
+
+
+def retrieved_pages(store: Store, question_ids: set[str], mode: str) -> dict[str, list[str]]:
+    """Pages each question's traces retrieved, in order of first retrieval (gold included)."""
+    if not store.exists("traces") or not question_ids:
+        return {}
+    cols = ["trace_id", "question_id", "sample_index", "searched_page_ids", "opened_page_ids"]
+    t = store.read("traces", columns=cols)
+    t = t.filter(pc.is_in(t.column("question_id"), value_set=pa.array(sorted(question_ids), pa.string())))
+    if mode == "kept" and store.exists("sft"):
+        kept = pc.unique(store.read("sft", columns=["trace_id"]).column("trace_id"))
+        t = t.filter(pc.is_in(t.column("trace_id"), value_set=kept))
+    first: dict[str, dict[str, tuple[int, int, str]]] = {}
+    for r in t.to_pylist():
+        seen = first.setdefault(r["question_id"], {})
+        order = dict.fromkeys([*(r["searched_page_ids"] or []), *(r["opened_page_ids"] or [])])
+        for rank, pid in enumerate(order):
+            key = (rank, r["sample_index"], r["trace_id"])
+            if pid not in seen or key < seen[pid]:
+                seen[pid] = key
+    return {q: sorted(pages, key=pages.__getitem__) for q, pages in first.items()}
+
+
+class Corpus:
+    """``corpus/pages``: the tier-2 population and the text of pages loaded on demand."""
+
+    def __init__(self, dataset: ds.Dataset):
+        self.dataset = dataset
+        cols = ["page_id", "n_chars"] if "n_chars" in dataset.schema.names else ["page_id"]
+        t = dataset.to_table(columns=cols)
+        if "n_chars" in cols:
+            t = t.filter(pc.greater(pc.fill_null(t.column("n_chars"), 0), 0))
+        # Sorted, so the random order depends on the pages, not on how they are sharded.
+        self.population: list[str] = t.sort_by("page_id").column("page_id").to_pylist()
+        self.loads = 0
+
+    def load(self, ids: set[str], batch_rows: int = 4096) -> Iterator[tuple[list[str], list[str], list[str]]]:
+        """(ids, titles, bodies) of the pages among ``ids``, in batches (one scan of the corpus)."""
+        if not ids:
+            return
+        self.loads += 1
+        filt = pc.field("page_id").isin(pa.array(sorted(ids), pa.string()))
+        for b in self.dataset.to_batches(columns=["page_id", "title", "paragraphs"], filter=filt,
+                                         batch_size=batch_rows):
+            if b.num_rows:
+                yield (b.column("page_id").to_pylist(), b.column("title").to_pylist(),
+                       [page_body(p) for p in b.column("paragraphs").to_pylist()])
+
+
+# ---- the stage ----------------------------------------------------------------------------------
+class Assembler:
+    """Plans, renders and measures the rows of one run; page counts persist across passes."""
+
+    def __init__(self, cfg: AssembleConfig, seed: int, tokenizer: Any, corpus: Corpus, index: Any = None):
+        self.cfg, self.seed, self.corpus, self.index = cfg, seed, corpus, index
+        self.counter = TokenCounter(tokenizer)
+        self.packer = Packer(cfg, self.counter)
+        self.stats: Counter = Counter()
+
+    def load(self, ids) -> None:
+        """Make the text (and count) of these pages available to the packer."""
+        todo = {p for p in ids if p not in self.packer.texts}
+        for batch in self.corpus.load(todo):
+            self.packer.add_pages(*batch)
+        # A page the corpus does not have is never a candidate (and a gold one drops its question).
+        self.packer.empty.update(p for p in todo if p not in self.packer.texts)
+
+    def neighbours(self, question: str, exclude: list[str]) -> list[str]:
+        """BM25 neighbours of the question text, excluded pages masked."""
+        k = self.cfg.tier2_bm25_k
+        if self.index is None or k <= 0:
+            return []
+        if hasattr(self.index, "search_ids"):  # the same ranking without snippets
+            return self.index.search_ids(question, k, exclude_page_ids=exclude)
+        return [h["page_id"] for h in self.index.search(question, k, exclude_page_ids=exclude)]
+
+    def jobs(self, questions: list[dict], retrieved: dict[str, list[str]]) -> list[Job]:
+        """One job per question with its candidates loaded; a job whose gold page is missing has ``gold=[]``."""
+        jobs = []
+        for q in questions:
+            gold = list(dict.fromkeys(q["path"]))
+            gs = set(gold)
+            t1 = [p for p in retrieved.get(q["question_id"], []) if p not in gs]
+            bm = self.neighbours(q["question"], gold + t1)
+            excl = gs | set(t1) | set(bm)
+            stream = RandomPages(self.corpus.population, rng(self.seed, STAGE, q["question_id"], "tier2"), excl)
+            jobs.append(Job(q["question_id"], q["question"], q["answer"], list(q["answer_aliases"] or []),
+                            gold, t1, bm, stream))
+        self.load({p for j in jobs for p in (*j.gold, *j.tier1, *j.bm25)})
+        texts, empty = self.packer.texts, self.packer.empty
+        for j in jobs:
+            if any(g not in texts for g in j.gold):
+                j.gold = []
+            self.stats["tier1_unusable"] += sum(p not in texts or p in empty for p in j.tier1)
+            j.tier1 = [p for p in j.tier1 if p in texts and p not in empty]
+            j.bm25 = [p for p in j.bm25 if p in texts and p not in empty]
+        self.packer.frames(jobs)
+        return jobs
+
+    def plan(self, job: Job, length: int, error: int = 0) -> Plan:
+        """A plan whose random candidates are all loaded (drawing and loading more as needed)."""
+        while True:
+            p = self.packer.plan(job, length, error)
+            if not p.need:
+                return p
+            job.random.extend(p.need)
+            self.load(job.random.ids)
+
+    def prefetch(self, pairs: list[tuple[Job, int]]) -> None:
+        """Draw and load the random candidates every pair needs, with one corpus scan per round."""
+        while pairs:
+            grown: dict[int, Job] = {}
+            more = []
+            for job, length in pairs:
+                p = self.packer.plan(job, length)
+                if p.need:
+                    if id(job) not in grown:  # the other lengths of a job wait for this round's load
+                        job.random.extend(p.need)
+                        grown[id(job)] = job
+                    more.append((job, length))
+            self.load({pid for job in grown.values() for pid in job.random.ids})
+            pairs = more
+
+    def rows(self, pairs: list[tuple[Job, int]]) -> Iterator[tuple[str, dict]]:
+        """("row", row) or (reason, reject) for each pair, measured exactly in batches.
+
+        A row that misses the window is first repaired in place (the cut page, or the last
+        tier-2 page, lengthened or shortened by the miss, aiming at the window's middle);
+        when that page cannot take it, the pair is planned again with the band shifted by
+        the seam error just measured.
+        """
+        cfg = self.cfg
+        state: list[tuple] = [(job, length, 0, None, {}) for job, length in pairs]
+        for attempt in range(MAX_ATTEMPTS):
+            built = []
+            for job, length, err, fixed, tried in state:
+                p = fixed or self.plan(job, length, err)
+                prompt, docs, toks, cut = self.packer.render(job, p, rng(self.seed, STAGE, job.question_id, length))
+                built.append((job, length, p, prompt, docs, toks, cut, tried))
+            measured = self.counter.count([b[3] + b[0].answer for b in built])
+            state = []
+            for (job, length, p, prompt, docs, toks, cut, tried), n in zip(built, measured):
+                lo = length - cfg.slack
+                if lo <= n <= length:
+                    self.stats["attempts_" + str(attempt + 1)] += 1
+                    self.stats["rows_cut"] += cut
+                    self.stats["tokens"] += n
+                    yield "row", self._row(job, length, prompt, docs, toks, p.cut[0] if cut else None, n)
+                elif n > length and p.gold_only:
+                    yield "gold_too_long", self._reject(job, length, "gold_too_long", n)
+                elif n < lo and p.exhausted:
+                    yield "underfilled", self._reject(job, length, "underfilled", n)
+                elif attempt == MAX_ATTEMPTS - 1:
+                    reason = "underfilled" if n < lo else "no_fit"
+                    yield reason, self._reject(job, length, reason, n)
+                else:
+                    self.stats["retries"] += 1
+                    fixed = self.packer.adjust(p, n, length - cfg.slack // 2, tried)
+                    state.append((job, length, n - p.est, fixed, tried))
+
+    def _row(self, job: Job, length: int, prompt: str, docs, toks, cut_id: str | None, n: int) -> dict:
+        pos = {pid: i for i, (pid, _) in enumerate(docs)}
+        tiers = [t for _, t in docs]
+        return {
+            "sample_id": f"{job.question_id}-{length}", "question_id": job.question_id, "target_length": length,
+            "prompt": prompt, "completion": job.answer, "n_tokens": n,
+            "doc_page_ids": [pid for pid, _ in docs], "doc_tiers": tiers, "doc_n_tokens": toks,
+            "gold_positions": [pos[g] for g in job.gold],
+            "truncated_page_id": cut_id,
+            "n_gold": tiers.count(0), "n_tier1": tiers.count(1), "n_tier2": tiers.count(2),
+            "answer_aliases": job.answer_aliases,
+        }
+
+    def _reject(self, job: Job, length: int, reason: str, n: int | None) -> dict:
+        detail = f"L={length} slack={self.cfg.slack} measured={n}" if n is not None else f"L={length}"
+        return {"record_id": f"{job.question_id}-{length}", "source_id": job.question_id, "reason": reason,
+                "detail": detail, "raw": None}
+
+
+def _chunks(items: list, n: int) -> Iterator[list]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+def run_assemble(ctx: StageContext) -> StageResult:
+    """Assemble ``longctx`` from the accepted questions; see the module docstring."""
+    cfg: AssembleConfig = ctx.cfg.assemble
+    store = ctx.store
+    tokenizer = load_tokenizer(store)
+    questions, source = accepted_questions(store, cfg)
+    retrieved = retrieved_pages(store, {q["question_id"] for q in questions}, cfg.tier1_from)
+    index = None
+    if cfg.tier2_bm25_k > 0:
+        from synth.tools.search import SearchIndex
+
+        index = SearchIndex.open(store.path("index"))
+    corpus = Corpus(store.dataset("corpus/pages", hint="ingest"))
+    asm = Assembler(cfg, ctx.cfg.seed, tokenizer, corpus, index)
+    lengths = sorted(cfg.lengths)
+    out = ctx.writer("longctx", LONGCTX_SCHEMA, rows_per_shard=4096)
+    rejects = ctx.writer("rejects/assemble", REJECT_SCHEMA)
+    dropped: Counter = Counter()
+    n_rows = 0
+    with ctx.bar("rows", len(questions) * len(lengths), "rows") as bar:
+        for chunk in _chunks(questions, cfg.questions_per_pass):
+            jobs = asm.jobs(chunk, retrieved)
+            pairs = []
+            for job in jobs:
+                for length in lengths:
+                    if job.gold:
+                        pairs.append((job, length))
+                    else:
+                        dropped["missing_gold"] += 1
+                        rejects.write([asm._reject(job, length, "missing_gold", None)])
+                        bar.update(1)
+            asm.prefetch(pairs)
+            for batch in _chunks(pairs, cfg.verify_batch):
+                rows = []
+                for kind, rec in asm.rows(batch):
+                    if kind == "row":
+                        rows.append(rec)
+                    else:
+                        dropped[kind] += 1
+                        rejects.write([rec])
+                out.write(rows)
+                n_rows += len(rows)
+                bar.update(len(batch))
+            asm.packer.drop_texts()
+    out.close()
+    rejects.close()
+    st = asm.stats
+    log.info("assemble: %d rows, %d tokens, dropped %s, %d retries", n_rows, st["tokens"], dict(dropped), st["retries"])
+    extra = {
+        "accepted_from": source,
+        "questions": len(questions),
+        "tokens": st["tokens"],
+        "pages_counted": len(asm.packer.counts),
+        "corpus_scans": corpus.loads,
+        "rows_cut": st["rows_cut"],
+        "retries": st["retries"],
+        "tier1_unusable": st["tier1_unusable"],
+    }
+    return StageResult(input=len(questions) * len(lengths), output=n_rows, dropped=dict(dropped), extra=extra)
+
+
+__all__ = ["run_assemble", "LONGCTX_SCHEMA", "Assembler", "Corpus", "accepted_questions", "retrieved_pages",
+           "load_tokenizer"]

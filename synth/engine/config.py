@@ -1,0 +1,191 @@
+"""Config machinery: the base of every section, the root model's keys, and YAML loading.
+
+Each concern defines its own section (``synth/teacher/config.py``, ``filters/config.py``...)
+from :class:`Section`; the composition root assembles them into one root model
+(``flows/config.py``).  Loading is generic over that root: ``load_config(Root, path,
+overrides)`` reads YAML, applies ``--set dotted.key=value`` overrides and validates, and any
+unknown key or bad value raises :class:`ConfigError`, whose message names the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    """A config file, key or value is wrong.  The message names the key."""
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+def operational(description: str, default: Any = ..., **kw: Any) -> Any:
+    """A config field that does not change a stage's output (kept out of content keys)."""
+    return Field(default, description=description, json_schema_extra={"operational": True}, **kw)
+
+
+class SynthConfig(Section):
+    """How the runner spreads shards (``synth:``): all operational."""
+
+    task_runner: Literal["threads", "dask", "ray"] = operational(
+        "Where the Prefect flow runs shard tasks: `threads` (this process), `dask` (prefect-dask: a local "
+        "cluster, or `dask_address`), or `ray` (prefect-ray, installed separately).", "threads")
+    dask_address: str | None = operational("Scheduler address of an existing Dask cluster; None: start a local one.", None)
+    dask_workers: int = operational("Workers of the local Dask cluster.", 2, ge=1)
+    shard_workers: int = operational("Shards run at once (threads) by `hopforge run` and the threads runner.", 4, ge=1)
+
+
+class RootConfig(Section):
+    """Base of the root model: dotted access and the content-key hash of sections."""
+
+    seed: int = Field(0, description="Run seed; every random choice derives from (seed, stage, record id).")
+
+    def get(self, dotted: str) -> Any:
+        """The value at a dotted path, e.g. ``walk.hops``."""
+        node: Any = self
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        return node
+
+    def section_hash(self, *names: str) -> str:
+        """Stable hash of the named sections or dotted fields (and the seed), used in stage content keys.
+
+        Fields marked ``operational`` (concurrency, memory limits, batch sizes) change how a
+        stage runs, not what it writes, so they are left out.
+        """
+        payload = {n: _dump(self.get(n)) for n in names}
+        payload["seed"] = self.seed
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _dump(v: Any) -> Any:
+    if isinstance(v, BaseModel):
+        out = {}
+        for name, f in type(v).model_fields.items():
+            extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+            if extra.get("operational"):
+                continue
+            out[name] = _dump(getattr(v, name))
+        return out
+    if isinstance(v, list):
+        return [_dump(x) for x in v]
+    return v
+
+
+def _allowed_keys(model: type[BaseModel]) -> list[str]:
+    return sorted(model.model_fields)
+
+
+def _model_at(root: type[BaseModel], path: list[str]) -> type[BaseModel] | None:
+    """The section model that a dotted path prefix lands on, or None for a scalar."""
+    model: type[BaseModel] = root
+    for part in path:
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        else:
+            return None
+    return model
+
+
+def _check_keys(data: Any, model: type[BaseModel], prefix: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {type(data).__name__}")
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        field = model.model_fields.get(key)
+        if field is None:
+            raise ConfigError(
+                f"unknown config key '{dotted}' (allowed under '{prefix or '<root>'}': {', '.join(_allowed_keys(model))})"
+            )
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and value is not None:
+            _check_keys(value, ann, dotted)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """Split ``a.b=c`` into (['a', 'b'], value); the value is parsed as YAML (ints, bools, lists...)."""
+    if "=" not in item:
+        raise ConfigError(f"bad override '{item}': expected dotted.key=value")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not p for p in key.split(".")):
+        raise ConfigError(f"bad override '{item}': empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(root: type[BaseModel], data: dict, overrides: list[str]) -> dict:
+    """Apply ``dotted.key=value`` overrides to a raw config mapping, checking each key exists."""
+    for item in overrides:
+        path, value = parse_override(item)
+        model: type[BaseModel] = root
+        node = data
+        for i, part in enumerate(path):
+            dotted = ".".join(path[: i + 1])
+            field = model.model_fields.get(part)
+            if field is None:
+                parent = ".".join(path[:i]) or "<root>"
+                raise ConfigError(
+                    f"unknown config key '{dotted}' (allowed under '{parent}': {', '.join(_allowed_keys(model))})"
+                )
+            if i == len(path) - 1:
+                node[part] = value
+                break
+            sub = _model_at(root, path[: i + 1])
+            if sub is None:
+                raise ConfigError(f"config key '{dotted}' is a value, not a section; cannot set '{'.'.join(path)}'")
+            model = sub
+            nxt = node.get(part)
+            if not isinstance(nxt, dict):
+                nxt = {}
+                node[part] = nxt
+            node = nxt
+    return data
+
+
+def config_from_dict(root: type[M], data: dict) -> M:
+    """Validate a raw mapping into a :class:`Config`, turning pydantic errors into key-named ConfigErrors."""
+    _check_keys(data, root, "")
+    try:
+        return root.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"bad value for config key '{key}': {err['msg']} (got {err.get('input')!r})") from None
+
+
+def load_config(root: type[M], path: str | Path | None, overrides: list[str] | None = None) -> M:
+    """Load a YAML config (None: all defaults) and apply overrides."""
+    data: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {p}: top level must be a mapping")
+        data = loaded
+    data = apply_overrides(root, data, list(overrides or []))
+    return config_from_dict(root, data)

@@ -1,0 +1,369 @@
+"""Record types and their Arrow schemas: the one place a table's columns are defined.
+
+Bulk tables (pages, links) are processed as Arrow batches and only their schemas
+live here.  Per-record stages use the dataclasses, whose fields are exactly the
+table's columns: a column that a later stage reads is a field, never a key in a
+free-form dict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+# ---- corpus ------------------------------------------------------------------------------
+
+PAGE_SCHEMA = pa.schema(
+    [
+        pa.field("page_id", pa.string(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("paragraphs", pa.list_(pa.string()), nullable=False),  # text[1:], markup kept
+        pa.field("description", pa.string()),  # wikidata_info.description when present
+        pa.field("aliases", pa.list_(pa.string())),  # wikidata_info.aliases
+        pa.field("wikidata_id", pa.string()),
+        pa.field("categories", pa.string()),
+        pa.field("url", pa.string()),
+        pa.field("n_chars", pa.int64()),  # total characters of the paragraphs
+    ]
+)
+
+LINK_SCHEMA = pa.schema(
+    [
+        pa.field("src_id", pa.string(), nullable=False),
+        pa.field("dst_id", pa.string(), nullable=False),
+        pa.field("paragraph_id", pa.int32(), nullable=False),  # index into KILT `text` (0 is the title)
+        pa.field("start", pa.int32(), nullable=False),
+        pa.field("end", pa.int32(), nullable=False),
+        pa.field("anchor_text", pa.string()),
+    ]
+)
+
+# One hop of evidence: the anchor in `src` that links to `dst`, with its paragraph.
+EVIDENCE_TYPE = pa.struct(
+    [
+        pa.field("src_id", pa.string()),
+        pa.field("dst_id", pa.string()),
+        pa.field("paragraph_id", pa.int32()),
+        pa.field("paragraph", pa.string()),
+        pa.field("anchor_text", pa.string()),
+    ]
+)
+
+
+@dataclass(slots=True)
+class Evidence:
+    """The anchor in page ``src_id`` (paragraph ``paragraph_id``) that links to ``dst_id``."""
+
+    src_id: str
+    dst_id: str
+    paragraph_id: int
+    paragraph: str
+    anchor_text: str
+
+
+class Record:
+    """Mixin: Arrow conversion for dataclass records whose fields match ``SCHEMA``."""
+
+    SCHEMA: ClassVar[pa.Schema]
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]):
+        kw = {f.name: row[f.name] for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**kw)
+
+    @classmethod
+    def to_table(cls, records: list) -> pa.Table:
+        return pa.Table.from_pylist([r.to_row() for r in records], schema=cls.SCHEMA)
+
+
+@dataclass(slots=True)
+class Walk(Record):
+    """A k-hop entity path ``P = [v0..vk]`` with the evidence of each hop."""
+
+    walk_id: str
+    path: list[str]
+    titles: list[str]
+    hops: list[dict]  # k Evidence dicts, hop i links path[i] -> path[i+1]
+    start_index: int  # walker slot that produced it (reproducibility)
+
+    SCHEMA: ClassVar[pa.Schema] = pa.schema(
+        [
+            pa.field("walk_id", pa.string(), nullable=False),
+            pa.field("path", pa.list_(pa.string()), nullable=False),
+            pa.field("titles", pa.list_(pa.string()), nullable=False),
+            pa.field("hops", pa.list_(EVIDENCE_TYPE), nullable=False),
+            pa.field("start_index", pa.int64(), nullable=False),
+        ]
+    )
+
+
+@dataclass(slots=True)
+class Subgraph(Record):
+    """``G_sub = Expand(G, v_seed, K)``: a connected set of K pages and the evidence of its edges."""
+
+    subgraph_id: str
+    seed_id: str
+    nodes: list[str]
+    titles: list[str]
+    edges: list[dict]  # Evidence dicts for every edge of the induced subgraph
+    slot: int
+
+    SCHEMA: ClassVar[pa.Schema] = pa.schema(
+        [
+            pa.field("subgraph_id", pa.string(), nullable=False),
+            pa.field("seed_id", pa.string(), nullable=False),
+            pa.field("nodes", pa.list_(pa.string()), nullable=False),
+            pa.field("titles", pa.list_(pa.string()), nullable=False),
+            pa.field("edges", pa.list_(EVIDENCE_TYPE), nullable=False),
+            pa.field("slot", pa.int64(), nullable=False),
+        ]
+    )
+
+
+HOP_TYPE = pa.struct(
+    [
+        pa.field("sub_question", pa.string()),
+        pa.field("bridge", pa.string()),  # title of the entity this hop reaches
+        pa.field("page_id", pa.string()),  # that entity's page
+    ]
+)
+
+
+@dataclass(slots=True)
+class Question(Record):
+    """A verified multi-hop question through every entity of ``path``, with its provenance."""
+
+    question_id: str
+    kind: str  # "walk" or "subgraph"
+    walk_id: str  # the walk (or subgraph) the question was written from
+    path: list[str]  # page ids of the gold chain, in order; the last one is the answer page
+    titles: list[str]
+    question: str
+    answer: str  # title of the answer page
+    answer_aliases: list[str]
+    answer_page_id: str  # masked from search during rollouts
+    hops: list[dict]  # HOP_TYPE dicts, one per link of the chain
+    teacher_model: str
+    prompt_sha: str
+    seed: int
+
+    SCHEMA: ClassVar[pa.Schema] = pa.schema(
+        [
+            pa.field("question_id", pa.string(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
+            pa.field("walk_id", pa.string(), nullable=False),
+            pa.field("path", pa.list_(pa.string()), nullable=False),
+            pa.field("titles", pa.list_(pa.string()), nullable=False),
+            pa.field("question", pa.string(), nullable=False),
+            pa.field("answer", pa.string(), nullable=False),
+            pa.field("answer_aliases", pa.list_(pa.string()), nullable=False),
+            pa.field("answer_page_id", pa.string(), nullable=False),
+            pa.field("hops", pa.list_(HOP_TYPE), nullable=False),
+            pa.field("teacher_model", pa.string(), nullable=False),
+            pa.field("prompt_sha", pa.string(), nullable=False),
+            pa.field("seed", pa.int64(), nullable=False),
+        ]
+    )
+
+
+@dataclass(slots=True)
+class Trace(Record):
+    """One teacher rollout: the full ReAct conversation plus the measurements filters and RL read.
+
+    ``messages`` and ``tools`` are JSON strings (OpenAI format, with ``tool_call_id``s and
+    tool-call ``arguments`` as JSON strings) because Arrow would merge dict keys across rows.
+    Turns count assistant messages from 1.  ``gold_first_seen[j]`` is the turn whose tool
+    observation first showed gold page ``path[j]`` (in a search result, an opened or a found
+    page), -1 if never; the evidence state E_t and the evidence-recovery time derive from it.
+    """
+
+    trace_id: str
+    question_id: str
+    sample_index: int
+    messages: str
+    tools: str
+    final_answer: str | None
+    stop_reason: str  # answer | max_turns | max_tokens | teacher_failed | no_answer
+    n_turns: int
+    n_tool_calls: int
+    n_search: int
+    n_open: int
+    n_find: int
+    n_tool_errors: int  # malformed or failed tool calls (the observation was an error)
+    searched_page_ids: list[str]
+    opened_page_ids: list[str]
+    gold_page_ids: list[str]  # the question's path, in order
+    gold_first_seen: list[int]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    teacher_model: str
+    error: str | None  # teacher failure reason when stop_reason == teacher_failed
+
+    SCHEMA: ClassVar[pa.Schema] = pa.schema(
+        [
+            pa.field("trace_id", pa.string(), nullable=False),
+            pa.field("question_id", pa.string(), nullable=False),
+            pa.field("sample_index", pa.int32(), nullable=False),
+            pa.field("messages", pa.string(), nullable=False),
+            pa.field("tools", pa.string(), nullable=False),
+            pa.field("final_answer", pa.string()),
+            pa.field("stop_reason", pa.string(), nullable=False),
+            pa.field("n_turns", pa.int32(), nullable=False),
+            pa.field("n_tool_calls", pa.int32(), nullable=False),
+            pa.field("n_search", pa.int32(), nullable=False),
+            pa.field("n_open", pa.int32(), nullable=False),
+            pa.field("n_find", pa.int32(), nullable=False),
+            pa.field("n_tool_errors", pa.int32(), nullable=False),
+            pa.field("searched_page_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("opened_page_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("gold_page_ids", pa.list_(pa.string()), nullable=False),
+            pa.field("gold_first_seen", pa.list_(pa.int32()), nullable=False),
+            pa.field("prompt_tokens", pa.int64(), nullable=False),
+            pa.field("completion_tokens", pa.int64(), nullable=False),
+            pa.field("latency_s", pa.float64(), nullable=False),
+            pa.field("teacher_model", pa.string(), nullable=False),
+            pa.field("error", pa.string()),
+        ]
+    )
+
+
+# Chat messages as TRL's SFTTrainer reads them (conversational, with tool calls).
+# Tool-call arguments stay JSON strings: Arrow would otherwise merge argument keys across rows.
+TOOL_CALL_TYPE = pa.struct(
+    [
+        pa.field("id", pa.string()),
+        pa.field("type", pa.string()),
+        pa.field("function", pa.struct([pa.field("name", pa.string()), pa.field("arguments", pa.string())])),
+    ]
+)
+MESSAGE_TYPE = pa.struct(
+    [
+        pa.field("role", pa.string()),
+        pa.field("content", pa.string()),
+        pa.field("tool_calls", pa.list_(TOOL_CALL_TYPE)),
+        pa.field("tool_call_id", pa.string()),
+        pa.field("name", pa.string()),
+    ]
+)
+
+SFT_SCHEMA = pa.schema(
+    [
+        pa.field("messages", pa.list_(MESSAGE_TYPE), nullable=False),
+        pa.field("tools", pa.string(), nullable=False),  # JSON list of OpenAI function schemas (TRL json.loads it)
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("trace_id", pa.string(), nullable=False),
+        pa.field("rubric", pa.float64(), nullable=False),
+        pa.field("n_tool_calls", pa.int32(), nullable=False),
+        pa.field("teacher_model", pa.string(), nullable=False),
+    ]
+)
+
+
+# Rejected rows of per-record stages (questions, assemble) keep the raw model output and the reason.
+REJECT_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("source_id", pa.string()),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("detail", pa.string()),
+        pa.field("raw", pa.string()),
+    ]
+)
+
+# ---- downstream tables -----------------------------------------------------------------------
+
+# Rejected traces of the filter stage: the whole trace plus why it was dropped.
+TRACE_REJECT_SCHEMA = pa.schema(list(Trace.SCHEMA) + [pa.field("reason", pa.string(), nullable=False),
+                                                pa.field("detail", pa.string())])
+
+VERDICT_SCHEMA = pa.schema(
+    [
+        pa.field("trace_id", pa.string(), nullable=False),
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("teacher_model", pa.string(), nullable=False),
+        pa.field("rule_correct", pa.bool_(), nullable=False),  # exact match or F1 >= min_f1
+        pa.field("em", pa.bool_(), nullable=False),
+        pa.field("f1", pa.float64(), nullable=False),
+        pa.field("judge_correct", pa.bool_()),  # null: judge off, not asked (no answer) or failed
+        pa.field("correct", pa.bool_(), nullable=False),  # rule_correct or (judge_correct and f1 > 0)
+        pa.field("rubric_raw", pa.float64()),  # only for traces that passed the chain (positive-only)
+        pa.field("rubric", pa.float64()),  # rubric_raw / group max
+        pa.field("n_tokens", pa.int64()),  # rendered length, when the length filter measured it
+        pa.field("kept", pa.bool_(), nullable=False),
+        pa.field("reason", pa.string()),  # drop reason; null when kept
+    ]
+)
+
+
+# The `rl_pool` table in the verl / Search-R1 layout.
+PROMPT_MESSAGE_TYPE = pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])
+RL_SCHEMA = pa.schema(
+    [
+        pa.field("data_source", pa.string(), nullable=False),
+        pa.field("prompt", pa.list_(PROMPT_MESSAGE_TYPE), nullable=False),
+        pa.field("ability", pa.string(), nullable=False),
+        pa.field("reward_model", pa.struct([
+            pa.field("style", pa.string()),
+            pa.field("ground_truth", pa.struct([pa.field("target", pa.list_(pa.string()))])),
+        ]), nullable=False),
+        pa.field("extra_info", pa.struct([
+            pa.field("question_id", pa.string()),
+            pa.field("index", pa.int64()),
+            pa.field("path", pa.list_(pa.string())),
+            pa.field("n", pa.int32()),
+            pa.field("c", pa.int32()),
+            pa.field("split", pa.string()),
+        ]), nullable=False),
+        pa.field("tools", pa.string(), nullable=False),
+    ]
+)
+
+
+# Tiered long-context rows (`longctx`).
+LONGCTX_SCHEMA = pa.schema(
+    [
+        pa.field("sample_id", pa.string(), nullable=False),  # "<question_id>-<L>"
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("target_length", pa.int32(), nullable=False),
+        pa.field("prompt", pa.string(), nullable=False),
+        pa.field("completion", pa.string(), nullable=False),  # the answer
+        pa.field("n_tokens", pa.int32(), nullable=False),  # exact, of prompt + completion
+        pa.field("doc_page_ids", pa.list_(pa.string()), nullable=False),  # in prompt order (Document [1] first)
+        pa.field("doc_tiers", pa.list_(pa.int8()), nullable=False),  # 0 gold, 1 retrieved, 2 fill
+        pa.field("doc_n_tokens", pa.list_(pa.int32()), nullable=False),  # each document's segment, counted alone
+        pa.field("gold_positions", pa.list_(pa.int32()), nullable=False),  # 0-based, in path order
+        pa.field("truncated_page_id", pa.string()),  # the one tier-2 page cut short, if any
+        pa.field("n_gold", pa.int32(), nullable=False),
+        pa.field("n_tier1", pa.int32(), nullable=False),
+        pa.field("n_tier2", pa.int32(), nullable=False),
+        pa.field("answer_aliases", pa.list_(pa.string()), nullable=False),
+    ]
+)
+
+__all__ = [
+    "PAGE_SCHEMA",
+    "LINK_SCHEMA",
+    "EVIDENCE_TYPE",
+    "Evidence",
+    "Record",
+    "Walk",
+    "Subgraph",
+    "Question",
+    "HOP_TYPE",
+    "REJECT_SCHEMA",
+    "Trace",
+    "SFT_SCHEMA",
+    "TRACE_REJECT_SCHEMA",
+    "VERDICT_SCHEMA",
+    "PROMPT_MESSAGE_TYPE",
+    "RL_SCHEMA",
+    "LONGCTX_SCHEMA",
+    "MESSAGE_TYPE",
+    "TOOL_CALL_TYPE",
+]

@@ -1,0 +1,315 @@
+"""Running stages: content keys, reuse, sharded work, commits, and the run report.
+
+A stage's content key is::
+
+    sha256(stage name, version, code hash, config-section hash, keys of the stages it reads, extra)
+
+where the code hash covers the import closure of the stage's entry
+(:mod:`synth.engine.codekey`).  A stage whose key matches a complete output on disk is
+reused and says so; otherwise it runs into ``<key>.partial`` and is committed atomically
+(:mod:`synth.engine.store`).
+
+:class:`Pipeline` holds the stages in order (the table itself is the composition root's,
+``flows/stages.py``).  :meth:`Pipeline.start` is the one run loop: ``hopforge run``, the stage
+commands and the Prefect flow all go through it (a :class:`Run`), and it keeps
+``DIR/reports/run.json`` current after every stage, so a crashed run still shows how far it got.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from synth.engine.codekey import code_hash
+from synth.engine.faults import crash_point
+from synth.engine.stage import ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
+from synth.engine.store import MissingInput, Store, atomic_write_json
+
+log = logging.getLogger("hopforge")
+
+VERSION = "0.1.0"
+
+
+class Pipeline:
+    """The stages in order, and how to run them."""
+
+    def __init__(self, stages: Sequence[Stage]):
+        self.stages = list(stages)
+        self.by_name = {s.name: s for s in self.stages}
+
+    def __iter__(self):
+        return iter(self.stages)
+
+    def __getitem__(self, name: str) -> Stage:
+        return self.by_name[name]
+
+    def command_of(self, name: str) -> str:
+        """The CLI command that makes stage ``name``'s output."""
+        stage = self.by_name.get(name)
+        return stage.command if stage is not None and stage.command else name
+
+    def upto(self, name: str | None) -> list[Stage]:
+        """The stages up to and including ``name`` (all of them for None)."""
+        if name is None:
+            return list(self.stages)
+        names = [s.name for s in self.stages]
+        return self.stages[: names.index(name) + 1]
+
+    # ---- keys --------------------------------------------------------------------------------
+    def stage_key(self, stage: Stage, cfg: Any, store: Store) -> tuple[str, dict]:
+        """The content key of ``stage`` and the parts it was made from."""
+        input_keys = {}
+        for up in stage.reads:
+            entry = store.stage_entry(up)
+            if entry is None:
+                raise MissingInput(f"stage '{stage.name}' needs the output of stage '{up}', which is not in "
+                                   f"{store.root} (run `hopforge {self.command_of(up)} --out {store.root}` first)")
+            input_keys[up] = entry["key"]
+        for up in stage.optional_reads:
+            entry = store.stage_entry(up)
+            if entry is not None:
+                input_keys[up] = entry["key"]
+        parts = {
+            "stage": stage.name,
+            "version": VERSION,
+            "code": code_hash(stage.module),
+            "config": cfg.section_hash(*stage.sections),
+            "inputs": input_keys,
+            "extra": stage.key_extra(cfg, store) if stage.key_extra else "",
+        }
+        key = hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()[:20]
+        return key, parts
+
+    # ---- one stage -----------------------------------------------------------------------------
+    def run_stage(self, stage: Stage, cfg: Any, store: Store, force: bool = False, progress: bool | None = None,
+                  executor: ShardExecutor | None = None) -> StageOutcome:
+        """Run one stage unless its content key is unchanged; commit its outputs atomically.
+
+        A sharded stage runs its shards through ``executor`` (default: ``synth.shard_workers``
+        threads); the Prefect flow passes one that submits each shard as a task.
+        """
+        t0 = time.monotonic()
+        key, parts = self.stage_key(stage, cfg, store)
+        entry = store.stage_entry(stage.name)
+        final = store.stage_dir(stage.name, key)
+        if not force and final.exists():
+            manifest_entry = dict(entry or {}, **parts, key=key, sections=list(stage.sections)) \
+                if not entry or entry.get("key") != key else entry
+            report = store.republish(stage.name, key, stage.outputs, manifest_entry) or {}
+            log.info("%s: unchanged (key %s), reused", stage.name, key)
+            return StageOutcome(stage.name, key, True, time.monotonic() - t0, report)
+        if force:
+            shutil.rmtree(final, ignore_errors=True)
+            shutil.rmtree(store.partial_dir(stage.name, key), ignore_errors=True)
+        _prepare_partial(store.partial_dir(stage.name, key), sharded=stage.sharded)
+        ctx = StageContext(stage, cfg, store, key, progress=progress)
+        log.info("%s: running (key %s)", stage.name, key)
+        try:
+            if stage.sharded:
+                result = self._run_sharded(ctx, stage.load(), executor)
+            else:
+                result = stage.load()(ctx)
+        finally:
+            ctx.close()
+        result.check(stage.name)
+        seconds = time.monotonic() - t0
+        report = {
+            "stage": stage.name,
+            "key": key,
+            "input": result.input,
+            "output": result.output,
+            "dropped": dict(sorted(result.dropped.items())),
+            "seconds": round(seconds, 3),
+            **result.extra,
+        }
+        # The sections let a reader (the dataset card) check a config against this output later.
+        entry = dict(parts, key=key, sections=list(stage.sections), seconds=round(seconds, 3), finished_at=time.time())
+        store.commit(stage.name, key, stage.outputs, entry, report)
+        return StageOutcome(stage.name, key, False, seconds, report, result.teacher_calls)
+
+    # ---- shards --------------------------------------------------------------------------------
+    def run_shard(self, job: ShardJob, cfg: Any) -> dict:
+        """Run one shard (in this process or a worker's) and mark it done; returns its summary."""
+        stage = self.by_name[job.stage]
+        ctx = StageContext(stage, cfg, Store(job.root), job.key, progress=job.progress)
+        try:
+            summary = stage.load().run(ctx, job.index, job.desc)
+        finally:
+            ctx.close()
+        atomic_write_json(ctx.staging / "_shards" / f"{job.index:05d}.json", summary)
+        crash_point(f"shard:{job.stage}:{job.index}")
+        return summary
+
+    def thread_executor(self, cfg: Any, workers: int) -> ShardExecutor:
+        """Run shards on ``workers`` threads of this process (the teacher's gate is shared)."""
+
+        def one(job: ShardJob) -> dict:
+            return self.run_shard(job, cfg)
+
+        def run(jobs: Sequence[ShardJob]) -> list[dict]:
+            if workers <= 1 or len(jobs) <= 1:
+                return [one(j) for j in jobs]
+            with ThreadPoolExecutor(workers, thread_name_prefix="hopforge-shard") as ex:
+                return list(ex.map(one, jobs))
+
+        return run
+
+    def _run_sharded(self, ctx: StageContext, shards: Shards, executor: ShardExecutor | None) -> StageResult:
+        """Plan, run the shards not done yet (each marked done atomically), then finish."""
+        descs = shards.plan(ctx)
+        marks = ctx.staging / "_shards"
+        plan_file = marks / "plan.json"
+        plan = json.loads(json.dumps(descs))
+        if plan_file.exists() and json.loads(plan_file.read_text()) != plan:
+            # Shard boundaries changed (e.g. an operational shard size): earlier parts do not fit.
+            shutil.rmtree(marks, ignore_errors=True)
+            shutil.rmtree(ctx.staging / "_parts", ignore_errors=True)
+        marks.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(plan_file, plan)
+        done = {int(p.stem): json.loads(p.read_text()) for p in marks.glob("[0-9]*.json")}
+        if done:
+            log.info("%s: resuming, %d of %d shards already done", ctx.stage.name, len(done), len(descs))
+        config = ctx.cfg.model_dump(mode="json")
+        jobs = [ShardJob(ctx.stage.name, config, str(ctx.store.root), ctx.key, i, d, ctx.progress)
+                for i, d in enumerate(descs) if i not in done]
+        run = executor or self.thread_executor(ctx.cfg, ctx.cfg.synth.shard_workers)
+        try:
+            fresh = run(jobs)
+        finally:
+            ctx.close_bars()
+        paid_now = sum(s.get("paid_calls", 0) for s in fresh)
+        for job, summary in zip(jobs, fresh):
+            done[job.index] = summary
+        result = shards.finish(ctx, [dict(done[i]) for i in range(len(descs))])
+        # The shards' bookkeeping is not output: only what finish() wrote is committed.
+        shutil.rmtree(marks, ignore_errors=True)
+        shutil.rmtree(ctx.staging / "_parts", ignore_errors=True)
+        result.teacher_calls = paid_now
+        return result
+
+    # ---- the run loop --------------------------------------------------------------------------
+    def start(self, cfg: Any, store: Store, force: bool = False, only: Iterable[str] | None = None,
+              run_one: Callable[[Stage], StageOutcome] | None = None,
+              on_stage: Callable[[StageOutcome], None] | None = None) -> "Run":
+        """A :class:`Run` over ``store``: call it with each stage in order, then ``finish()``."""
+        return Run(self, cfg, store, force=force, only=only, run_one=run_one, on_stage=on_stage)
+
+    def run(self, stages: Iterable[Stage], cfg: Any, store: Store, **kw: Any) -> list[StageOutcome]:
+        """Run ``stages`` in order (each reused when unchanged); see :meth:`start`."""
+        run = self.start(cfg, store, **kw)
+        for stage in stages:
+            run(stage)
+        return run.finish()
+
+
+class Run:
+    """One run of stages over an output folder: the one run loop of the CLI and the flow.
+
+    Each call runs one stage (through ``run_one``, default :meth:`Pipeline.run_stage`; the
+    Prefect flow passes one that runs it as a task) and rewrites ``DIR/reports/run.json``:
+    per stage ``reused``, ``seconds``, ``teacher_calls`` (requests paid for by this run; cache
+    hits and shards an interrupted run finished are not counted), its key and its funnel.
+    Stages outside ``only`` (when given) are skipped.
+    """
+
+    def __init__(self, pipeline: Pipeline, cfg: Any, store: Store, force: bool = False,
+                 only: Iterable[str] | None = None, run_one: Callable[[Stage], StageOutcome] | None = None,
+                 on_stage: Callable[[StageOutcome], None] | None = None):
+        self.store = store
+        self.only = None if only is None else set(only)
+        self.run_one = run_one or (lambda s: pipeline.run_stage(s, cfg, store, force=force))
+        self.on_stage = on_stage
+        self.started = time.time()
+        self.outcomes: list[StageOutcome] = []
+
+    def __call__(self, stage: Stage) -> StageOutcome | None:
+        """Run (or reuse) ``stage`` and record its outcome."""
+        if self.only is not None and stage.name not in self.only:
+            return None
+        outcome = self.run_one(stage)
+        self.outcomes.append(outcome)
+        self.write(finished=False)
+        if self.on_stage is not None:
+            self.on_stage(outcome)
+        return outcome
+
+    def finish(self) -> list[StageOutcome]:
+        """Mark the run finished; returns every outcome in order."""
+        self.write(finished=True)
+        return self.outcomes
+
+    def write(self, finished: bool) -> dict:
+        """Write ``reports/run.json`` now; returns it."""
+        report = {
+            "started_at": self.started,
+            "finished": finished,
+            "seconds": round(time.time() - self.started, 3),
+            "teacher_calls": sum(o.teacher_calls for o in self.outcomes),
+            "stages": {
+                o.name: {
+                    "reused": o.reused,
+                    "seconds": round(o.seconds, 3),
+                    "teacher_calls": o.teacher_calls,
+                    "key": o.key,
+                    "input": o.report.get("input"),
+                    "output": o.report.get("output"),
+                    "dropped": o.report.get("dropped", {}),
+                }
+                for o in self.outcomes
+            },
+        }
+        atomic_write_json(self.store.root / "reports" / "run.json", report)
+        return report
+
+
+def run_stage(stage: Stage, cfg: Any, store: Store, **kw: Any) -> StageOutcome:
+    """Run one stage on its own (outside any pipeline table); see :meth:`Pipeline.run_stage`."""
+    return Pipeline([stage]).run_stage(stage, cfg, store, **kw)
+
+
+def _prepare_partial(partial: Path, sharded: bool) -> None:
+    """Clear what an interrupted attempt left, except finished shards (their parts and marks)."""
+    if not partial.exists():
+        return
+    keep = {"_shards", "_parts"} if sharded else set()
+    for p in partial.iterdir():
+        if p.name not in keep:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for tmp in partial.rglob("*.tmp"):
+        tmp.unlink()
+
+
+SUMMARY_COLUMNS = ["stage", "status", "input", "output", "dropped", "teacher calls", "seconds"]
+
+TEACHER_COLUMNS = ["stage", "requests", "cache hits", "retries", "failed", "prompt tokens", "completion tokens",
+                   "cost (USD)"]
+
+
+def summary_rows(outcomes: Sequence[StageOutcome]) -> list[list]:
+    """Rows for the end-of-run table: stage, status, input, output, dropped, teacher calls, seconds."""
+    rows = []
+    for o in outcomes:
+        r = o.report
+        rows.append([o.name, "reused" if o.reused else "ran", r.get("input", ""), r.get("output", ""),
+                     sum((r.get("dropped") or {}).values()), o.teacher_calls, round(o.seconds, 2)])
+    return rows
+
+
+def teacher_rows(outcomes: Sequence[StageOutcome]) -> list[list]:
+    """Rows for the teacher accounting table: what each stage's calls cost (as recorded in its report)."""
+    rows = []
+    for o in outcomes:
+        t = o.report.get("teacher")
+        if not t:
+            continue
+        cost = t.get("cost_usd")
+        rows.append([o.name + (" (reused)" if o.reused else ""), t.get("requests", 0), t.get("cache_hits", 0),
+                     t.get("retries", 0), t.get("failed", 0), t.get("prompt_tokens", 0), t.get("completion_tokens", 0),
+                     "-" if cost is None else round(cost, 4)])
+    return rows

@@ -1,0 +1,207 @@
+"""What a stage is: its declaration, the context it runs in, and what it reports.
+
+A :class:`Stage` is a pure function over the store plus a little metadata: which stages it
+reads, which config sections shape its output, which paths it publishes, and where its code
+starts (``entry``, a ``"module:attribute"`` reference).  The engine never imports a stage
+module until the stage runs, and it hashes the stage's code from ``entry``'s import closure
+(:mod:`synth.engine.codekey`), so nothing here names a concrete stage.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from synth.engine.progress import Bar
+from synth.engine.store import ShardWriter, Store
+
+
+@dataclass
+class StageResult:
+    """What a stage did: ``input == output + sum(dropped.values())`` must hold."""
+
+    input: int
+    output: int
+    dropped: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    teacher_calls: int = 0  # requests paid for by this run (not cache hits, not resumed shards)
+
+    def check(self, stage: str) -> None:
+        """Raise when the funnel does not add up."""
+        total = self.output + sum(self.dropped.values())
+        if total != self.input:
+            raise AssertionError(
+                f"stage {stage}: funnel does not add up: input {self.input} != output {self.output} "
+                f"+ dropped {sum(self.dropped.values())} {self.dropped}"
+            )
+
+
+@dataclass(frozen=True)
+class Shards:
+    """A stage that works shard by shard (so a flow can spread shards over workers and a rerun
+    after a crash skips the shards already done).
+
+    ``plan(ctx)`` lists JSON-able shard descriptors; ``run(ctx, i, desc)`` does shard ``i``,
+    writes its rows under ``ctx.shard_out(table, i)`` and returns a JSON-able summary (its
+    ``paid_calls`` key, when present, counts the teacher requests the shard paid for);
+    ``finish(ctx, summaries)`` turns the summaries (in shard order) into the stage result.
+    """
+
+    plan: Callable[["StageContext"], list[Any]]
+    run: Callable[["StageContext", int, Any], dict]
+    finish: Callable[["StageContext", list[dict]], StageResult]
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard of a stage run, as plain data: it pickles to another process (a Dask worker),
+    which rebuilds the stage context from it."""
+
+    stage: str
+    config: dict
+    root: str
+    key: str
+    index: int
+    desc: Any
+    progress: bool | None = None
+
+
+# A shard executor runs every job and returns the summaries in job order.
+ShardExecutor = Callable[[Sequence[ShardJob]], list[dict]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A pipeline stage.
+
+    ``entry`` is a function ``run(ctx) -> StageResult`` or, with ``sharded=True``, a
+    :class:`Shards`; the stage table names it as ``"module:attribute"`` so it is imported only
+    when the stage runs.  ``key_extra(cfg, store)`` adds what lies outside the store and the
+    config to the content key (e.g. the identity of a source file).
+    """
+
+    name: str
+    entry: Any
+    reads: tuple[str, ...] = ()
+    optional_reads: tuple[str, ...] = ()  # read when present (e.g. subgraphs); their keys enter ours then
+    sections: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    command: str = ""  # the CLI command that runs it, for error messages
+    key_extra: Callable[[Any, Store], str] | None = None
+    sharded: bool = False
+
+    @property
+    def module(self) -> str:
+        """The module the stage's code starts from."""
+        if isinstance(self.entry, str):
+            return self.entry.partition(":")[0]
+        fn = self.entry.run if isinstance(self.entry, Shards) else self.entry
+        return fn.__module__
+
+    def load(self) -> Any:
+        """The entry point (imported now, so the CLI starts without loading every stage)."""
+        if not isinstance(self.entry, str):
+            return self.entry
+        module, _, attr = self.entry.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+class StageContext:
+    """Everything a running stage may touch: config, store, its staging folder, progress, and
+    resources shared by the stage run (a teacher client, say), closed when it ends."""
+
+    def __init__(self, stage: Stage, cfg: Any, store: Store, key: str, progress: bool | None = None):
+        self.stage, self.cfg, self.store, self.key = stage, cfg, store, key
+        self.staging = store.partial_dir(stage.name, key)
+        self.staging.mkdir(parents=True, exist_ok=True)
+        self.progress = progress
+        self._lock = threading.Lock()
+        self._resources: dict[str, Any] = {}
+
+    def out(self, rel: str) -> Path:
+        """Where to write output ``rel`` (inside the staging folder)."""
+        p = self.staging / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def writer(self, rel: str, schema, **kw) -> ShardWriter:
+        """A shard writer for output table ``rel``."""
+        return ShardWriter(self.out(rel), schema, **kw)
+
+    def bar(self, desc: str, total: float | None = None, unit: str = "it") -> Bar:
+        """A progress bar for this stage."""
+        return Bar(f"{self.stage.name}: {desc}", total=total, unit=unit, enabled=self.progress)
+
+    def shared_bar(self, desc: str, total: float | None = None, unit: str = "it") -> Bar:
+        """One bar shared by every shard of this stage run in this process (closed when the stage ends)."""
+        k = (str(self.store.root), self.stage.name, self.key, desc)
+        with _BARS_LOCK:
+            if k not in _BARS:
+                _BARS[k] = self.bar(desc, total, unit)
+            return _BARS[k]
+
+    def shard_out(self, rel: str, i: int) -> Path:
+        """Where shard ``i`` writes its part of table ``rel`` (one Parquet file)."""
+        p = self.staging / "_parts" / rel / f"part-{i:05d}.parquet"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def shard_parts(self, rel: str) -> list[Path]:
+        """The parts every shard wrote for table ``rel``, in shard order."""
+        return sorted((self.staging / "_parts" / rel).glob("part-*.parquet"))
+
+    def publish_parts(self, rel: str, schema) -> int:
+        """Move the shards' parts of ``rel`` into the output table (order kept); returns the row count."""
+        import pyarrow.parquet as pq
+
+        out = self.out(rel)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = 0
+        for j, part in enumerate(self.shard_parts(rel)):
+            rows += pq.ParquetFile(part).metadata.num_rows
+            part.replace(out / f"part-{j:05d}.parquet")
+        if rows == 0 and not any(out.iterdir()):
+            ShardWriter(out, schema).close()
+        return rows
+
+    def resource(self, name: str, opener: Callable[[], Any]) -> Any:
+        """The resource ``name`` of this stage run, opened by ``opener()`` on first use and closed
+        (its ``close()``, when it has one) when the stage or shard ends."""
+        with self._lock:
+            if name not in self._resources:
+                self._resources[name] = opener()
+            return self._resources[name]
+
+    def close(self) -> None:
+        """Close every resource the stage opened."""
+        with self._lock:
+            resources, self._resources = list(self._resources.values()), {}
+        for r in resources:
+            close = getattr(r, "close", None)
+            if close is not None:
+                close()
+
+    def close_bars(self) -> None:
+        """Close the bars shared by this stage run's shards."""
+        with _BARS_LOCK:
+            for k in [k for k in _BARS if k[:3] == (str(self.store.root), self.stage.name, self.key)]:
+                _BARS.pop(k).close()
+
+
+_BARS: dict[tuple, Bar] = {}
+_BARS_LOCK = threading.Lock()
+
+
+@dataclass
+class StageOutcome:
+    """What running (or reusing) a stage gave: its key, whether it was reused, its report."""
+
+    name: str
+    key: str
+    reused: bool
+    seconds: float
+    report: dict
+    teacher_calls: int = 0  # requests this run paid for (0 when reused)

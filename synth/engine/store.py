@@ -1,0 +1,252 @@
+"""The stage store: content-addressed stage outputs under an output folder DIR.
+
+Layout::
+
+    DIR/manifest.json                 current key of every stage (atomic JSON)
+    DIR/reports/<stage>.json          input / output / dropped of the last run of <stage>
+    DIR/.stages/<stage>/<key>/...     a stage's complete output, named by its content key
+    DIR/.stages/<stage>/<key>.partial the same while it is being written (resumable shards)
+    DIR/<table>  ->  .stages/<stage>/<key>/<table>   (relative symlink, swapped atomically)
+
+A stage writes everything into ``<key>.partial``; the single ``rename`` to ``<key>``
+is the commit, so a crash never leaves a half-written output visible.  The public
+paths (``DIR/corpus/pages``, ``DIR/walks``...) are symlinks that
+``pyarrow.dataset.dataset(DIR/<table>)`` reads like folders; each is replaced with
+``os.replace``, which is atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from filelock import FileLock
+
+from synth.engine.faults import crash_point
+
+log = logging.getLogger("hopforge")
+
+PARQUET_OPTS = dict(compression="zstd", compression_level=3, use_dictionary=True, write_statistics=True)
+
+
+class MissingInput(RuntimeError):
+    """A stage's input table is not in the store; the message says which command makes it."""
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """Atomically write ``obj`` as indented, key-sorted JSON."""
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def write_parquet_atomic(table: pa.Table, path: Path, row_group_size: int | None = None) -> None:
+    """Write one Parquet file atomically (temporary name, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        pq.write_table(table, tmp, row_group_size=row_group_size, **PARQUET_OPTS)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class ShardWriter:
+    """Writes a table as numbered Parquet shards ``part-00000.parquet`` ... into a folder.
+
+    Rows are buffered and flushed every ``rows_per_shard`` rows (or ``bytes_per_shard``),
+    so memory stays bounded.  Each shard is written atomically.  Shards that already
+    exist are kept: ``next_index`` starts after them, which is how resumable stages
+    continue a crashed write.
+    """
+
+    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = 100_000, bytes_per_shard: int = 256 << 20):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
+        self.rows_per_shard = rows_per_shard
+        self.bytes_per_shard = bytes_per_shard
+        self._batches: list[pa.RecordBatch] = []
+        self._rows = 0
+        self._bytes = 0
+        self.rows_written = 0
+        self.next_index = len(list(self.folder.glob("part-*.parquet")))
+
+    def write(self, data: pa.Table | pa.RecordBatch | list[dict]) -> None:
+        """Buffer rows (a table, a batch, or a list of dicts in the schema)."""
+        if isinstance(data, list):
+            if not data:
+                return
+            data = pa.Table.from_pylist(data, schema=self.schema)
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if data.schema != self.schema:
+            data = data.select(self.schema.names).cast(self.schema)
+        for b in data.to_batches():
+            if b.num_rows == 0:
+                continue
+            self._batches.append(b)
+            self._rows += b.num_rows
+            self._bytes += b.nbytes
+        if self._rows >= self.rows_per_shard or self._bytes >= self.bytes_per_shard:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows as the next shard."""
+        if not self._batches:
+            return
+        table = pa.Table.from_batches(self._batches, schema=self.schema)
+        write_parquet_atomic(table, self.folder / f"part-{self.next_index:05d}.parquet")
+        self.next_index += 1
+        self.rows_written += table.num_rows
+        self._batches, self._rows, self._bytes = [], 0, 0
+
+    def close(self) -> None:
+        """Flush; a table with no rows still gets one empty shard so its schema is readable."""
+        self.flush()
+        if self.next_index == 0:
+            write_parquet_atomic(self.schema.empty_table(), self.folder / "part-00000.parquet")
+            self.next_index = 1
+
+
+class Store:
+    """The output folder DIR: tables, artefacts, reports and the manifest."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).absolute()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.root / ".manifest.lock"))
+
+    # ---- paths ---------------------------------------------------------------------------
+    def path(self, rel: str) -> Path:
+        """Public path of a table or artefact, e.g. ``corpus/pages``."""
+        return self.root / rel
+
+    def stage_dir(self, stage: str, key: str) -> Path:
+        return self.root / ".stages" / stage / key
+
+    def partial_dir(self, stage: str, key: str) -> Path:
+        return self.root / ".stages" / stage / f"{key}.partial"
+
+    # ---- tables --------------------------------------------------------------------------
+    def exists(self, rel: str) -> bool:
+        return self.path(rel).exists()
+
+    def dataset(self, rel: str, hint: str | None = None) -> ds.Dataset:
+        """The Arrow dataset of a table; raises :class:`MissingInput` naming the command that makes it."""
+        p = self.path(rel)
+        if not p.exists():
+            how = f" (run `hopforge {hint} --out {self.root}` first)" if hint else ""
+            raise MissingInput(f"table '{rel}' not found in {self.root}{how}")
+        return ds.dataset(p, format="parquet")
+
+    def read(self, rel: str, columns: list[str] | None = None, hint: str | None = None) -> pa.Table:
+        """Read a whole table (or some columns)."""
+        return self.dataset(rel, hint).to_table(columns=columns)
+
+    # ---- manifest ------------------------------------------------------------------------
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    def manifest(self) -> dict:
+        """The manifest: ``{"stages": {name: entry}}``."""
+        try:
+            return json.loads(self.manifest_path.read_text())
+        except FileNotFoundError:
+            return {"stages": {}}
+
+    def stage_entry(self, stage: str) -> dict | None:
+        return self.manifest()["stages"].get(stage)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Serialise manifest and symlink updates across threads and processes."""
+        with self._lock:
+            yield
+
+    def commit(self, stage: str, key: str, outputs: Iterable[str], entry: dict, report: dict | None) -> None:
+        """Publish a finished stage: partial -> key folder, swap symlinks, write report and manifest."""
+        with self.locked():
+            final = self.stage_dir(stage, key)
+            partial = self.partial_dir(stage, key)
+            if not final.exists():
+                if not partial.exists():
+                    raise RuntimeError(f"stage {stage}: nothing to commit for key {key}")
+                os.replace(partial, final)
+            crash_point(f"commit:{stage}")
+            self._publish_locked(stage, key, outputs)
+            if report is not None:
+                atomic_write_json(self.root / "reports" / f"{stage}.json", report)
+                atomic_write_json(final / "_report.json", report)
+            m = self.manifest()
+            m["stages"][stage] = entry
+            atomic_write_json(self.manifest_path, m)
+            self._gc_locked(stage, keep=key)
+
+    def republish(self, stage: str, key: str, outputs: Iterable[str], entry: dict) -> dict | None:
+        """Point the public paths at an existing complete output (reuse); returns its stored report."""
+        with self.locked():
+            self._publish_locked(stage, key, outputs)
+            rp = self.stage_dir(stage, key) / "_report.json"
+            report = json.loads(rp.read_text()) if rp.exists() else None
+            if report is not None:
+                atomic_write_json(self.root / "reports" / f"{stage}.json", report)
+            m = self.manifest()
+            m["stages"][stage] = entry
+            atomic_write_json(self.manifest_path, m)
+            return report
+
+    def _publish_locked(self, stage: str, key: str, outputs: Iterable[str]) -> None:
+        final = self.stage_dir(stage, key)
+        for rel in outputs:
+            target = final / rel
+            if not target.exists():
+                continue
+            link = self.path(rel)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            rel_target = os.path.relpath(target, link.parent)
+            if link.is_symlink() and os.readlink(link) == rel_target:
+                continue
+            tmp = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.lnk")
+            os.symlink(rel_target, tmp)
+            if link.exists() and not link.is_symlink():
+                # A plain file or folder the user put there: never delete or merge it, move it aside.
+                aside = link.with_name(f"{link.name}.moved-aside-{time.strftime('%Y%m%d-%H%M%S')}")
+                os.replace(link, aside)
+                log.warning("%s was not made by hopforge; moved it to %s", link, aside)
+            os.replace(tmp, link)
+
+    def _gc_locked(self, stage: str, keep: str) -> None:
+        base = self.root / ".stages" / stage
+        for d in base.iterdir():
+            if d.name != keep and not d.name.endswith(".partial"):
+                shutil.rmtree(d, ignore_errors=True)
+            elif d.name.endswith(".partial"):
+                # An abandoned partial of another key (config changed after a crash).
+                shutil.rmtree(d, ignore_errors=True)

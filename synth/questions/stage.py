@@ -1,0 +1,214 @@
+"""The ``questions`` stage: write, validate, and optionally harden and check questions.
+
+The stage is sharded (``questions.shard_size`` sources a shard): each shard runs its
+rounds of teacher calls concurrently through :meth:`Teacher.map`, which keeps input
+order, and the shards share one teacher, so ``teacher.concurrency`` is global.
+Duplicates are removed across shards at the end, the first in source order kept, so
+the table depends on neither concurrency nor sharding.  Every source ends either in
+``questions`` or in ``rejects/questions`` with a counted reason.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from synth.text.answers import is_correct, mentions, names_of, normalize_answer
+from synth.engine.stage import Shards, StageContext, StageResult
+from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
+from synth.questions.sources import format_request, load_sources, page_meta, parse_question
+from synth.engine.records import REJECT_SCHEMA, Question
+from synth.engine.store import write_parquet_atomic
+from synth.teacher.client import Teacher, TeacherError, merged_usage, shard_usage, stage_teacher
+
+
+class _Funnel:
+    """Survivors of each round, and rejects with their reasons."""
+
+    def __init__(self) -> None:
+        self.dropped: Counter[str] = Counter()
+        self.rejects: list[dict] = []
+
+    def drop(self, qid: str, source_id: str, reason: str, detail: str = "", raw: str | None = None) -> None:
+        self.dropped[reason] += 1
+        self.rejects.append({"record_id": qid, "source_id": source_id, "reason": reason, "detail": detail, "raw": raw})
+
+
+def _sources(ctx: StageContext) -> list[Source]:
+    # Loaded once per process and stage run; every shard slices it.
+    key = (str(ctx.store.root), ctx.key)
+    with _CACHE_LOCK:
+        if key not in _SOURCES:
+            _SOURCES.clear()
+            _SOURCES[key] = load_sources(ctx)
+        return _SOURCES[key]
+
+
+_SOURCES: dict[tuple[str, str], list[Source]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def plan(ctx: StageContext) -> list[list[int]]:
+    """Shards of ``questions.shard_size`` sources: ``[start, end)`` ranges."""
+    n, size = len(_sources(ctx)), ctx.cfg.questions.shard_size
+    return [[a, min(a + size, n)] for a in range(0, n, size)]
+
+
+def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
+    """Write, validate and check the questions of one shard; its rows go to shard parts."""
+    qcfg = ctx.cfg.questions
+    sources = _sources(ctx)[span[0]:span[1]]
+    teacher = stage_teacher(ctx)
+    funnel = _Funnel()
+    total = len(_sources(ctx))
+    kept = _write(ctx, teacher, sources, funnel, ctx.shared_bar("write", total, "questions"))
+    if qcfg.obfuscate:
+        kept = _obfuscate(ctx, teacher, kept, funnel)
+    if qcfg.check_closed_book:
+        kept = _check(ctx, teacher, kept, funnel, CLOSED_BOOK, "too_easy", _closed_book_messages, want_correct=False)
+    if qcfg.check_solvable:
+        metas = page_meta(ctx.store, {p for _, q in kept for p in q.path}, ("page_id", "title", "paragraphs"))
+        kept = _check(ctx, teacher, kept, funnel, SOLVABLE, "unsolvable",
+                      lambda src, q: _solvable_messages(q, metas), want_correct=True)
+    if qcfg.check_shortcut:
+        kept = _shortcut(ctx, kept, funnel)
+    write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
+    write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA), ctx.shard_out("rejects/questions", i))
+    return {"input": len(sources), "kept": len(kept), "dropped": dict(funnel.dropped), **shard_usage(teacher)}
+
+
+def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
+    """Drop duplicates across shards (the first one in source order wins) and write the tables."""
+    dropped: Counter[str] = Counter()
+    for s in summaries:
+        dropped.update(s["dropped"])
+    rejects = [r for p in ctx.shard_parts("rejects/questions") for r in pq.read_table(p).to_pylist()]
+    kept, seen = [], set()
+    for p in ctx.shard_parts("questions"):
+        for row in pq.read_table(p).to_pylist():
+            norm = normalize_answer(row["question"])
+            if norm in seen:
+                dropped["duplicate"] += 1
+                rejects.append({"record_id": row["question_id"], "source_id": row["walk_id"], "reason": "duplicate",
+                                "detail": "same question as an earlier one", "raw": row["question"]})
+                continue
+            seen.add(norm)
+            kept.append(row)
+    w = ctx.writer("questions", Question.SCHEMA)
+    w.write(pa.Table.from_pylist(kept, schema=Question.SCHEMA))
+    w.close()
+    rw = ctx.writer("rejects/questions", REJECT_SCHEMA)
+    rw.write(pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA))
+    rw.close()
+    n_in = sum(s["input"] for s in summaries)
+    extra = {"kinds": dict(Counter(r["kind"] for r in kept)), "shards": len(summaries),
+             "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION)},
+             **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
+    return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra)
+
+
+SHARDS = Shards(plan=plan, run=run_shard, finish=finish)
+
+
+def _write(ctx: StageContext, teacher: Teacher, sources: list[Source], funnel: _Funnel, bar) -> list[tuple[Source, Question]]:
+    qcfg = ctx.cfg.questions
+
+    async def write(src: Source) -> tuple[str, Any]:
+        task, messages, hint = format_request(src, qcfg)
+        return task, await teacher.chat(messages, hint=hint)
+
+    results = teacher.map(write, sources, progress=bar)
+    kept = []
+    for src, res in zip(sources, results):
+        if isinstance(res, TeacherError):
+            funnel.drop(src.question_id, src.source_id, "teacher_failed", res.reason)
+            continue
+        task, resp = res
+        q, reason, detail = parse_question(src, resp.content, qcfg, ctx.cfg.teacher.model, task)
+        if q is None:
+            funnel.drop(src.question_id, src.source_id, reason or "parse_error", detail, resp.content)
+            continue
+        kept.append((src, q))
+    return kept
+
+
+def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel) -> list:
+    """Rewrite pass: blur entity names into descriptions; the rewrite must keep every rule."""
+    qcfg = ctx.cfg.questions
+
+    async def rewrite(item: tuple[Source, Question]):
+        src, q = item
+        names = [{"title": e["title"], "description": e.get("description") or ""} for e in src.entities[:-1]]
+        msgs = OBFUSCATE.format_input(question=q.question, names=names)
+        return await teacher.chat(msgs, hint=OBFUSCATE.hint(source=src, question=q.question, seed=q.seed))
+
+    out = []
+    for (src, q), res in zip(kept, teacher.map(rewrite, kept)):
+        if isinstance(res, TeacherError):
+            funnel.drop(q.question_id, src.source_id, "teacher_failed", res.reason)
+            continue
+        obj = OBFUSCATE.format_output(res.content).value
+        new = obj["question"] if obj else None
+        target = src.entity(q.answer) or {"title": q.answer, "aliases": q.answer_aliases}
+        if not isinstance(new, str) or not new.strip():
+            funnel.drop(q.question_id, src.source_id, "obfuscate_failed", "no rewritten question", res.content)
+        elif any(mentions(new, n) for n in names_of(target) + q.answer_aliases):
+            funnel.drop(q.question_id, src.source_id, "answer_leak", "rewrite names the answer", new)
+        elif not qcfg.min_words <= len(new.split()) <= qcfg.max_words:
+            funnel.drop(q.question_id, src.source_id, "length", f"rewrite has {len(new.split())} words", new)
+        else:
+            q.question = new.strip()
+            out.append((src, q))
+    return out
+
+
+def _closed_book_messages(src: Source, q: Question) -> list[dict]:
+    return CLOSED_BOOK.format_input(question=q.question)
+
+
+def _solvable_messages(q: Question, metas: dict[str, dict]) -> list[dict]:
+    pages = [{"title": metas[p]["title"], "text": "\n".join(metas[p]["paragraphs"] or [])} for p in q.path if p in metas]
+    return SOLVABLE.format_input(question=q.question, pages=pages)
+
+
+def _check(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel, task: Task, reason: str,
+           make_messages: Callable[[Source, Question], list[dict]], want_correct: bool) -> list:
+    """Ask the teacher to answer; keep the question when correctness equals ``want_correct``."""
+
+    async def ask(item: tuple[Source, Question]):
+        src, q = item
+        hint = task.hint(source=src, question=q.question, answer=q.answer, titles=q.titles, seed=q.seed)
+        return await teacher.chat(make_messages(src, q), hint=hint)
+
+    out = []
+    for (src, q), res in zip(kept, teacher.map(ask, kept)):
+        if isinstance(res, TeacherError):
+            funnel.drop(q.question_id, src.source_id, "teacher_failed", res.reason)
+            continue
+        answer = task.format_output(res.content).value
+        correct = is_correct(answer, [q.answer, *q.answer_aliases])
+        if correct != want_correct:
+            funnel.drop(q.question_id, src.source_id, reason, f"{task.name} answer {answer!r}", res.content)
+        else:
+            out.append((src, q))
+    return out
+
+
+def _shortcut(ctx: StageContext, kept: list, funnel: _Funnel) -> list:
+    """LiteResearcher's shortcut filter: one search for the question must not surface the answer page."""
+    from synth.tools.search import SearchIndex
+    from synth.tools.toolbox import is_shortcut
+
+    index = SearchIndex.open(ctx.store.path("index"))
+    k = ctx.cfg.questions.shortcut_k
+    out = []
+    for src, q in kept:
+        if is_shortcut(index, q.question, q.answer_page_id, k):
+            funnel.drop(q.question_id, src.source_id, "shortcut", f"answer page in top {k}", q.question)
+        else:
+            out.append((src, q))
+    return out

@@ -1,0 +1,150 @@
+"""The ReAct rollout loop over OpenAI tool calling.
+
+A trajectory is ``system, user, (assistant [+ tool_calls], tool*)*, assistant <answer>``.
+It ends when the assistant replies with ``<answer>…</answer>`` and no tool call
+(``answer``), with neither (``no_answer``), at ``rollout.max_turns`` (``max_turns``),
+when the context reaches ``rollout.max_tokens`` (``max_tokens``), or when a teacher
+call fails for good (``teacher_failed``).  A malformed or unknown tool call becomes a
+tool message with the error; it never aborts the run.
+
+With ``rollout.compress_observations`` only the latest observation is sent in full
+(earlier ones become a short placeholder, past actions are kept); the stored trace
+always keeps every observation in full (OpenSeeker puts raw results back likewise).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from synth.teacher.prompting import extract_answer
+from synth.teacher.tasks import AGENT
+from synth.engine.records import Question, Trace
+from synth.engine.seeding import derive_seed, short_hash
+from synth.teacher.client import Teacher, TeacherError
+from synth.tools.toolbox import Toolbox
+
+PLACEHOLDER = "[earlier observation omitted to save context; call the tool again if you need it]"
+
+
+@dataclass(slots=True)
+class Gold:
+    """What only the oracle may read about a question: its gold chain and the clue of every hop."""
+
+    question: Question
+    anchors: list[str]  # anchors[i]: the text in path[i] that names path[i+1]
+    descriptions: list[str]  # description of every path page ("" when none)
+    seed: int
+
+
+@dataclass
+class _Tally:
+    n_turns: int = 0
+    n_tool_calls: int = 0
+    n_errors: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {"search": 0, "open": 0, "find": 0})
+    searched: list[str] = field(default_factory=list)
+    opened: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency: float = 0.0
+
+
+def trace_id(question_id: str, sample_index: int) -> str:
+    """Stable id of one sample of one question."""
+    return "t-" + short_hash(question_id, sample_index)
+
+
+def compress(messages: list[dict]) -> list[dict]:
+    """The teacher's view: every tool observation but those after the last assistant turn is a placeholder."""
+    last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    return [dict(m, content=PLACEHOLDER) if m["role"] == "tool" and i < last_assistant else m
+            for i, m in enumerate(messages)]
+
+
+def _assistant_message(resp_message: dict, turn: int) -> dict:
+    """The assistant turn as stored: role, content, tool_calls with ids (made up when the server gave none)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": resp_message.get("content") or ""}
+    if resp_message.get("reasoning_content"):
+        msg["reasoning_content"] = resp_message["reasoning_content"]
+    calls = []
+    for i, tc in enumerate(resp_message.get("tool_calls") or []):
+        fn = tc.get("function") or {}
+        args = fn.get("arguments")
+        calls.append({"id": tc.get("id") or f"call_{turn}_{i}", "type": "function",
+                      "function": {"name": fn.get("name") if isinstance(fn.get("name"), str) else "",
+                                   "arguments": args if isinstance(args, str) else json.dumps(args)}})
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sample_index: int, cfg,
+                      gold: Gold | None = None) -> Trace:
+    """Run one trajectory for ``question`` and return its :class:`Trace` (never raises TeacherError)."""
+    rcfg = cfg.rollout
+    messages = AGENT.format_input(question=question.question, max_turns=rcfg.max_turns)
+    tools = toolbox.schemas()
+    gold_ids = list(question.path)
+    first_seen = [-1] * len(gold_ids)
+    where = {pid: j for j, pid in enumerate(gold_ids)}
+    t = _Tally()
+    stop, answer, error = "max_turns", None, None
+    hint = AGENT.hint(gold=gold) if gold is not None else None
+    while t.n_turns < rcfg.max_turns:
+        context = compress(messages) if rcfg.compress_observations else messages
+        try:
+            resp = await teacher.chat(context, tools, sample_index=sample_index, hint=hint)
+        except TeacherError as e:
+            stop, error = "teacher_failed", e.reason
+            break
+        t.n_turns += 1
+        t.latency += resp.model_latency_s or 0.0
+        t.prompt_tokens += resp.usage.get("prompt_tokens", 0)
+        t.completion_tokens += resp.usage.get("completion_tokens", 0)
+        msg = _assistant_message(resp.message, t.n_turns)
+        messages.append(msg)
+        calls = msg.get("tool_calls") or []
+        if not calls:
+            answer = extract_answer(msg["content"])
+            stop = "answer" if answer is not None else "no_answer"
+            break
+        for tc in calls:
+            name = tc["function"]["name"]
+            obs, info = toolbox.call(name, tc["function"]["arguments"])
+            messages.append({"role": "tool", "tool_call_id": tc["id"], "name": name, "content": obs})
+            t.n_tool_calls += 1
+            t.n_errors += info.is_error
+            if name in t.counts:
+                t.counts[name] += 1
+            t.searched += info.searched_page_ids
+            t.opened += info.opened_page_ids
+            for pid in info.searched_page_ids + info.opened_page_ids:
+                j = where.get(pid)
+                if j is not None and first_seen[j] < 0:
+                    first_seen[j] = t.n_turns
+        context_tokens = resp.usage.get("prompt_tokens", 0) + resp.usage.get("completion_tokens", 0)
+        if context_tokens >= rcfg.max_tokens:
+            stop = "max_tokens"
+            break
+    return Trace(
+        trace_id=trace_id(question.question_id, sample_index), question_id=question.question_id,
+        sample_index=sample_index, messages=json.dumps(messages, ensure_ascii=False),
+        tools=json.dumps(tools, ensure_ascii=False), final_answer=answer, stop_reason=stop, n_turns=t.n_turns,
+        n_tool_calls=t.n_tool_calls, n_search=t.counts["search"], n_open=t.counts["open"], n_find=t.counts["find"],
+        n_tool_errors=t.n_errors, searched_page_ids=list(dict.fromkeys(t.searched)),
+        opened_page_ids=list(dict.fromkeys(t.opened)), gold_page_ids=gold_ids, gold_first_seen=first_seen,
+        prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
+        latency_s=round(t.latency, 6), teacher_model=teacher.cfg.model, error=error,
+    )
+
+
+def gold_for(question: Question, meta: dict[str, dict], evidence: dict[tuple[str, str], str], run_seed: int) -> Gold:
+    """The oracle's view of a question: the anchor naming each next page (or its title when the link runs
+    backwards or is unknown) and every page's description."""
+    anchors = []
+    for a, b in zip(question.path, question.path[1:]):
+        anchors.append(evidence.get((a, b)) or meta.get(b, {}).get("title") or b)
+    descriptions = [(meta.get(p, {}).get("description") or "") for p in question.path]
+    return Gold(question, anchors, descriptions, derive_seed(run_seed, "rollout", question.question_id))

@@ -1,0 +1,397 @@
+"""The teacher: the one client through which every LLM call in hopforge goes.
+
+``Teacher`` wraps a backend (:class:`ChatModel`: the offline ``oracle`` or an
+``openai``-compatible server) with, in order of what a call meets:
+
+1. the persistent call cache (a hit sends nothing and is not counted as a request);
+2. the in-flight gate (``cfg.concurrency`` requests at most, across threads and loops);
+3. the rpm/tpm limiter (and any pause a server's Retry-After imposed);
+4. retries of 429, 5xx, timeouts, dropped connections and malformed bodies, with
+   full-jitter exponential backoff that never undercuts Retry-After;
+5. accounting (:class:`TeacherStats`).
+
+Stage code is synchronous; it runs async work with :meth:`Teacher.map`, which keeps
+input order and returns a :class:`TeacherError` in the slot of an item that failed
+instead of aborting the batch::
+
+    teacher = open_teacher(cfg.teacher, store.root)
+    snap = teacher.stats.snapshot()
+    async def ask(q): return parse((await teacher.chat(format_messages(q))).content)
+    results = teacher.map(ask, questions, progress=ctx.bar("questions", len(questions)))
+    report["teacher"] = teacher.stats.since(snap)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib
+import logging
+import os
+import random
+import threading
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterable, Iterator, TypeVar
+
+import orjson
+
+from synth.engine.config import ConfigError
+from synth.teacher.cache import CallCache, cache_key, canonical_json, shared_cache
+from synth.teacher.config import TeacherConfig
+from synth.teacher.limits import Gate, RateLimiter, backoff_delay
+from synth.teacher.stats import StatsSnapshot, TeacherStats, merge_reports
+from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError
+
+__all__ = ["BackendError", "ChatModel", "ChatResponse", "StatsSnapshot", "Teacher", "TeacherConfig", "TeacherError",
+           "TeacherStats", "cache_path", "make_backend", "open_teacher", "register_backend"]
+
+log = logging.getLogger("hopforge")
+T = TypeVar("T")
+R = TypeVar("R")
+
+# name -> factory, or "module:function" resolved on first use (the oracle is written elsewhere
+# and the openai client is slow to import, so neither is loaded unless chosen).
+_BACKENDS: dict[str, Callable[..., ChatModel] | str] = {
+    "openai": "synth.teacher.openai_compat:make_openai",
+    "oracle": "synth.teacher.oracle:make_oracle",
+    "hf": "synth.teacher.hf:make_hf",
+}
+
+
+def register_backend(name: str, factory: Callable[..., ChatModel] | str) -> None:
+    """Add a backend: ``factory(cfg, **kw) -> ChatModel``, or a lazy ``"module:function"`` reference."""
+    _BACKENDS[name] = factory
+
+
+def make_backend(cfg: TeacherConfig, **kw: Any) -> ChatModel:
+    """Build the backend named by ``cfg.backend``; a missing module or key is a :class:`ConfigError`."""
+    spec = _BACKENDS.get(cfg.backend)
+    if spec is None:
+        raise ConfigError(f"bad value for config key 'teacher.backend': {cfg.backend!r} "
+                          f"(allowed: {', '.join(sorted(_BACKENDS))})")
+    if isinstance(spec, str):
+        module_name, _, fn_name = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name != module_name:
+                raise  # the module exists but one of its own imports is missing: show that
+            raise ConfigError(f"teacher.backend {cfg.backend!r} needs module {module_name} "
+                              f"(with {fn_name}(cfg, **kw)), which is not installed") from None
+        spec = getattr(module, fn_name, None)
+        if spec is None:
+            raise ConfigError(f"teacher.backend {cfg.backend!r}: module {module_name} has no {fn_name}()")
+    return spec(cfg, **kw)
+
+
+_FROZEN = 0
+_FROZEN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """Keep the objects alive before a batch of calls out of the cyclic GC while it runs.
+
+    A rollout step allocates many short-lived objects, so collections run often, and each full
+    one walked the whole heap (index handles, questions, configs); freezing that heap made
+    rollouts about 10% faster.  Nested and concurrent batches share one freeze.
+    """
+    global _FROZEN
+    with _FROZEN_LOCK:
+        if _FROZEN == 0:
+            gc.freeze()
+        _FROZEN += 1
+    try:
+        yield
+    finally:
+        with _FROZEN_LOCK:
+            _FROZEN -= 1
+            if _FROZEN == 0:
+                gc.unfreeze()
+
+
+_LIMITS: dict[tuple, tuple[Gate, RateLimiter]] = {}
+_LIMITS_LOCK = threading.Lock()
+
+
+def _shared_limits(cfg: TeacherConfig) -> tuple[Gate, RateLimiter]:
+    key = (cfg.backend, cfg.base_url, cfg.model, cfg.concurrency, cfg.rpm, cfg.tpm)
+    with _LIMITS_LOCK:
+        if key not in _LIMITS:
+            _LIMITS[key] = (Gate(cfg.concurrency), RateLimiter(cfg.rpm, cfg.tpm, clock=time.monotonic, sleep=asyncio.sleep))
+        return _LIMITS[key]
+
+
+def cache_path(root: str | Path) -> Path:
+    """Where stages keep the call cache under output folder ``root``: ``DIR/cache/teacher.sqlite``."""
+    return Path(root) / "cache" / "teacher.sqlite"
+
+
+def open_teacher(cfg: TeacherConfig, root: str | Path, **kw: Any) -> "Teacher":
+    """A teacher whose cache lives in the output folder ``root`` (shared by every stage); its
+    concurrency gate and rate limits are shared with every other teacher of this process."""
+    kw.setdefault("shared", True)
+    return Teacher(cfg, cache_path(root), **kw)
+
+
+class Teacher:
+    """Cached, rate-limited, retrying LLM calls with accounting.  See the module docstring.
+
+    ``sleep``, ``clock`` and ``rng`` are injectable so tests can observe backoff and rate
+    limits without waiting; ``rng`` is private to the teacher and only shapes timing.
+    """
+
+    def __init__(self, cfg: TeacherConfig, cache_path: str | Path | None = None, *, backend: ChatModel | None = None,
+                 sleep: Callable[[float], Awaitable[None]] | None = None, clock: Callable[[], float] | None = None,
+                 rng: random.Random | None = None, shared: bool = False, **backend_kw: Any):
+        self.cfg = cfg
+        self.backend = backend if backend is not None else make_backend(cfg, **backend_kw)
+        if cache_path is None:
+            self.cache = None
+        else:
+            self.cache = shared_cache(cache_path) if shared else CallCache(cache_path)
+        # The ledger: one JSON line per request that completed, appended after its cache entry is
+        # stored, so spend can be audited and a repeated paid call would show as a repeated key.
+        self.ledger = Path(cache_path).with_name("ledger.jsonl") if cache_path is not None else None
+        self.stats = TeacherStats(cfg.price_per_mtok)
+        self._sleep = sleep or asyncio.sleep
+        if shared and sleep is None and clock is None:
+            # Teachers of one process and endpoint share one gate and one rate limiter, so
+            # concurrency and rpm/tpm hold across every shard and thread, each with its own stats.
+            self._gate, self._limiter = _shared_limits(cfg)
+        else:
+            self._gate = Gate(cfg.concurrency)
+            self._limiter = RateLimiter(cfg.rpm, cfg.tpm, clock=clock or time.monotonic, sleep=self._sleep)
+        self._rng = rng or random.Random()
+        self._reported: set[str] = set()
+
+    # ---- one call ------------------------------------------------------------------------
+    def key(self, messages: list[dict], tools: list[dict] | None = None, sample_index: int = 0) -> str:
+        """The cache key of a call (the hint, the endpoint and the key never enter it)."""
+        c = self.cfg
+        # A scripted backend (the oracle) salts keys with its code version, so editing its
+        # script never replays answers the old script gave; a real model has no salt.
+        model = c.model + getattr(self.backend, "cache_salt", "")
+        return cache_key(backend=c.backend, model=model, messages=messages, tools=tools, temperature=c.temperature,
+                         top_p=c.top_p, max_tokens=c.max_tokens, extra_body=c.extra_body, sample_index=sample_index)
+
+    async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
+                   hint: Any = None) -> ChatResponse:
+        """One assistant turn for ``messages``: from the cache, or from the backend (retried as configured).
+
+        ``sample_index`` makes distinct samples of one prompt distinct calls (and seeds).
+        Raises :class:`TeacherError` (``.reason``) once the call has failed for good.
+        """
+        self.stats.enter()
+        try:
+            self.stats.add(calls=1)
+            key = self.key(messages, tools, sample_index)
+            if self.cache is not None:
+                t0 = time.perf_counter()
+                rec = self.cache.get(key)
+                if rec is not None:
+                    u = rec["usage"]
+                    self.stats.add(cache_hits=1, cached_prompt_tokens=u.get("prompt_tokens", 0),
+                                   cached_completion_tokens=u.get("completion_tokens", 0))
+                    return ChatResponse.from_record(rec, cached=True, latency_s=time.perf_counter() - t0)
+            resp = await self._send(messages, tools, sample_index, hint)
+            if self.cache is not None:
+                try:
+                    self.cache.put(key, self.cfg.model, resp.to_record())
+                except sqlite3.Error as e:
+                    # The call is paid for and its answer is good: losing the cache entry only
+                    # costs a repeat after a restart, so warn and count rather than fail the item.
+                    self.stats.add(cache_errors=1)
+                    self._log_failure("cache_write", f"{type(e).__name__}: {e}", 1, what="cache write")
+            if self.ledger is not None:
+                self._write_ledger(key, resp)
+            return resp
+        finally:
+            self.stats.exit()
+
+    async def _send(self, messages: list[dict], tools: list[dict] | None, sample_index: int, hint: Any) -> ChatResponse:
+        cfg = self.cfg
+        tokens = self._estimate_tokens(messages, tools) if cfg.tpm else 1
+        # An outer deadline in case a backend's own timeout does not fire (httpx times each read,
+        # not the whole response, so a server trickling bytes could hold a slot forever).
+        deadline = cfg.timeout_s * 1.25 + 1.0
+        attempt = 0
+        while True:
+            async with self._gate:
+                waited = await self._limiter.acquire(tokens)
+                self.stats.add(requests=1, rate_wait_s=waited)
+                t0 = time.perf_counter()
+                try:
+                    async with asyncio.timeout(deadline):
+                        resp = await self.backend.chat(messages, tools, sample_index=sample_index, hint=hint)
+                    err = None
+                except BackendError as e:
+                    err = e
+                except TimeoutError:
+                    err = BackendError("timeout", f"no response within {deadline:g}s")
+                latency = time.perf_counter() - t0
+            if err is None:
+                resp.latency_s, resp.cached = latency, False
+                if resp.model_latency_s is None:
+                    resp.model_latency_s = latency
+                u = resp.usage
+                self.stats.add(completed=1, latency_s=latency, prompt_tokens=u.get("prompt_tokens", 0),
+                               completion_tokens=u.get("completion_tokens", 0))
+                return resp
+            # Slot released before sleeping: other calls proceed while this one backs off.
+            detail = self._scrub(err.detail)
+            self.stats.add(attempt_errors=err.reason)
+            if not err.retryable or attempt >= cfg.max_retries:
+                self.stats.add(failed=1, failures=err.reason)
+                self._log_failure(err.reason, detail, attempt + 1)
+                raise TeacherError(err.reason, detail, attempts=attempt + 1) from None
+            if err.retry_after:
+                self._limiter.pause_for(err.retry_after)
+            delay = backoff_delay(attempt, cfg.backoff_base_s, cfg.backoff_max_s, self._rng, err.retry_after)
+            log.debug("teacher: attempt %d failed (%s: %s); retrying in %.2fs", attempt + 1, err.reason, detail, delay)
+            self.stats.add(retries=1, backoff_s=delay)
+            await self._sleep(delay)
+            attempt += 1
+
+    def _write_ledger(self, key: str, resp: ChatResponse) -> None:
+        u = resp.usage
+        line = orjson.dumps({"key": key, "model": self.cfg.model, "prompt_tokens": u.get("prompt_tokens", 0),
+                             "completion_tokens": u.get("completion_tokens", 0), "latency_s": round(resp.latency_s, 4),
+                             "t": round(time.time(), 3)}) + b"\n"
+        # One short line with O_APPEND is written whole, even with other writers on the file.
+        try:
+            fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self._log_failure("ledger_write", f"{type(e).__name__}: {e}", 1, what="ledger write")
+
+    def _estimate_tokens(self, messages: list[dict], tools: list[dict] | None) -> int:
+        # About four characters a token for English; the tpm limit only needs the right scale.
+        chars = len(canonical_json([messages, tools]))
+        return chars // 4 + self.cfg.max_tokens
+
+    def _scrub(self, text: str) -> str:
+        # Defence in depth: backends scrub too, but a new backend might forget.
+        key = os.environ.get(self.cfg.api_key_env, "")
+        return text.replace(key, "***") if len(key) >= 4 else text
+
+    def _log_failure(self, reason: str, detail: str, attempts: int, what: str = "call") -> None:
+        # One warning per reason: a flaky endpoint must not flood the log; the report counts them all.
+        level = logging.DEBUG if reason in self._reported else logging.WARNING
+        self._reported.add(reason)
+        log.log(level, "teacher %s failed after %d attempt(s): %s: %s (further failures are counted in the "
+                "stage report)", what, attempts, reason, detail)
+
+    # ---- many calls from sync code ------------------------------------------------------
+    def map(self, fn: Callable[[T], Awaitable[R]], items: Iterable[T], *, progress: Any = None,
+            limit: int | None = None) -> list[R | TeacherError]:
+        """Run ``await fn(item)`` for every item, concurrently, and return the results in input order.
+
+        An item whose ``fn`` raises :class:`TeacherError` gets that error in its slot; the
+        batch carries on.  Any other exception is a bug and propagates (completed calls are
+        already cached, so a rerun pays nothing for them).  At most ``limit`` items run at
+        once (default ``2 * concurrency``, so tool work overlaps requests); ``progress`` is
+        anything with ``update(n)``, e.g. ``ctx.bar(...)``.  Safe from worker threads; from a
+        thread whose event loop is running it runs on a helper thread instead.
+        """
+        items = list(items)
+        coro = self._map_async(fn, items, progress, limit or 2 * self.cfg.concurrency)
+        try:
+            asyncio.get_running_loop()
+            nested = True
+        except RuntimeError:
+            nested = False
+        with _frozen_heap():
+            if not nested:  # run outside the handler, or every error would chain this RuntimeError
+                return asyncio.run(coro)
+            with ThreadPoolExecutor(1, thread_name_prefix="hopforge-teacher") as ex:
+                return ex.submit(asyncio.run, coro).result()
+
+    async def _map_async(self, fn: Callable[[T], Awaitable[R]], items: list[T], progress: Any,
+                         limit: int) -> list[R | TeacherError]:
+        results: list[Any] = [None] * len(items)
+        todo = iter(enumerate(items))  # shared by the workers; safe, they all run on this loop
+
+        async def worker() -> None:
+            for i, item in todo:
+                try:
+                    results[i] = await fn(item)
+                except TeacherError as e:
+                    results[i] = e
+                if progress is not None:
+                    progress.update(1)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(min(limit, len(items)))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            await self.aclose()
+        return results
+
+    def chat_sync(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
+                  hint: Any = None) -> ChatResponse:
+        """:meth:`chat` from synchronous code (scripts, the CLI); raises :class:`TeacherError`."""
+        async def one(_: Any) -> ChatResponse:
+            return await self.chat(messages, tools, sample_index=sample_index, hint=hint)
+        out = self.map(one, [None])[0]
+        if isinstance(out, TeacherError):
+            raise out
+        return out
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the backend's connections on the running loop (call before that loop ends)."""
+        closer = getattr(self.backend, "aclose", None)
+        if closer is not None:
+            await closer()
+
+    def close(self) -> None:
+        """Close the cache's database connections (a process-wide shared cache stays open)."""
+        if self.cache is not None and not self.cache.shared:
+            self.cache.close()
+
+    def __enter__(self) -> "Teacher":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        # Built from chosen fields only, so nothing secret can slip in through a backend's attributes.
+        cache = str(self.cache.path) if self.cache is not None else None
+        return (f"Teacher(backend={self.cfg.backend!r}, model={self.cfg.model!r}, url={self.cfg.display_url()!r}, "
+                f"cache={cache!r}, concurrency={self.cfg.concurrency})")
+
+
+# ---- the teacher of a running stage ----------------------------------------------------------
+
+def stage_teacher(ctx: Any) -> Teacher:
+    """The teacher of a running stage (or shard): opened on first use, shared by everything the
+    stage does in this process, and closed with the stage's context."""
+    return ctx.resource("teacher", lambda: open_teacher(ctx.cfg.teacher, ctx.store.root))
+
+
+def shard_usage(teacher: Teacher) -> dict[str, Any]:
+    """What a shard's teacher did, for the shard's summary: its report under ``teacher`` and the
+    requests it paid for under ``paid_calls`` (which the runner counts for fresh shards only)."""
+    report = teacher.stats.as_dict()
+    return {"teacher": report, "paid_calls": report["requests"]}
+
+
+def merged_usage(summaries: list[dict], price: Any) -> dict[str, Any]:
+    """``{"teacher": report}`` for a sharded stage's report, merged from its shards' summaries
+    (empty when no shard used the teacher)."""
+    merged = merge_reports([s.get("teacher") for s in summaries], price)
+    return {} if merged is None else {"teacher": merged}

@@ -1,0 +1,161 @@
+"""A local ``transformers`` backend of :class:`~synth.teacher.types.ChatModel` (``teacher.backend: hf``).
+
+It loads a checkpoint folder (``teacher.model``: e.g. the student ``DIR/student``), renders each
+request with the checkpoint's chat template and the tools, generates (greedy at temperature 0,
+else sampled with a seed derived from ``sample_index``), and parses the tool calls the template's
+format writes, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Qwen2.5 and hopforge's
+tiny template), into OpenAI ``tool_calls`` with ``arguments`` as a JSON string.  Tool-call text
+that does not parse is returned as plain content, so the harness counts it as a format error.
+
+Generation runs in a worker thread (``asyncio.to_thread``), one at a time per model, so the
+event loop keeps serving other rollouts' tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from synth.teacher.types import BackendError, ChatResponse, normalise_message
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def parse_tool_calls(text: str, id_prefix: str = "call") -> dict[str, Any]:
+    """An OpenAI assistant message from generated text: ``content`` plus parsed ``tool_calls``.
+
+    Every ``<tool_call>`` block must hold a JSON object with a string ``name`` and an object (or a
+    JSON-object string) ``arguments``; an unclosed block or any bad one leaves the whole text as
+    content with no tool calls.
+    """
+    blocks = list(_TOOL_CALL.finditer(text))
+    if text.count("<tool_call>") != len(blocks) or text.count("</tool_call>") != len(blocks):
+        return {"role": "assistant", "content": text}
+    calls = []
+    for i, m in enumerate(blocks):
+        try:
+            obj = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            return {"role": "assistant", "content": text}
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
+            return {"role": "assistant", "content": text}
+        args = obj.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                return {"role": "assistant", "content": text}
+        if not isinstance(args, dict):
+            return {"role": "assistant", "content": text}
+        calls.append({"id": f"{id_prefix}_{i}", "type": "function",
+                      "function": {"name": obj["name"], "arguments": json.dumps(args, ensure_ascii=False)}})
+    content = _TOOL_CALL.sub("", text).strip() if calls else text
+    msg: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def _for_template(messages: list[dict]) -> list[dict]:
+    """Messages with tool-call ``arguments`` as dicts, which every template renders (``tojson``)."""
+    out = []
+    for m in messages:
+        m = {k: v for k, v in m.items() if v is not None}
+        if m.get("tool_calls"):
+            calls = []
+            for tc in m["tool_calls"]:
+                fn = dict(tc.get("function") or {})
+                if isinstance(fn.get("arguments"), str):
+                    try:
+                        fn["arguments"] = json.loads(fn["arguments"])
+                    except json.JSONDecodeError:
+                        pass  # shown as written: the model's own malformed call
+                calls.append({**tc, "function": fn})
+            m["tool_calls"] = calls
+        out.append(m)
+    return out
+
+
+class HFChatModel:
+    """A checkpoint served in-process with ``transformers``' ``generate``."""
+
+    def __init__(self, path: str | Path, *, temperature: float = 0.0, top_p: float | None = None,
+                 max_new_tokens: int = 1024, seed: int = 0, device: str | None = None, dtype: str = "auto",
+                 name: str | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.path = str(path)
+        self.name = name or f"hf:{Path(self.path).name}"
+        self.temperature, self.top_p, self.max_new_tokens, self.seed = temperature, top_p, max_new_tokens, seed
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch_dtype).to(self.device).eval()
+        stop = {self.tokenizer.eos_token_id}
+        for t in ("<|im_end|>", "<|endoftext|>"):
+            tid = self.tokenizer.convert_tokens_to_ids(t)
+            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id:
+                stop.add(tid)
+        self.stop_ids = sorted(i for i in stop if i is not None)
+        self._lock = threading.Lock()
+
+    async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
+                   hint: Any = None) -> ChatResponse:
+        """Generate one assistant turn (in a worker thread)."""
+        return await asyncio.to_thread(self._chat, messages, tools, sample_index)
+
+    def _chat(self, messages: list[dict], tools: list[dict] | None, sample_index: int) -> ChatResponse:
+        import torch
+
+        t0 = time.monotonic()
+        try:
+            prompt = self.tokenizer.apply_chat_template(_for_template(messages), tools=tools or None,
+                                                        add_generation_prompt=True, tokenize=False)
+        except Exception as e:  # a template that cannot render this conversation: not retryable
+            raise BackendError("bad_request", f"chat template failed: {e}", retryable=False) from None
+        enc = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(self.device)
+        sample = self.temperature > 0
+        kw: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sample,
+                              "eos_token_id": self.stop_ids,
+                              "pad_token_id": self.tokenizer.pad_token_id or self.stop_ids[0]}
+        if sample:
+            kw["temperature"] = self.temperature
+            if self.top_p is not None:
+                kw["top_p"] = self.top_p
+        else:
+            kw.update(temperature=None, top_p=None, top_k=None)
+        with self._lock, torch.no_grad():
+            if sample:
+                torch.manual_seed(self.seed * 1_000_003 + sample_index)
+            out = self.model.generate(**enc, **kw)
+        new = out[0, enc["input_ids"].shape[1]:].tolist()
+        finish = "stop" if new and new[-1] in self.stop_ids else "length"
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
+        msg = normalise_message(parse_tool_calls(text, id_prefix=f"call_{n_assistant}"))
+        if msg.get("tool_calls"):
+            finish = "tool_calls"
+        usage = {"prompt_tokens": int(enc["input_ids"].shape[1]), "completion_tokens": len(new)}
+        return ChatResponse(msg, usage, finish, self.name, latency_s=time.monotonic() - t0)
+
+    async def aclose(self) -> None:
+        """Nothing to release (the model stays loaded for the next loop)."""
+
+
+def make_hf(cfg: Any, **kw: Any) -> HFChatModel:
+    """The backend factory for ``teacher.backend: hf``: ``teacher.model`` is the checkpoint folder.
+
+    ``temperature``, ``top_p`` and ``max_tokens`` come from the teacher config; ``seed``, ``device``,
+    ``dtype`` and ``name`` may be passed as keywords (others, meant for other backends, are ignored).
+    """
+    own = {k: kw[k] for k in ("seed", "device", "dtype", "name") if k in kw}
+    return HFChatModel(cfg.model, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_tokens, **own)
+
+
+__all__ = ["HFChatModel", "make_hf", "parse_tool_calls"]

@@ -1,0 +1,178 @@
+"""The ``openai`` backend: any OpenAI-compatible chat-completions server, via the official client.
+
+The client is built with ``max_retries=0``: :class:`synth.teacher.client.Teacher` owns
+retries, so backoff, Retry-After and accounting follow one policy whatever the
+backend.  Each attempt either returns a :class:`ChatResponse` or raises a
+:class:`BackendError` whose reason is one of ``http_<status>``, ``timeout``,
+``connection`` or ``bad_response``; messages are scrubbed of the API key.
+
+The key is read from ``os.environ[cfg.api_key_env]`` when the backend is built, so
+a run without it fails in its first second.  Servers without auth (a local vLLM,
+llama.cpp or Ollama) still need the variable set to any non-empty placeholder,
+e.g. ``OPENAI_API_KEY=EMPTY``, which they ignore.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import itertools
+import ssl
+import os
+import weakref
+from typing import Any
+
+import httpcore2
+import httpx2
+import openai
+import orjson
+
+from synth.engine.config import ConfigError
+from synth.teacher.cache import canonical_json
+from synth.teacher.config import TeacherConfig
+from synth.teacher.limits import parse_retry_after
+from synth.teacher.types import BackendError, ChatResponse, normalise_message
+
+
+CONNECTIONS_PER_CLIENT = 8
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    # One TLS context for every client: building one loads the CA bundle (~16 ms), and each
+    # batch of calls makes fresh clients on its own event loop.
+    # The client library's own default (CA bundle, SSL_CERT_FILE / SSL_CERT_DIR), built once.
+    return httpcore2.default_ssl_context(_trust_env=True)
+
+
+def derived_seed(model: str, messages: list[dict], tools: list[dict] | None, sample_index: int) -> int:
+    """The ``seed`` sent for one sample: a hash of the prompt and the sample index.
+
+    Sample i of a prompt is then reproducible on servers that honour ``seed`` (vLLM,
+    llama.cpp), while samples 0..n-1 differ.  31 bits suits every server seen.
+    """
+    h = hashlib.sha256(canonical_json([model, messages, tools or None, sample_index])).digest()
+    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
+
+
+class OpenAIBackend:
+    """One attempt per call against ``cfg.base_url`` with ``openai.AsyncOpenAI``."""
+
+    name = "openai"
+
+    def __init__(self, cfg: TeacherConfig, *, api_key: str | None = None):
+        key = api_key if api_key is not None else os.environ.get(cfg.api_key_env, "")
+        if not key:
+            raise ConfigError(
+                f"teacher.backend is 'openai' but the environment variable {cfg.api_key_env} (teacher.api_key_env) "
+                f"is unset or empty; export the API key there (for a local server without auth, any placeholder "
+                f"such as EMPTY)"
+            )
+        self.cfg = cfg
+        self._key = key
+        # httpx connection pools belong to the loop that opened them; Teacher.map runs each
+        # batch under a fresh asyncio.run, so keep one client per live loop.
+        self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[openai.AsyncOpenAI]]" = \
+            weakref.WeakKeyDictionary()
+        self._turn = itertools.count()
+
+    def _client(self) -> openai.AsyncOpenAI:
+        # Requests are spread over several clients of about 8 connections each: httpcore's pool
+        # scans every pooled connection (a poll() per idle one) on each request, which at 64+
+        # connections costs more CPU than the rest of a call put together.
+        loop = asyncio.get_running_loop()
+        clients = self._clients.get(loop)
+        if clients is None:
+            shards = max(1, -(-self.cfg.concurrency // CONNECTIONS_PER_CLIENT))
+            clients = [openai.AsyncOpenAI(api_key=self._key, base_url=self.cfg.base_url, timeout=self.cfg.timeout_s,
+                                          max_retries=0,
+                                          http_client=openai.DefaultAsyncHttpxClient(verify=_ssl_context()))
+                       for _ in range(shards)]
+            self._clients[loop] = clients
+        return clients[next(self._turn) % len(clients)]
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the API key replaced (servers may echo it back in error bodies)."""
+        return text.replace(self._key, "***") if len(self._key) >= 4 else text
+
+    def _request(self, messages: list[dict], tools: list[dict] | None, sample_index: int) -> dict[str, Any]:
+        cfg = self.cfg
+        body: dict[str, Any] = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature,
+                                "seed": derived_seed(cfg.model, messages, tools, sample_index)}
+        if "max_completion_tokens" not in cfg.extra_body:
+            # Newer OpenAI reasoning models reject max_tokens; setting max_completion_tokens in
+            # extra_body is the way to reach them, and then max_tokens must not be sent too.
+            body["max_tokens"] = cfg.max_tokens
+        if cfg.top_p is not None:
+            body["top_p"] = cfg.top_p
+        if tools:
+            body["tools"] = tools
+        body.update(cfg.extra_body)
+        return body
+
+    async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
+                   hint: Any = None) -> ChatResponse:
+        """One chat-completions request; ``hint`` is ignored (it is for the offline oracle)."""
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        err: BackendError | None = None
+        try:
+            # The client's generic ``post`` keeps its auth, timeouts, connection pool and error
+            # classes but skips ``chat.completions.create``'s typed transform of every message and
+            # its model construction: that costs about 0.4 ms of CPU a call, a third of the client's
+            # whole cost, and the body is already plain JSON.  The raw response is parsed here.
+            # The body is encoded once with orjson (the client would re-encode it with json.dumps).
+            resp = await self._client().post("/chat/completions", cast_to=httpx2.Response,
+                                             content=orjson.dumps(self._request(messages, tools, sample_index)),
+                                             options={"headers": {"Content-Type": "application/json"}})
+            return self._to_response(orjson.loads(resp.content), loop.time() - t0)
+        except openai.APITimeoutError:
+            err = BackendError("timeout", f"no response within {self.cfg.timeout_s:g}s")
+        except openai.APIConnectionError as e:
+            err = BackendError("connection", self.scrub(_cause(e)))
+        except openai.APIStatusError as e:
+            status = e.status_code
+            ra = parse_retry_after(e.response.headers) if status in (429, 503) else None
+            err = BackendError(f"http_{status}", self.scrub(str(e.message))[:500], retry_after=ra)
+        except (openai.OpenAIError, httpx2.HTTPError, ValueError, TypeError, KeyError, IndexError) as e:
+            # A body cut short, not JSON (orjson's error is a ValueError), or JSON of the wrong shape.
+            err = BackendError("bad_response", self.scrub(f"{type(e).__name__}: {e}")[:500])
+        # Raised here, outside the handlers, so the error carries no __context__: the client's
+        # exception holds the request, and the request holds the Authorization header.
+        raise err
+
+    def _to_response(self, data: Any, latency: float) -> ChatResponse:
+        """A :class:`ChatResponse` from a chat-completions JSON body; a body of the wrong shape raises."""
+        choice = data["choices"][0]
+        raw = choice["message"]
+        if not isinstance(raw, dict):
+            raise TypeError("choices[0].message is not an object")
+        usage = data.get("usage") or {}
+        return ChatResponse(
+            message=normalise_message(raw),
+            usage={"prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                   "completion_tokens": int(usage.get("completion_tokens") or 0)},
+            finish_reason=choice.get("finish_reason"),
+            model=str(data.get("model") or self.cfg.model),
+            latency_s=latency,
+        )
+
+    async def aclose(self) -> None:
+        """Close the client of the running loop (its connections die with the loop otherwise)."""
+        for client in self._clients.pop(asyncio.get_running_loop(), None) or []:
+            await client.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.cfg.model!r}, url={self.cfg.display_url()!r})"
+
+
+def _cause(e: BaseException) -> str:
+    """The low-level reason of a connection error (the client's own message is just 'Connection error.')."""
+    inner = e.__cause__ or e.__context__
+    return f"{e}: {type(inner).__name__}: {inner}" if inner is not None else str(e)
+
+
+def make_openai(cfg: TeacherConfig, **kw: Any) -> OpenAIBackend:
+    """Factory used by :func:`synth.teacher.client.make_backend` for ``backend: openai``."""
+    return OpenAIBackend(cfg, **kw)

@@ -1,0 +1,141 @@
+"""The teacher's types: the backend interface, its response, and its errors.
+
+They live apart from :mod:`synth.teacher.client` so backends (``teacher_openai``,
+``teacher_oracle``) can import them without importing the client that loads them.
+:mod:`synth.teacher.client` re-exports all of them; callers import from there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+# Failure reasons a backend reports.  Stages count dropped items by these names.
+RETRYABLE_REASONS = frozenset({"http_429", "timeout", "connection", "bad_response"})
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    """One assistant turn.
+
+    ``message`` is an OpenAI assistant message dict: ``role``, ``content`` (str or None),
+    optionally ``tool_calls`` (``[{id, type: "function", function: {name, arguments}}]``,
+    ``arguments`` always a JSON string) and ``reasoning_content`` (thinking models).
+    ``usage`` holds ``prompt_tokens`` and ``completion_tokens``.  ``cached`` is True when
+    the answer came from the call cache (no request was sent); ``latency_s`` is then the
+    lookup time.
+    """
+
+    message: dict[str, Any]
+    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+    finish_reason: str | None = None
+    model: str = ""
+    cached: bool = False
+    latency_s: float = 0.0
+    # Seconds the model took to produce this answer: measured when it was sent, kept in the cache,
+    # so a trace's latency is the same whether its calls were sent or replayed.  A simulated
+    # backend (the oracle) sets its own, deterministic value.
+    model_latency_s: float | None = None
+
+    @property
+    def content(self) -> str | None:
+        """The assistant text (None for a pure tool-call turn)."""
+        return self.message.get("content")
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The tool calls of this turn ([] when there are none)."""
+        return self.message.get("tool_calls") or []
+
+    def to_record(self) -> dict[str, Any]:
+        """The part of the response worth caching (everything but ``cached`` and ``latency_s``)."""
+        return {"message": self.message, "usage": self.usage, "finish_reason": self.finish_reason, "model": self.model,
+                "model_latency_s": self.model_latency_s}
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], *, cached: bool, latency_s: float) -> "ChatResponse":
+        """Rebuild a response from :meth:`to_record` output."""
+        return cls(rec["message"], rec["usage"], rec.get("finish_reason"), rec.get("model", ""), cached, latency_s,
+                   rec.get("model_latency_s"))
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat backend.  It makes one attempt per call; retries, caching and limits live in ``Teacher``.
+
+    A failed attempt raises :class:`BackendError` with a reason (``http_429``, ``timeout``...).
+    ``hint`` is an opaque object only the offline oracle reads; servers never see it.
+    """
+
+    name: str
+
+    async def chat(
+        self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0, hint: Any = None
+    ) -> ChatResponse:
+        """Send one chat request and return the assistant turn."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections opened on the running event loop (optional: Teacher checks for it)."""
+        ...
+
+
+class TeacherError(Exception):
+    """A teacher call failed for good.  ``reason`` is a short slug such as ``http_500`` or ``timeout``.
+
+    Messages are scrubbed of the API key before they are stored here.
+    """
+
+    def __init__(self, reason: str, detail: str = "", attempts: int = 1):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+        self.attempts = attempts
+
+    def __reduce__(self):  # keep reason/detail across pickling (process pools, Prefect results)
+        return (type(self), (self.reason, self.detail, self.attempts))
+
+
+class BackendError(TeacherError):
+    """One attempt failed.  ``retryable`` says whether a retry may succeed; ``retry_after`` is the
+    server's Retry-After in seconds (never retry sooner), if it sent one."""
+
+    def __init__(self, reason: str, detail: str = "", *, retryable: bool | None = None,
+                 retry_after: float | None = None):
+        super().__init__(reason, detail)
+        if retryable is None:
+            retryable = reason in RETRYABLE_REASONS or (reason.startswith("http_5"))
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def __reduce__(self):
+        return (_rebuild_backend_error, (self.reason, self.detail, self.retryable, self.retry_after))
+
+
+def _rebuild_backend_error(reason: str, detail: str, retryable: bool, retry_after: float | None) -> BackendError:
+    return BackendError(reason, detail, retryable=retryable, retry_after=retry_after)
+
+
+def normalise_message(raw: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message in the one shape hopforge stores.
+
+    Servers differ: some send ``arguments`` as an object instead of a JSON string, some
+    omit ``type`` or ``id``, some call the thinking field ``reasoning``.  Arrow merges
+    dict keys across rows, so the shape must not vary with the server.
+    """
+    msg: dict[str, Any] = {"role": "assistant", "content": raw.get("content")}
+    calls = []
+    for i, tc in enumerate(raw.get("tool_calls") or []):
+        fn = tc.get("function") or {}
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            args = json.dumps(args if args is not None else {}, ensure_ascii=False)
+        calls.append({"id": tc.get("id") or f"call_{i}", "type": "function",
+                      "function": {"name": fn.get("name") or "", "arguments": args}})
+    if calls:
+        msg["tool_calls"] = calls
+    reasoning = raw.get("reasoning_content") or raw.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        msg["reasoning_content"] = reasoning
+    return msg

@@ -1,0 +1,155 @@
+"""Building the page-level BM25 index (tantivy) from ``corpus/pages``.
+
+One tantivy document per page (LiteResearcher's page-level indexing):
+
+=============  ==========================  ==============================================
+field          how                          why
+=============  ==========================  ==============================================
+``page_id``    raw term, stored             exact lookup, masking (``MustNot``), results
+``title``      analyzed (freqs), stored     BM25 on the title, boosted at query time
+``title_key``  raw term                     exact-title lookup and the exact-title bonus
+``body``       analyzed (freqs), stored     BM25 on the paragraphs; their text, for the tools
+``meta``       stored bytes (JSON)          description, aliases, url (only when present)
+=============  ==========================  ==============================================
+
+Positions are not indexed: queries are bags of words (see :mod:`synth.tools.text`),
+so positions would only double the index and its build time.  The body is the
+paragraphs rendered as the agent reads them (Markdown), joined by ``PARA_SEP``
+(an ASCII record separator, which the tokenizer treats as a break): one string
+is both indexed and stored, and splitting it restores the paragraph list with its
+indices (empty paragraphs included), so ``find`` reports the corpus's indices.
+
+Rendering and joining run in Arrow compute kernels on whole batches; Python only
+touches the paragraphs that carry KILT markup.  The build streams batches, so
+memory is bounded by the writer's heap, and writes into ``index_dir`` (inside a stage's staging folder, which the store then
+commits with one rename).  ``hopforge.json`` is written last: an index folder
+without it is incomplete and :meth:`synth.tools.search.SearchIndex.open` refuses it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import tantivy
+
+from synth.tools.text import ANALYZER_NAME, MAX_TOKEN_CHARS, analyzer, render_paragraph, title_key
+from synth.engine.store import atomic_write_json
+
+FORMAT = 1  # bump when the schema, the analyzer or the rendering changes
+META_FILE = "hopforge.json"
+PARA_SEP = "\x1e"  # between stored paragraphs; removed from the text itself
+COLUMNS = ["page_id", "title", "paragraphs", "description", "aliases", "url"]
+
+
+def make_schema() -> tantivy.Schema:
+    """The index schema (see the module docstring)."""
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("page_id", stored=True, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("title", stored=True, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    sb.add_text_field("title_key", stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("body", stored=True, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    sb.add_bytes_field("meta", stored=True)
+    return sb.build()
+
+
+def _writer_threads(threads: int) -> int:
+    return threads if threads > 0 else max(1, min(os.cpu_count() or 1, 8))
+
+
+def build_index(
+    pages: ds.Dataset | str | Path,
+    index_dir: str | Path,
+    progress: Callable[[int], object] | None = None,
+    heap_mb: int = 256,
+    threads: int = 0,
+    batch_rows: int = 2048,
+) -> dict:
+    """Index every page with text; returns ``{"pages", "indexed", "empty", "seconds", "pages_per_s"}``.
+
+    ``pages`` is the ``corpus/pages`` dataset (or its folder); ``index_dir`` is created,
+    and anything already in it is removed first (a crashed build leaves a half-written
+    index that must not be extended).  ``progress(n)`` is called after each batch of
+    ``n`` pages.  A page whose paragraphs are all empty is not indexed (``empty``).
+    """
+    t0 = time.perf_counter()
+    if not isinstance(pages, ds.Dataset):
+        pages = ds.dataset(str(pages), format="parquet")
+    index_dir = Path(index_dir)
+    if index_dir.exists():
+        shutil.rmtree(index_dir)
+    index_dir.mkdir(parents=True)
+
+    schema = make_schema()
+    index = tantivy.Index(schema, path=str(index_dir), reuse=False)
+    index.register_tokenizer(ANALYZER_NAME, analyzer())
+    n_threads = _writer_threads(threads)
+    # Less than ~64 MiB per thread makes many small segments, and merging them costs more
+    # than the memory saved.
+    heap = max(heap_mb, 64 * n_threads) << 20
+    writer = index.writer(heap_size=heap, num_threads=n_threads)
+    n_in = n_out = 0
+    cols = [c for c in COLUMNS if c in pages.schema.names]
+    for batch in pages.to_batches(columns=cols, batch_size=batch_rows):
+        n = batch.num_rows
+        bodies = rendered_bodies(batch.column("paragraphs")).to_pylist()
+        # Optional columns an older or hand-made pages table may lack read as nulls.
+        extra = {c: batch.column(c).to_pylist() if c in cols else [None] * n for c in ("description", "aliases", "url")}
+        ids, titles = batch.column("page_id").to_pylist(), batch.column("title").to_pylist()
+        for i in range(n):
+            body = bodies[i]
+            if not body.strip(PARA_SEP):
+                continue
+            fields = {"page_id": ids[i], "title": titles[i], "title_key": title_key(titles[i]), "body": body}
+            meta = {c: extra[c][i] for c in extra if extra[c][i]}
+            if meta:
+                fields["meta"] = orjson.dumps(meta)
+            writer.add_document(tantivy.Document(**fields))
+            n_out += 1
+        n_in += n
+        if progress is not None:
+            progress(n)
+    writer.commit()
+    writer.wait_merging_threads()
+    seconds = time.perf_counter() - t0
+    stats = {
+        "pages": n_in,
+        "indexed": n_out,
+        "empty": n_in - n_out,
+        "seconds": round(seconds, 3),
+        "pages_per_s": round(n_in / seconds, 1) if seconds > 0 else None,
+    }
+    atomic_write_json(
+        index_dir / META_FILE,
+        {"format": FORMAT, "analyzer": ANALYZER_NAME, "max_token_chars": MAX_TOKEN_CHARS,
+         "docs": n_out, "pages": n_in, "empty": n_in - n_out},
+    )
+    return stats
+
+
+def rendered_bodies(paragraphs: pa.ListArray | pa.ChunkedArray) -> pa.StringArray:
+    """Each page's paragraphs rendered (:func:`render_paragraph`) and joined by ``PARA_SEP``."""
+    if isinstance(paragraphs, pa.ChunkedArray):
+        paragraphs = paragraphs.combine_chunks()
+    offsets = pc.subtract(paragraphs.offsets, paragraphs.offsets[0])
+    flat = pc.replace_substring(paragraphs.flatten(), PARA_SEP, " ")
+    flat = pc.utf8_trim_whitespace(flat)
+    marked = pc.or_(pc.starts_with(flat, "Section::::"), pc.starts_with(flat, "BULLET::::"))
+    if pc.any(marked).as_py():
+        # KILT markup is rare enough per batch for Python to render just those paragraphs.
+        values = flat.to_pylist()
+        for j in pc.indices_nonzero(marked).to_pylist():
+            values[j] = render_paragraph(values[j])
+        flat = pa.array(values, pa.string())
+    flat = pc.fill_null(flat, "")
+    return pc.binary_join(pa.ListArray.from_arrays(offsets, flat), PARA_SEP)
+
+
+__all__ = ["FORMAT", "META_FILE", "PARA_SEP", "make_schema", "build_index", "rendered_bodies"]
