@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{tokens:,} tokens in {ours_s:.2f}s ({ours_cpu:.2f} CPU s); retries {report['retries']}, "
           f"cut {report['rows_cut']}, pages counted {report['pages_counted']}, corpus scans {report['corpus_scans']}")
 
-    from synth.assemble.stage import load_tokenizer
+    from synth.tokenizer.tokens import load_tokenizer
 
     hf = load_tokenizer(store)
     backend = hf.backend_tokenizer

@@ -17,17 +17,7 @@ from filters.base import BaseFilter, FilterContext, Verdict, register
 from filters.sftrows import sft_messages
 
 
-def load_tokenizer(path: str | Path) -> Any:
-    """The tokenizer saved at ``path`` (``AutoTokenizer.from_pretrained``); it must have a chat template."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(path))
-    if not getattr(tok, "chat_template", None):
-        raise ValueError(f"tokenizer at {path} has no chat template; the length filter renders traces with it")
-    return tok
-
-
-def count_tokens(tokenizer: Any, messages: list[dict], tools: list[dict] | None) -> int:
+def rendered_length(tokenizer: Any, messages: list[dict], tools: list[dict] | None) -> int:
     """Tokens of the conversation rendered through the chat template with ``tools``."""
     out = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=True, return_dict=True)
     ids = out["input_ids"]
@@ -46,11 +36,11 @@ class LengthFilter(BaseFilter):
     def __call__(self, row: dict, ctx: FilterContext) -> Verdict:
         if ctx.tokenizer is None:
             raise RuntimeError("the length filter needs a tokenizer in the filter context")
-        n = count_tokens(ctx.tokenizer, sft_messages(row), json.loads(row["tools"]))
+        n = rendered_length(ctx.tokenizer, sft_messages(row), json.loads(row["tools"]))
         ctx.measure(row, n_tokens=n)
         if n > self.cfg.max_tokens:
             return False, "too_long", f"{n} tokens > {self.cfg.max_tokens}"
         return True
 
 
-__all__ = ["LengthFilter", "count_tokens", "load_tokenizer"]
+__all__ = ["LengthFilter", "rendered_length"]

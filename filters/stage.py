@@ -92,7 +92,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     traces = ctx.store.dataset("traces", hint="rollout")
     tokenizer = None
     if "length" in fcfg.chain:
-        from filters.length import load_tokenizer
+        from synth.tokenizer.tokens import load_tokenizer
 
         tok_path = ctx.store.path("tokenizer")
         if not tok_path.exists():
@@ -101,7 +101,7 @@ def run_filter(ctx: StageContext) -> StageResult:
             raise MissingInput(f"tokenizer not found in {ctx.store.root} (run `hopforge "
                                f"tokenizer --out {ctx.store.root}` first, "
                                "or drop `length` from filters.chain)")
-        tokenizer = load_tokenizer(tok_path)
+        tokenizer = load_tokenizer(tok_path, chat_template=True)
     fctx = FilterContext(fcfg, questions, tokenizer=tokenizer)
     rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA)
     pending: list[dict] = []

@@ -139,13 +139,30 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", help="Checkpo
     print_table(f"eval: {name} -> {target}/eval_report.json", ["metric", "student", "teacher"], rows)
 
 
-def _register_sft() -> None:
-    from sft.stage import sft_command
+@app.command("sft")
+@guard
+def sft_(
+    config: Annotated[Path, typer.Option("--config", "-c", help="SFT recipe YAML (configs/sft/*.yaml).")] = Path("configs/sft/tiny.yaml"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder DIR with DIR/sft and DIR/tokenizer.")] = Path("data/demo"),
+    set_: Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a recipe key: key=value (repeatable).")] = None,
+    output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Checkpoint folder (default DIR/runs/<recipe name>).")] = None,
+    validate_only: Annotated[bool, typer.Option("--validate-only", help="Only check the loss masks (mask_report.json).")] = False,
+    accelerate_config: Annotated[Optional[Path], typer.Option("--accelerate-config", help="Run under accelerate launch with this config (configs/accelerate/*.yaml).")] = None,
+    num_processes: Annotated[Optional[int], typer.Option("--num-processes", help="Processes (GPUs) for accelerate launch.")] = None,
+) -> None:
+    """Warm-start SFT of the student on DIR/sft with TRL (assistant-only loss, masks checked first)."""
+    import subprocess
 
-    app.command("sft")(guard(sft_command))
+    from sft.stage import recipe_path, run_recipe, summary_rows, training_command
+    from synth.engine.progress import console, print_table
 
-
-_register_sft()
+    overrides = list(set_ or []) + (["validate_only=true"] if validate_only else [])
+    if accelerate_config is not None or (num_processes or 1) > 1:
+        cmd = training_command(recipe_path(config), out, overrides, output_dir, num_processes, accelerate_config)
+        console.print(" ".join(cmd), highlight=False)
+        raise typer.Exit(subprocess.call(cmd))
+    report = run_recipe(config, out, output_dir, overrides)
+    print_table(f"hopforge sft: {config}", ["what", "value"], summary_rows(report))
 
 import flows.cli_publish  # noqa: E402,F401  (registers `hopforge publish`)
 import flows.cli_serve  # noqa: E402,F401  (registers `hopforge serve` and `hopforge check`)

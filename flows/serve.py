@@ -6,29 +6,40 @@
     hopforge serve &                                         # from the repo root
     prefect deployment run synth/demo --watch
 
-:data:`DEPLOYMENTS` is the one list of deployments; ``prefect.yaml`` declares the same
-five for a work pool (``prefect deploy --all``; a test keeps the two in step).  Flow
-runs start in subprocesses of this process, with its working directory (relative config
-paths resolve from there) and its environment (``OPENAI_API_KEY``, ``HF_TOKEN``).
+The deployments are declared once, in ``prefect.yaml`` (which ``prefect deploy --all`` reads
+for a work pool); :data:`DEPLOYMENTS` is that file read.  Flow runs start in subprocesses
+of this process, with its working directory (relative config paths resolve from there)
+and its environment (``OPENAI_API_KEY``, ``HF_TOKEN``).
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+
+PREFECT_YAML = Path(__file__).resolve().parents[1] / "prefect.yaml"
 
 
 @dataclass(frozen=True)
 class DeploymentSpec:
-    """One deployment: ``<flow name>/<name>`` running ``entrypoint`` with default ``parameters``."""
+    """One deployment of ``prefect.yaml``: ``<flow name>/<name>`` running ``entrypoint`` with default
+    ``parameters``."""
 
-    flow_name: str
     name: str
     entrypoint: str  # "flows/synth_flow.py:synth_flow"
     description: str
     parameters: dict[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ("hopforge",)
+
+    @property
+    def flow_name(self) -> str:
+        """The name of the flow the entrypoint runs (``@flow(name=...)``)."""
+        return self.load_flow().name
 
     @property
     def full_name(self) -> str:
@@ -41,37 +52,15 @@ class DeploymentSpec:
         return getattr(importlib.import_module(module), attr)
 
 
-DEPLOYMENTS: list[DeploymentSpec] = [
-    DeploymentSpec(
-        "synth", "full", "flows/synth_flow.py:synth_flow",
-        "The real run: the KILT knowledge source and an OpenAI-compatible teacher (configs/full.yaml). Needs "
-        "corpus.source (a local kilt_knowledgesource.json or hf:facebook/kilt_wikipedia) and the teacher's API key "
-        "in the worker's environment; both are checked before any stage starts.",
-        {"config": "configs/full.yaml", "out": "data/full", "overrides": []}),
-    DeploymentSpec(
-        "synth", "demo", "flows/synth_flow.py:synth_flow",
-        "The offline demo: ~10k real Wikipedia summaries and the oracle teacher (configs/demo.yaml). "
-        "Runs in about a minute on a laptop.",
-        {"config": "configs/demo.yaml", "out": "data/demo", "overrides": []}),
-    DeploymentSpec(
-        "synth", "incremental", "flows/synth_flow.py:synth_flow",
-        "Rebuild data/full after a change. Every hopforge run is incremental: a stage whose inputs, config "
-        "section and code are unchanged is reused, a stage that died resumes from its finished shards, and the "
-        "teacher's call cache (DIR/cache/teacher.sqlite) never pays for a call twice. Same flow as synth/full, "
-        "same output folder.",
-        {"config": "configs/full.yaml", "out": "data/full", "overrides": []}),
-    DeploymentSpec(
-        "publish", "hub", "flows/publish_flow.py:publish_flow",
-        "Publish an output folder's tables as Parquet with a dataset card: --param to=hub:ORG/NAME (needs "
-        "HF_TOKEN in the worker's environment) or to=local:PATH.",
-        {"out": "data/full", "config": "configs/full.yaml", "overrides": []}),
-    DeploymentSpec(
-        "sft", "warm-start", "flows/sft_flow.py:sft_flow",
-        "Warm-start SFT of the student on OUT/sft with accelerate (Qwen2.5-7B LoRA, FSDP); "
-        "set num_processes to the number of GPUs.",
-        {"config": "configs/sft/qwen2.5-7b-lora.yaml", "out": "data/full", "overrides": [],
-         "num_processes": 8, "accelerate_config": "configs/accelerate/fsdp.yaml"}),
-]
+def load_deployments(path: Path = PREFECT_YAML) -> list[DeploymentSpec]:
+    """The deployments ``prefect.yaml`` declares (the one list of them)."""
+    raw = yaml.safe_load(path.read_text()) or {}
+    return [DeploymentSpec(d["name"], d["entrypoint"], " ".join(str(d.get("description", "")).split()),
+                           dict(d.get("parameters") or {}), tuple(d.get("tags") or ("hopforge",)))
+            for d in raw.get("deployments") or []]
+
+
+DEPLOYMENTS: list[DeploymentSpec] = load_deployments()
 
 
 def runner_deployments(specs: list[DeploymentSpec] | None = None) -> list:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import collections
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from prefect import flow
 
+from flows.config import ConfigError
 from flows.runlogs import run_logger
-
-from synth.engine.config import ConfigError
+from sft.stage import output_dir_of, training_command
 
 TAIL_LINES = 40
 
@@ -31,33 +30,6 @@ class SFTFailed(RuntimeError):
         self.returncode, self.tail, self.cmd = returncode, tail, cmd
         last = "\n".join(tail) or "(no output)"
         super().__init__(f"sft exited with code {returncode}: {' '.join(cmd)}\nlast lines:\n{last}")
-
-
-def output_dir_of(out: str, overrides: list[str], config: str = "configs/sft/tiny.yaml") -> str:
-    """Where the checkpoint goes: ``output_dir=...`` among the overrides, else ``OUT/runs/<recipe name>``
-    (``OUT/student`` belongs to the pipeline's ``sft`` stage)."""
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if sep and key.strip().lstrip("-") == "output_dir":
-            return value
-    from sft.stage import default_output_dir
-
-    return str(default_output_dir(out, config))
-
-
-def sft_command(config: str, out: str, overrides: list[str], num_processes: int = 1,
-                accelerate_config: str | None = None) -> list[str]:
-    """The command line that trains: ``accelerate launch`` when asked for, else ``python -m sft.train``."""
-    from sft.train import accelerate_command, overrides_to_args
-
-    output_dir = output_dir_of(out, overrides, config)
-    rest = [o for o in overrides if o.partition("=")[0].strip().lstrip("-") != "output_dir"]
-    if num_processes > 1 or accelerate_config:
-        # With an accelerate config and num_processes 1, the config file's num_processes rules.
-        return accelerate_command(config, out, output_dir, accelerate_config,
-                                  num_processes=num_processes if num_processes > 1 else None, overrides=rest)
-    return [sys.executable, "-m", "sft.train", "--config", config, "--data_dir", out, "--output_dir", output_dir,
-            *overrides_to_args(rest)]
 
 
 def check_inputs(config: str, out: str, accelerate_config: str | None, num_processes: int) -> list[str]:
@@ -105,14 +77,15 @@ def sft_flow(config: str = "configs/sft/tiny.yaml", out: str = "data/demo", over
     problems = check_inputs(config, out, accelerate_config, num_processes)
     if problems:
         raise ConfigError("sft cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
-    cmd = sft_command(config, out, list(overrides), num_processes, accelerate_config)
+    cmd = training_command(config, out, list(overrides), num_processes=num_processes,
+                           accelerate_config=accelerate_config)
     logger.info("sft: %s", " ".join(cmd))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("TQDM_DISABLE", "1")  # progress bars redraw with \r; the trainer's log lines remain
     code, tail = stream(cmd, logger, env=env)
     if code != 0:
         raise SFTFailed(code, tail, cmd)
-    output_dir = output_dir_of(out, list(overrides), config)
+    output_dir, _ = output_dir_of(out, list(overrides), config)
     report = Path(output_dir) / "train_report.json"
     logger.info("sft: done; checkpoint in %s", Path(output_dir).absolute())
     return {"output_dir": str(Path(output_dir).absolute()),

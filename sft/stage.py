@@ -1,19 +1,18 @@
-"""``hopforge sft`` and the ``student`` pipeline stage: both call :func:`sft.train.main`.
+"""The ``sft`` stage, and the one way to run a training recipe.
 
-``hopforge sft --config configs/sft/tiny.yaml --out DIR [--set key=value ...]`` reads ``DIR/sft``
-and ``DIR/tokenizer`` and writes the checkpoint, reports and loss plot to ``DIR/runs/<recipe name>``
-(or ``--output-dir``); the pipeline's ``sft`` stage publishes its checkpoint as ``DIR/student``.  With ``--accelerate-config`` or ``--num-processes`` it runs the same
-script under ``accelerate launch`` (the command :func:`sft.train.accelerate_command` builds).
+The pipeline's ``sft`` stage trains the student on ``DIR/sft`` with the recipe ``sft.config``
+and publishes the checkpoint as ``DIR/student``.  ``hopforge sft`` and the ``sft`` flow train
+a recipe into ``DIR/runs/<recipe name>``: in this process through :func:`run_recipe`, or in a
+process of their own through :func:`training_command` (``accelerate launch`` for many GPUs).
+Every path ends in :func:`sft.train.main`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import subprocess
+import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any
 
 from synth.engine.errors import InputError
 
@@ -60,7 +59,8 @@ def run_recipe(recipe: str | Path, data_dir: str | Path, output_dir: str | Path 
     return main(*parsed)
 
 
-def _summary(report: dict) -> list[list[Any]]:
+def summary_rows(report: dict) -> list[list[Any]]:
+    """The end-of-training table: funnel, loss, throughput, checkpoint (or the mask check alone)."""
     if report.get("validate_only"):
         m = report["mask_report"]
         return [["rows checked", m["rows_checked"]], ["trained tokens", m["trained_tokens"]],
@@ -76,33 +76,30 @@ def _summary(report: dict) -> list[list[Any]]:
             ["trained-token fraction", report["trained_token_fraction"]], ["checkpoint", report["checkpoint"]["path"]]]
 
 
-def sft_command(
-    config: Annotated[Path, typer.Option("--config", "-c", help="SFT recipe YAML (configs/sft/*.yaml).")] = Path(DEFAULT_RECIPE),
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder DIR with DIR/sft and DIR/tokenizer.")] = Path("data/demo"),
-    set_: Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a recipe key: key=value (repeatable).")] = None,
-    output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Checkpoint folder (default DIR/runs/<recipe name>).")] = None,
-    validate_only: Annotated[bool, typer.Option("--validate-only", help="Only check the loss masks (mask_report.json).")] = False,
-    accelerate_config: Annotated[Optional[Path], typer.Option("--accelerate-config", help="Run under accelerate launch with this config (configs/accelerate/*.yaml).")] = None,
-    num_processes: Annotated[Optional[int], typer.Option("--num-processes", help="Processes (GPUs) for accelerate launch.")] = None,
-) -> None:
-    """Warm-start SFT of the student on DIR/sft with TRL (assistant-only loss, masks checked first)."""
-    from synth.engine.progress import console, print_table
+def output_dir_of(data_dir: str | Path, overrides: list[str] | tuple[str, ...], recipe: str | Path,
+                  output_dir: str | Path | None = None) -> tuple[str, list[str]]:
+    """(checkpoint folder, the other overrides): ``output_dir`` if given, else an ``output_dir=`` override,
+    else ``DIR/runs/<recipe name>`` (``DIR/student`` belongs to the pipeline's ``sft`` stage)."""
+    rest = [o for o in overrides if o.partition("=")[0].strip().lstrip("-") != "output_dir"]
+    named = [o.partition("=")[2] for o in overrides if o.partition("=")[0].strip().lstrip("-") == "output_dir"]
+    chosen = output_dir if output_dir is not None else (named[-1] if named else default_output_dir(data_dir, recipe))
+    return str(chosen), rest
 
-    overrides = list(set_ or []) + (["validate_only=true"] if validate_only else [])
-    try:
-        if accelerate_config is not None or (num_processes or 1) > 1:
-            from sft.train import accelerate_command
 
-            cmd = accelerate_command(str(recipe_path(config)), str(out), str(output_dir or default_output_dir(out, config)),
-                                     str(accelerate_config) if accelerate_config else None,
-                                     num_processes=num_processes, overrides=overrides)
-            console.print(" ".join(cmd), highlight=False)
-            raise typer.Exit(subprocess.call(cmd))
-        report = run_recipe(config, out, output_dir, overrides)
-    except InputError as e:
-        console.print(f"[bold red]error:[/] {e}", highlight=False)
-        raise typer.Exit(2) from None
-    print_table(f"hopforge sft: {config}", ["what", "value"], _summary(report))
+def training_command(recipe: str | Path, data_dir: str | Path, overrides: list[str] | tuple[str, ...] = (),
+                     output_dir: str | Path | None = None, num_processes: int | None = None,
+                     accelerate_config: str | Path | None = None) -> list[str]:
+    """The one command line that trains in a process of its own: ``accelerate launch`` for several
+    processes or an accelerate config (whose ``num_processes`` rules when none is given), else
+    ``python -m sft.train``.  ``hopforge sft`` and the ``sft`` flow both run it."""
+    from sft.train import accelerate_command, overrides_to_args
+
+    out, rest = output_dir_of(data_dir, overrides, recipe, output_dir)
+    if (num_processes or 1) > 1 or accelerate_config:
+        return accelerate_command(str(recipe), str(data_dir), out, str(accelerate_config) if accelerate_config else None,
+                                  num_processes=num_processes if (num_processes or 1) > 1 else None, overrides=rest)
+    return [sys.executable, "-m", "sft.train", "--config", str(recipe), "--data_dir", str(data_dir), "--output_dir", out,
+            *overrides_to_args(rest)]
 
 
 def recipe_identity(cfg: Any, store: Any = None) -> str:
@@ -135,4 +132,5 @@ def run_sft(ctx) -> Any:
     return StageResult(input=f["input"], output=f["output"], dropped=dict(f["dropped"]), extra=extra)
 
 
-__all__ = ["build_args", "recipe_identity", "recipe_path", "run_recipe", "run_sft", "sft_command"]
+__all__ = ["build_args", "output_dir_of", "recipe_identity", "recipe_path", "run_recipe", "run_sft", "summary_rows",
+           "training_command"]

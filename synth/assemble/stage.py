@@ -47,6 +47,7 @@ from synth.engine.stage import StageContext, StageResult
 from synth.engine.records import LONGCTX_SCHEMA, REJECT_SCHEMA
 from synth.engine.seeding import rng
 from synth.engine.store import MissingInput, Store
+from synth.tokenizer.tokens import load_tokenizer
 
 log = logging.getLogger("hopforge")
 
@@ -56,16 +57,6 @@ MAX_ATTEMPTS = 6  # plan / render / measure rounds per row; one is the rule, two
 
 
 # ---- inputs -------------------------------------------------------------------------------------
-def load_tokenizer(store: Store) -> Any:
-    """The run's tokenizer from ``DIR/tokenizer``."""
-    path = store.path("tokenizer")
-    if not path.exists():
-        raise MissingInput(f"no tokenizer in {path} (run `hopforge tokenizer --out {store.root}` first)")
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(path))
-
-
 def accepted_questions(store: Store, cfg: AssembleConfig) -> tuple[list[dict], str]:
     """Accepted questions by question id (at most ``max_questions``), and where acceptance came from."""
     cols = ["question_id", "question", "answer", "answer_aliases", "path"]
@@ -325,4 +316,4 @@ def run_assemble(ctx: StageContext) -> StageResult:
 
 
 __all__ = ["run_assemble", "LONGCTX_SCHEMA", "Assembler", "Corpus", "accepted_questions", "retrieved_pages",
-           "load_tokenizer"]
+]

@@ -131,21 +131,33 @@ def files_sha(folder: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
-def load_tokenizer(path_or_store: Any):
-    """The tokenizer at a path, a Store / output folder (its ``tokenizer``), or a Hub id."""
+def load_tokenizer(path_or_store: Any, chat_template: bool = False):
+    """The tokenizer at a path, a Store or output folder (its pinned ``tokenizer``), or a Hub id.
+
+    A missing pinned tokenizer names the command that makes it; with ``chat_template`` the
+    tokenizer must also have one (the length filter and SFT render conversations with it).
+    """
     from transformers import AutoTokenizer
 
-    root = path_or_store if isinstance(path_or_store, (str, Path)) else path_or_store.root  # a Store
+    from synth.engine.errors import InputError
+    from synth.engine.store import MissingInput
+
+    store = not isinstance(path_or_store, (str, Path))
+    root = path_or_store.root if store else path_or_store
     p = Path(str(root))
-    if p.is_dir() and not (p / "tokenizer_config.json").exists() and (p / "tokenizer").is_dir():
+    if store or (p.is_dir() and not (p / "tokenizer_config.json").exists() and (p / "tokenizer").exists()):
         p = p / "tokenizer"
     if p.is_dir():
-        return AutoTokenizer.from_pretrained(str(p))
-    if p.exists() or str(root).startswith((".", "/")):
-        from synth.engine.errors import InputError
-
+        tok = AutoTokenizer.from_pretrained(str(p))
+    elif store:
+        raise MissingInput(f"no tokenizer at {p} (run `hopforge tokenizer --out {p.parent}` first)")
+    elif p.exists() or str(root).startswith((".", "/")):
         raise InputError(f"no tokenizer at {p} (run `hopforge tokenizer --out DIR` first)")
-    return AutoTokenizer.from_pretrained(str(root))
+    else:
+        tok = AutoTokenizer.from_pretrained(str(root))
+    if chat_template and not getattr(tok, "chat_template", None):
+        raise InputError(f"tokenizer at {p} has no chat template; conversations are rendered with it")
+    return tok
 
 
 def count_tokens(tokenizer, texts: str | list[str]) -> int | list[int]:

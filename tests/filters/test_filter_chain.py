@@ -21,7 +21,7 @@ from synth.engine.errors import InputError
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    from filters.length import load_tokenizer
+    from synth.tokenizer.tokens import load_tokenizer
 
     return load_tokenizer(save_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
 

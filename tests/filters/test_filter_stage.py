@@ -100,7 +100,7 @@ def test_verdicts_one_row_per_trace(run) -> None:
 def test_sft_renders_through_a_chat_template_with_tools(run, tmp_path: Path) -> None:
     import datasets
 
-    from filters.length import load_tokenizer
+    from synth.tokenizer.tokens import load_tokenizer
 
     store, _, traces = run
     files = sorted(str(p) for p in store.path("sft").glob("*.parquet"))

@@ -244,7 +244,9 @@ def test_prefect_yaml_declares_the_five_deployments(monkeypatch) -> None:
         assert d["work_pool"]["name"] == "hopforge"
         found[f"{flow.name}/{d['name']}"] = d
     assert set(found) == {"synth/full", "synth/demo", "synth/incremental", "publish/hub", "sft/warm-start"}
-    for spec in DEPLOYMENTS:  # hopforge serve serves the same five
+    # hopforge serve serves the same five, read from the same file.
+    assert [spec.full_name for spec in DEPLOYMENTS] == list(found)
+    for spec in DEPLOYMENTS:
         d = found[spec.full_name]
         assert (d["entrypoint"], d["parameters"]) == (spec.entrypoint, spec.parameters), spec.full_name
         assert " ".join(d["description"].split()) == spec.description
@@ -290,12 +292,13 @@ def test_publish_flow_publishes_locally(flow_run, tmp_path) -> None:
 def test_sft_flow_command_and_failure(tmp_path) -> None:
     import logging
 
-    from flows.sft_flow import SFTFailed, check_inputs, sft_command, stream
+    from flows.sft_flow import SFTFailed, check_inputs, stream
+    from sft.stage import training_command
 
-    cmd = sft_command("configs/sft/tiny.yaml", "data/demo", ["max_steps=2"])
+    cmd = training_command("configs/sft/tiny.yaml", "data/demo", ["max_steps=2"])
     assert cmd[1:] == ["-m", "sft.train", "--config", "configs/sft/tiny.yaml", "--data_dir", "data/demo",
                        "--output_dir", "data/demo/runs/tiny", "--max_steps", "2"]
-    acc = sft_command("c.yaml", "d", ["output_dir=/ckpt"], num_processes=4, accelerate_config="fsdp.yaml")
+    acc = training_command("c.yaml", "d", ["output_dir=/ckpt"], num_processes=4, accelerate_config="fsdp.yaml")
     assert acc[1:3] == ["-m", "accelerate.commands.launch"] and acc[acc.index("--num_processes") + 1] == "4"
     assert acc[acc.index("--config_file") + 1] == "fsdp.yaml" and acc[acc.index("--output_dir") + 1] == "/ckpt"
     problems = check_inputs("nope.yaml", str(tmp_path), "nope-acc.yaml", 1)

@@ -158,16 +158,13 @@ def test_hf_teacher_backend_serves_the_checkpoint(run):
 def test_missing_table_and_bad_recipe_exit_2(tmp_path):
     from typer.testing import CliRunner
 
-    from sft.stage import sft_command
-    import typer
+    from flows.cli import app
 
-    app = typer.Typer()
-    app.command()(sft_command)
-    res = CliRunner().invoke(app, ["--config", str(TINY), "--out", str(tmp_path)])
+    res = CliRunner().invoke(app, ["sft", "--config", str(TINY), "--out", str(tmp_path)])
     assert res.exit_code == 2 and "error" in res.output
     bad = tmp_path / "bad.yaml"
     bad.write_text("no_such_key: 1\n")
-    res = CliRunner().invoke(app, ["--config", str(bad), "--out", str(tmp_path)])
+    res = CliRunner().invoke(app, ["sft", "--config", str(bad), "--out", str(tmp_path)])
     assert res.exit_code == 2 and "no_such_key" in res.output
 
 

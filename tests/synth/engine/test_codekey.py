@@ -1,0 +1,65 @@
+"""Content keys cover the code a stage can run: found from its entry's imports, not listed by hand."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flows.stages import GRAPH, INGEST, PIPELINE, QUESTIONS, ROLLOUT
+from synth.engine.codekey import ROOT, code_hash, import_closure
+
+
+@pytest.fixture()
+def project(tmp_path) -> Path:
+    """A copy of the project's packages, to edit."""
+    for top in ("synth", "filters", "sft", "flows"):
+        shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def _rel(paths, root=ROOT) -> set[str]:
+    return {str(p.relative_to(root)) for p in paths}
+
+
+def test_closure_follows_indirect_and_lazy_imports():
+    sources, data = import_closure(ROLLOUT.module)
+    rel = _rel(sources)
+    # rollout.stage -> rollout.loop -> engine.seeding: reached only indirectly.
+    assert "synth/engine/seeding.py" in rel and "synth/rollout/loop.py" in rel
+    # The teacher client, and the backends it names only as "module:function" strings.
+    assert {"synth/teacher/client.py", "synth/teacher/oracle.py", "synth/teacher/openai_compat.py"} <= rel
+    assert "synth/rollout/__init__.py" in rel and "synth/__init__.py" in rel
+    assert "synth/teacher/prompts/agent.jinja2" in _rel(data)
+    # Nothing of a higher layer, and nothing another concern alone uses.
+    assert not any(r.startswith(("filters/", "sft/", "flows/")) for r in rel)
+    assert "synth/corpus/ingest.py" not in rel
+
+
+def test_every_stage_entry_resolves():
+    for stage in PIPELINE:
+        sources, _ = import_closure(stage.module)
+        assert any(str(p).endswith(stage.module.replace(".", "/") + ".py") for p in sources), stage.name
+
+
+def test_indirect_edit_changes_only_the_stages_that_reach_it(project):
+    before = {s.name: code_hash(s.module, project) for s in PIPELINE}
+    seeding = project / "synth" / "engine" / "seeding.py"
+    seeding.write_text(seeding.read_text().replace("digest_size=8)", "digest_size=8)  # edited"))
+    after = {s.name: code_hash(s.module, project) for s in PIPELINE}
+    assert after[ROLLOUT.name] != before[ROLLOUT.name]
+    assert after[QUESTIONS.name] != before[QUESTIONS.name]
+    assert after[INGEST.name] == before[INGEST.name] and after[GRAPH.name] == before[GRAPH.name]
+
+
+def test_a_prompt_file_is_part_of_the_key(project):
+    before = code_hash(QUESTIONS.module, project), code_hash(GRAPH.module, project)
+    prompt = project / "synth" / "teacher" / "prompts" / "question.jinja2"
+    prompt.write_text(prompt.read_text() + "\n")
+    after = code_hash(QUESTIONS.module, project), code_hash(GRAPH.module, project)
+    assert after[0] != before[0] and after[1] == before[1]
+
+
+def test_the_key_follows_the_copy_not_the_checkout(project):
+    assert code_hash(ROLLOUT.module, project) == code_hash(ROLLOUT.module)
