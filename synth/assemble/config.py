@@ -21,7 +21,7 @@ def _fields(template: str) -> list[str]:
 
 
 class AssembleConfig(Section):
-    """Gold + tier-1 + tier-2 documents packed to each target length, then shuffled (METHODS.md)."""
+    """Gold + tier-1 + tier-2 documents packed to each target length, then shuffled."""
 
     lengths: list[int] = Field(
         default_factory=lambda: [8192, 32768, 131072],

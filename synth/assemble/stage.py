@@ -5,7 +5,7 @@ holds the gold documents (every page of the path, whole), tier-1 distractors (th
 non-gold pages the question's traces retrieved, in order of first retrieval), and
 tier-2 fill (BM25 neighbours of the question, then random pages) up to L tokens,
 shuffled globally with a seed from (run seed, "assemble", question id, L)
-(METHODS.md, "Tiered long-context assembly").
+(tiered long-context assembly).
 
 Inputs.
   * ``questions``; the *accepted* ones are those with a row in ``sft`` (a kept trace)

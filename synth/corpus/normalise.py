@@ -1,6 +1,6 @@
 """Normalising KILT records of both layouts into one Arrow schema, :data:`RAW_SCHEMA`.
 
-A KILT knowledge source comes in two layouts (see DESIGN.md, "Facts that matter"):
+A KILT knowledge source comes in two layouts:
 
 * the original JSON Lines: ``_id``, ``text`` a list of strings, ``anchors`` a list
   of objects, ``wikidata_info.aliases`` a list of strings;

@@ -346,8 +346,7 @@ def build_graph(page_files: list[str], link_files: list[str], out: Path, tmp: Pa
     DuckDB joins page ids to node numbers, groups the links into distinct edges and sorts
     them, spilling to ``tmp`` past ``memory_limit``; the sorted edges stream straight into
     memory-mapped ``.npy`` files, so peak memory is about DuckDB's limit plus the two
-    pointer arrays (measured: 100M links over 6M pages in ~66 s on 2 cores, 2.4 GiB
-    peak RSS with the default 2GB limit).
+    pointer arrays (``bench/scale.py`` measures it).
     """
     out.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(parents=True, exist_ok=True)

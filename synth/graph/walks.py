@@ -1,6 +1,6 @@
 """``hopforge walk``: k-hop entity paths ``P = [v0..vk]`` over the link graph.
 
-Rules (METHODS.md, "KG random walk"): every step follows a link; a walk never
+Rules (the knowledge-graph random walk): every step follows a link; a walk never
 revisits a page; pages the node filter excludes (hubs, dates, lists) are never
 visited, start included; with ``chordless`` a path may not hold a shortcut edge
 ``v_i -> v_j`` with ``j > i+1`` (else a question could skip the middle entities).

@@ -4,7 +4,7 @@ It reads what the stages left in DIR -- ``reports/<stage>.json`` (input / output
 dropped, teacher stats), ``questions``, ``traces``, ``filter/verdicts`` -- and skips
 whatever is missing (a run stopped before filtering still gets a report).
 
-Definitions (METHODS.md, "Measuring traces"):
+Definitions (evidence state, evidence recovery and calibration, with gold paths):
 
 - **Turns** count assistant messages from 1.  ``gold_first_seen[j]`` is the turn whose
   tool observation first showed gold page j (-1: never), so at turn t the agent has

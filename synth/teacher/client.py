@@ -97,8 +97,8 @@ def _frozen_heap() -> Iterator[None]:
     """Keep the objects alive before a batch of calls out of the cyclic GC while it runs.
 
     A rollout step allocates many short-lived objects, so collections run often, and each full
-    one walked the whole heap (index handles, questions, configs); freezing that heap made
-    rollouts about 10% faster.  Nested and concurrent batches share one freeze.
+    one would walk the whole long-lived heap (index handles, questions, configs) for nothing.
+    Nested and concurrent batches share one freeze.
     """
     global _FROZEN
     with _FROZEN_LOCK:

@@ -1,7 +1,7 @@
 """The agent's tools described as OpenAI function schemas: the one place they are defined.
 
-Rollouts send these to the teacher, SFT rows store them (as a JSON string, see
-DESIGN.md: Arrow merges dict keys across rows), and the tool server answers
+Rollouts send these to the teacher, SFT rows store them (as a JSON string: Arrow would
+merge dict keys across rows), and the tool server answers
 ``GET /tools`` with them.  Descriptions carry the config's numbers (window size,
 default and largest k), so the model is told exactly what a call returns.
 """

@@ -1,8 +1,7 @@
 """Local BM25 search over page-level documents: the engine behind the agent's tools.
 
-**Engine: tantivy** (Rust, via ``tantivy-py``).  Measured here on 100k documents
-(DESIGN.md, "Local search"): tantivy ~11k queries/s, bm25s+numba ~8.7k/s,
-rank-bm25 182 ms a query.  Beyond raw speed, tantivy is the one that fits a
+**Engine: tantivy** (Rust, via ``tantivy-py``), chosen over bm25s and rank-bm25 for
+speed (``bench/search.py`` measures it against rank-bm25) and because it fits a
 5.9M-page corpus served to many concurrent rollouts:
 
 * the index lives on disk and is memory-mapped, so opening it is instant and many

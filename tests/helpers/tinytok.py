@@ -1,6 +1,6 @@
 """A tiny byte-level BPE tokenizer with a tool-aware chat template, made in code for tests.
 
-The template follows DESIGN.md: it tests keys for truthiness (Arrow fills missing keys
+The template tests keys for truthiness (Arrow fills missing keys
 with null), renders tool-call ``arguments`` as the JSON strings they are stored as, and
 lists the tool schemas in a system block.  ``save_tokenizer(path)`` writes it where
 ``AutoTokenizer.from_pretrained(path)`` finds it.
