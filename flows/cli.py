@@ -19,9 +19,14 @@ from flows.cli_common import (DEFAULT_CONFIG, ConfigOpt, ForceOpt, OutOpt, SetOp
 
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False) -> None:
+    import signal
+
     from synth.engine.progress import setup_logging
 
     setup_logging(logging.DEBUG if verbose else logging.INFO)
+    # A process started in the background by a shell inherits SIGINT ignored, and Python then keeps
+    # ignoring it: Ctrl-C (or `kill -INT`) must stop a run or `hopforge serve` wherever it started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @app.command()
@@ -38,10 +43,11 @@ def run(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutO
     from flows.preflight import PreflightError, check
 
     # Fail in the first seconds, naming the missing setting, rather than an hour in.
-    if problems := check(config, list(set_ or []), out, via="cli"):
+    todo = names[: names.index(until) + 1] if until else names
+    if problems := check(config, list(set_ or []), out, via="cli", stages=todo):
         raise PreflightError(problems)
     cfg = load(config, set_)
-    run_stages(names[: names.index(until) + 1] if until else names, cfg, out, force)
+    run_stages(todo, cfg, out, force)
 
 
 @app.command()

@@ -34,7 +34,7 @@ class UsageError(Exception):
 def fail(msg: str, code: int = 2) -> None:
     from synth.engine.progress import console
 
-    console.print(f"[bold red]error:[/] {msg}", highlight=False)
+    console.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)  # one line, whatever its length
     raise typer.Exit(code)
 
 
@@ -67,13 +67,17 @@ def guard(fn):
     @functools.wraps(fn)
     def wrapper(*a, **kw):
         from flows.config import ConfigError
-        from synth.engine.errors import InputError
+        from synth.engine.errors import InputError, StageFailed
         from synth.engine.store import MissingInput
 
         try:
             return fn(*a, **kw)
         except (ConfigError, MissingInput, InputError, UsageError) as e:
             fail(str(e))
+        except StageFailed as e:
+            fail(str(e), code=1)
+        except KeyboardInterrupt:
+            fail("interrupted: finished stages and shards are kept; run the same command again to resume", code=130)
 
     return wrapper
 

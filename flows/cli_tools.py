@@ -33,7 +33,7 @@ def _open_index(out: Path, cfg):
 @tools_app.command("serve")
 @guard
 def serve_cmd(
-    port: Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on.")] = 8765,
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on (1-65535).")] = 8765,
     host: Annotated[str, typer.Option("--host", help="Loopback address to bind (127.0.0.1, ::1 or localhost).")] = "127.0.0.1",
     config: ConfigOpt = Path(DEFAULT_CONFIG),
     set_: SetOpt = None,
@@ -42,6 +42,8 @@ def serve_cmd(
     """Serve the tools over HTTP on loopback: /search, /open, /find, /tools, /health."""
     from synth.tools.server import check_loopback, serve
 
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port}: a TCP port is between 1 and 65535 (0: any free port)")
     cfg = load(config, set_)
     try:
         check_loopback(host)

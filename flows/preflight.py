@@ -46,12 +46,15 @@ def how_to_set(key: str, example: str, config: str | None, via: Via) -> str:
 
 
 def check(config: str | Path | None, overrides: list[str] | None = None, out: str | Path | None = None, *,
-          via: Via = "flow", env: Mapping[str, str] | None = None, network: bool = True) -> list[str]:
+          via: Via = "flow", env: Mapping[str, str] | None = None, network: bool = True,
+          stages: list[str] | None = None) -> list[str]:
     """Every reason the run of ``config`` (+ ``overrides``) into ``out`` cannot start; ``[]`` when it can.
 
-    ``env`` defaults to ``os.environ``.  ``network`` allows the two quick (a few seconds at
-    most) reachability checks: the Hugging Face Hub for an ``hf:`` source and a Dask
-    scheduler address.
+    ``env`` defaults to ``os.environ``.  ``network`` allows the quick (a few seconds at most)
+    checks that reach out: the teacher's endpoint and model, the Hugging Face Hub for an
+    ``hf:`` source, a Dask scheduler, and loading the tokenizer and the student's model config
+    (from the local cache, or the Hub when it can be reached).  ``stages`` names the stages the
+    run will run (default: all); the student checks apply when ``sft`` is among them.
     """
     from flows.config import load_config
 
@@ -64,8 +67,12 @@ def check(config: str | Path | None, overrides: list[str] | None = None, out: st
     problems: list[str] = []
     problems += _check_corpus(cfg, cfg_name, via, env, network)
     problems += _check_teacher(cfg, cfg_name, via, env)
+    if network and not problems:
+        problems += _check_endpoint(cfg, cfg_name, via, env)
     problems += _check_runner(cfg, cfg_name, via, network)
     problems += _check_tokenizer(cfg, cfg_name, via)
+    if network and not problems:
+        problems += _check_models(cfg, cfg_name, via, sft=stages is None or "sft" in stages)
     if out is not None:
         problems += _check_out(Path(out))
     return problems
@@ -117,7 +124,10 @@ def _check_corpus(cfg, config: str | None, via: Via, env: Mapping[str, str], net
                 f"{how_to_set('corpus.source', KILT_EXAMPLE, config, via)}"]
     if not os.access(path, os.R_OK):
         return [f"corpus.source: {path} is not readable by this user"]
-    return []
+    from synth.corpus.kilt import probe_source
+
+    why = probe_source(str(path))
+    return [why] if why else []
 
 
 def _hub_unreachable(name: str, env: Mapping[str, str]) -> str | None:
@@ -154,6 +164,48 @@ def _check_teacher(cfg, config: str | None, via: Via, env: Mapping[str, str]) ->
         problems.append(f"teacher.model is {t.model!r} (the offline oracle's name) but teacher.backend is 'openai': "
                         f"{how_to_set('teacher.model', 'Qwen/Qwen3-235B-A22B', config, via)} (the name the server serves)")
     return problems
+
+
+def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str]) -> list[str]:
+    """The endpoint answers with this key and serves the model: ``GET /models`` (a one-token chat
+    request where a server has no model list), a few seconds at most."""
+    t = cfg.teacher
+    if t.backend != "openai":
+        return []
+    import openai
+
+    where = f"teacher.base_url {t.display_url()}"
+    client = openai.OpenAI(base_url=t.base_url, api_key=env.get(t.api_key_env) or "EMPTY", timeout=10.0,
+                           max_retries=0)
+    try:
+        try:
+            served = [m.id for m in client.models.list()]
+        except openai.NotFoundError:  # no model list on this server: ask for one token instead
+            client.chat.completions.create(model=t.model, max_tokens=1,
+                                           messages=[{"role": "user", "content": "ping"}])
+            return []
+    except openai.AuthenticationError:
+        return [f"{where} rejected the API key (401): check the key in ${t.api_key_env} (teacher.api_key_env)"]
+    except openai.PermissionDeniedError:
+        return [f"{where} refused this API key (403): check the key in ${t.api_key_env} and its access to "
+                f"model {t.model!r}"]
+    except openai.NotFoundError:
+        return [f"{where} does not serve model {t.model!r} (404): "
+                f"{how_to_set('teacher.model', 'NAME', config, via)} with a name the server serves"]
+    except openai.APIConnectionError as e:
+        cause = e.__cause__ or e.__context__
+        why = f"{type(cause).__name__}: {cause}" if cause is not None else str(e)
+        return [f"nothing answers at {where} ({why[:160]}): start the server or "
+                f"{how_to_set('teacher.base_url', 'http://localhost:8000/v1', config, via)}"]
+    except openai.APIStatusError as e:
+        return [f"{where} answered {e.status_code} to GET /models: {str(e.message)[:160]}"]
+    finally:
+        client.close()
+    if served and t.model not in served:
+        shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
+        return [f"{where} does not serve model {t.model!r} (it serves: {shown}): "
+                f"{how_to_set('teacher.model', served[0], config, via)}"]
+    return []
 
 
 def _check_runner(cfg, config: str | None, via: Via, network: bool) -> list[str]:
@@ -195,6 +247,47 @@ def _check_tokenizer(cfg, config: str | None, via: Via) -> list[str]:
     if tok != "demo" and looks_local and not Path(tok).expanduser().is_dir():
         return [f"tokenizer: no such folder: {tok}: {how_to_set('tokenizer', 'Qwen/Qwen2.5-7B-Instruct', config, via)}"]
     return []
+
+
+def _check_models(cfg, config: str | None, via: Via, sft: bool) -> list[str]:
+    """The tokenizer and the student's model load now (the tokenizer stage would otherwise find out
+    only after the paid stages), and this machine can train the student's recipe."""
+    problems = []
+    tok = cfg.tokenizer
+    if tok != "demo":
+        try:
+            from transformers import AutoTokenizer
+
+            AutoTokenizer.from_pretrained(str(Path(tok).expanduser()) if Path(tok).expanduser().is_dir() else tok)
+        except Exception as e:  # noqa: BLE001 - any failure here is the tokenizer stage failing later
+            problems.append(f"tokenizer {tok!r} cannot be loaded ({_first_line(e)}): download it to a folder and "
+                            f"{how_to_set('tokenizer', '/models/NAME', config, via)}, or set HF_HUB_OFFLINE=0 "
+                            "where the Hub can be reached")
+    if not sft:
+        return problems
+    import yaml
+
+    from sft.stage import hardware_problems, recipe_path
+
+    try:
+        recipe = yaml.safe_load(recipe_path(cfg.sft.config).read_text()) or {}
+    except Exception as e:  # noqa: BLE001
+        return problems + [f"sft.config {cfg.sft.config}: {_first_line(e)}"]
+    model = recipe.get("model_name_or_path")
+    if model and not recipe.get("init_config"):
+        try:
+            from transformers import AutoConfig
+
+            AutoConfig.from_pretrained(model)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"student model {model!r} (model_name_or_path in {cfg.sft.config}) cannot be loaded "
+                            f"({_first_line(e)}): download it to a folder and set model_name_or_path to it")
+    return problems + hardware_problems(cfg.sft.config, cfg.sft.overrides)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:160] if text else ''}"
 
 
 def _check_out(out: Path) -> list[str]:

@@ -32,7 +32,8 @@ class SFTFailed(RuntimeError):
         super().__init__(f"sft exited with code {returncode}: {' '.join(cmd)}\nlast lines:\n{last}")
 
 
-def check_inputs(config: str, out: str, accelerate_config: str | None, num_processes: int) -> list[str]:
+def check_inputs(config: str, out: str, accelerate_config: str | None, num_processes: int,
+                 overrides: list[str] | tuple[str, ...] = ()) -> list[str]:
     """What is missing before training can start (each line names the parameter)."""
     problems = []
     if not Path(config).is_file():
@@ -41,6 +42,10 @@ def check_inputs(config: str, out: str, accelerate_config: str | None, num_proce
         problems.append(f"accelerate_config: not found: {accelerate_config}")
     if num_processes < 1:
         problems.append(f"num_processes must be at least 1 (got {num_processes})")
+    elif not problems:
+        from sft.stage import hardware_problems
+
+        problems += hardware_problems(config, overrides, num_processes)
     if not (Path(out) / "sft").exists():
         problems.append(f"out: {Path(out).absolute()} has no sft table: run "
                         f"`prefect deployment run synth/demo --param out={out}` (or synth/full) first")
@@ -74,7 +79,7 @@ def sft_flow(config: str = "configs/sft/tiny.yaml", out: str = "data/demo", over
              num_processes: int = 1, accelerate_config: str | None = None) -> dict:
     """Train the warm-start student on ``OUT/sft`` (checkpoint in ``OUT/runs/<recipe name>`` unless output_dir= is given)."""
     logger = run_logger()
-    problems = check_inputs(config, out, accelerate_config, num_processes)
+    problems = check_inputs(config, out, accelerate_config, num_processes, list(overrides))
     if problems:
         raise ConfigError("sft cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
     cmd = training_command(config, out, list(overrides), num_processes=num_processes,

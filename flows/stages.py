@@ -53,8 +53,8 @@ EXPAND = Stage("expand", "synth.graph.expand:run_expand", reads=("ingest", "grap
 # Only the pages and the code shape the index; tools.* act at query time.
 INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs=("index",), command="index")
 
-QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, reads=("ingest", "walks"),
-                  optional_reads=("expand", "index"),  # the index only for the shortcut check
+QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, must_produce=True,
+                  reads=("ingest", "walks"), optional_reads=("expand", "index"),  # the index: shortcut checks
                   sections=("questions", "teacher"), outputs=("questions", "rejects/questions"), command="questions")
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),

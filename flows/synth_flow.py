@@ -33,13 +33,13 @@ from prefect.futures import wait
 from flows.config import Config, ConfigError, load_config
 from flows.stages import (ASSEMBLE, EVAL, EXPAND, FILTER, GRAPH, INDEX, INGEST, PIPELINE, QUESTIONS, REPORT, ROLLOUT, SFT,
                           TOKENIZER, WALKS)
-from synth.engine.errors import InputError
+from synth.engine.errors import InputError, StageFailed
 from synth.engine.stage import ShardJob, Stage, StageOutcome
 from synth.engine.store import MissingInput, Store
 
 from flows.runlogs import attach_in_worker, hopforge_logs_to_run, run_logger
 
-USER_ERRORS = (ConfigError, InputError, MissingInput)
+USER_ERRORS = (ConfigError, InputError, MissingInput, StageFailed)  # a retry would fail the same way
 
 
 # ---- task runners ----------------------------------------------------------------------------
@@ -176,21 +176,21 @@ def synth_stages(config: str = "configs/demo.yaml", overrides: list[str] = [], o
         return stage_task.with_options(name=stage.name, task_run_name=stage.name)(stage.name, cfg, str(store.root))
 
     # The pipeline, one stage a line, in the order of flows/stages.py (a test keeps the two in step).
-    run = PIPELINE.start(cfg, store, only=stages, run_one=run_stage)
-    run(INGEST)
-    run(GRAPH)
-    run(WALKS)
-    run(EXPAND)
-    run(INDEX)
-    run(QUESTIONS)
-    run(ROLLOUT)
-    run(TOKENIZER)
-    run(FILTER)
-    run(ASSEMBLE)
-    run(REPORT)
-    run(SFT)
-    run(EVAL)
-    return run.finish()
+    with PIPELINE.start(cfg, store, only=stages, run_one=run_stage) as run:
+        run(INGEST)
+        run(GRAPH)
+        run(WALKS)
+        run(EXPAND)
+        run(INDEX)
+        run(QUESTIONS)
+        run(ROLLOUT)
+        run(TOKENIZER)
+        run(FILTER)
+        run(ASSEMBLE)
+        run(REPORT)
+        run(SFT)
+        run(EVAL)
+    return run.outcomes
 
 
 @flow(name="synth", log_prints=False, persist_result=False)

@@ -38,9 +38,15 @@ def load_sft_dataset(path: str | Path, cache_dir: str | None = None):
     """
     from datasets import Dataset
 
+    import pyarrow.parquet as pq
+
     if cache_dir is None:
         cache_dir = str(Path(path).absolute().parent / ".cache" / "datasets")
-    ds = Dataset.from_parquet(sft_files(path), cache_dir=cache_dir)
+    files = sft_files(path)
+    if sum(pq.read_metadata(f).num_rows for f in files) == 0:
+        raise InputError(f"the sft table at {path} has no rows: the filter stage kept no trace "
+                         "(its drop reasons are in reports/filter.json), so there is nothing to train on")
+    ds = Dataset.from_parquet(files, cache_dir=cache_dir)
     missing = {"messages", "tools", "question_id", "trace_id"} - set(ds.column_names)
     if missing:
         raise InputError(f"sft table {path} lacks column(s) {sorted(missing)}")

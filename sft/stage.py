@@ -102,6 +102,36 @@ def training_command(recipe: str | Path, data_dir: str | Path, overrides: list[s
             *overrides_to_args(rest)]
 
 
+def hardware_problems(recipe: str | Path, overrides: list[str] | tuple[str, ...] = (),
+                      num_processes: int | None = None) -> list[str]:
+    """What this machine lacks for ``recipe`` (+ ``overrides``): bf16 or fp16 without a GPU that does
+    it, or more processes than GPUs.  One line each, naming the setting; ``[]`` when it can train."""
+    import torch
+    import yaml
+
+    try:
+        values = yaml.safe_load(recipe_path(recipe).read_text()) or {}
+    except (InputError, yaml.YAMLError, OSError) as e:
+        return [f"sft recipe {recipe}: {e}"]
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if sep:
+            values[key.strip().lstrip("-")] = yaml.safe_load(raw) if raw.strip() else raw
+    cuda = torch.cuda.is_available()
+    gpus = torch.cuda.device_count() if cuda else 0
+    problems = []
+    if values.get("bf16") is True and not (cuda and torch.cuda.is_bf16_supported()):
+        problems.append(f"sft recipe {recipe} trains in bf16 but this machine has no GPU with bf16 "
+                        "(set bf16=false, or run on a machine with one)")
+    if values.get("fp16") is True and not cuda:
+        problems.append(f"sft recipe {recipe} trains in fp16 but this machine has no GPU (set fp16=false)")
+    if (num_processes or 1) > 1 and cuda and num_processes > gpus:
+        problems.append(f"num_processes is {num_processes} but this machine has {gpus} GPU(s)")
+    if (num_processes or 1) > 1 and not cuda:
+        problems.append(f"num_processes is {num_processes} but this machine has no GPU (use 1 on CPU)")
+    return problems
+
+
 def recipe_identity(cfg: Any, store: Any = None) -> str:
     """Stage ``key_extra``: a hash of the recipe file's bytes and its overrides."""
     recipe, overrides = _stage_recipe(cfg)

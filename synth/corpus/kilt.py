@@ -14,8 +14,10 @@ Every reader yields :class:`~synth.corpus.normalise.RawBatch` es in one schema
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import logging
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -169,15 +171,51 @@ def read_source(source: str, cfg: CorpusConfig) -> Iterator[RawBatch]:
     files = data_files(root)
     for f in files:
         label = f.relative_to(root).as_posix() if root.is_dir() else None
-        layout = detect_layout(f)
-        if layout is None:
-            log.warning("ingest: %s holds no records; skipped", f)
-            continue
-        log.debug("ingest: %s is in the %s layout", f, layout)
-        if ".parquet" in f.suffixes:
-            yield from read_parquet(f, layout, batch_bytes, label)
-        else:
-            yield from read_jsonl(f, layout, batch_bytes, label)
+        try:
+            layout = detect_layout(f)
+            if layout is None:
+                log.warning("ingest: %s holds no records; skipped", f)
+                continue
+            log.debug("ingest: %s is in the %s layout", f, layout)
+            if ".parquet" in f.suffixes:
+                yield from read_parquet(f, layout, batch_bytes, label)
+            else:
+                yield from read_jsonl(f, layout, batch_bytes, label)
+        except UNREADABLE as e:
+            raise InputError(unreadable_message(f, e)) from None
+
+
+# What a truncated or corrupt file raises while it is read: gzip / bzip2 / zlib and Arrow errors.
+UNREADABLE = (EOFError, zlib.error, gzip.BadGzipFile, OSError, pa.ArrowException)
+
+
+def unreadable_message(path: Path, e: BaseException) -> str:
+    """One line naming the file and what is wrong with it."""
+    return f"corpus.source: {path} is truncated or corrupt ({type(e).__name__}: {str(e)[:160]})"
+
+
+def probe_source(source: str) -> str | None:
+    """Why a local source cannot be read (a problem line), or None: Parquet footers and magic bytes,
+    and the first MiB of the first JSON Lines file decompressed (a truncated or corrupt gzip or
+    bzip2 file fails there), without reading the whole source."""
+    if source.startswith("hf:") or source == "demo":
+        return None
+    try:
+        files = data_files(Path(source))
+    except InputError as e:
+        return str(e)
+    jsonl = [f for f in files if ".parquet" not in f.suffixes]
+    for f in files:
+        try:
+            if ".parquet" in f.suffixes:
+                pq.read_metadata(f)
+            elif f == jsonl[0]:
+                stream, raw = open_binary(f)
+                with raw, stream:
+                    stream.read(1 << 20)
+        except UNREADABLE as e:
+            return unreadable_message(f, e)
+    return None
 
 
 def _rows_per_batch(bytes_per_row: float, batch_bytes: int) -> int:

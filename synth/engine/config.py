@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import reprlib
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from types import UnionType
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 
 class ConfigError(ValueError):
@@ -23,9 +25,53 @@ class ConfigError(ValueError):
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, values are validated on assignment."""
+    """Base of every config section: unknown keys are errors, values are validated on assignment,
+    and a boolean is never taken for a number (``walk.hops: true`` is not 1 hop)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, bool):
+            types = _leaf_types(cls.model_fields[info.field_name].annotation)
+            if types & {int, float} and bool not in types:
+                raise ValueError("expected a number, got a boolean")
+        return v
+
+
+def _leaf_types(ann: Any) -> set:
+    """The plain types an annotation allows (``int | None`` -> {int, NoneType})."""
+    args = get_args(ann)
+    if not args:
+        return {ann}
+    out: set = set()
+    for a in args:
+        out |= _leaf_types(a)
+    return out
+
+
+MAX_OVERRIDE_CHARS = 10_000
+MAX_ERROR_VALUE_CHARS = 200
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases: an override is one value, and aliases let a few hundred
+    bytes expand into gigabytes (a 'billion laughs')."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("anchors and aliases are not allowed in an override")
+        return super().compose_node(parent, index)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = MAX_ERROR_VALUE_CHARS
+
+
+def _short(value: Any) -> str:
+    """A bounded repr of a bad value, for error messages (never the whole of a huge value)."""
+    return _REPR.repr(value)[:MAX_ERROR_VALUE_CHARS]
 
 
 def operational(description: str, default: Any = ..., **kw: Any) -> Any:
@@ -42,6 +88,9 @@ class SynthConfig(Section):
     dask_address: str | None = operational("Scheduler address of an existing Dask cluster; None: start a local one.", None)
     dask_workers: int = operational("Workers of the local Dask cluster.", 2, ge=1)
     shard_workers: int = operational("Shards run at once (threads) by `hopforge run` and the threads runner.", 4, ge=1)
+    allow_empty: bool = operational(
+        "Commit a teacher stage whose every item was dropped (by default that is an error: a broken prompt or "
+        "endpoint must not become a finished, empty stage that later runs reuse).", False)
 
 
 class RootConfig(Section):
@@ -118,25 +167,43 @@ def _check_keys(data: Any, model: type[BaseModel], prefix: str) -> None:
             _check_keys(value, ann, dotted)
 
 
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """Split ``a.b=c`` into (['a', 'b'], value); the value is parsed as YAML (ints, bools, lists...)."""
+def parse_override(item: str, verbatim: bool = False) -> tuple[list[str], Any]:
+    """Split ``a.b=c`` into (['a', 'b'], value).  The value is parsed as YAML (ints, bools, lists...),
+    unless ``verbatim`` (a text field: a path stays the path, whatever it looks like)."""
     if "=" not in item:
-        raise ConfigError(f"bad override '{item}': expected dotted.key=value")
+        raise ConfigError(f"bad override {_short(item)}: expected dotted.key=value")
+    if len(item) > MAX_OVERRIDE_CHARS:
+        raise ConfigError(f"override {_short(item)} is {len(item):,} characters long (at most {MAX_OVERRIDE_CHARS:,})")
     key, raw = item.split("=", 1)
     key = key.strip()
     if not key or any(not p for p in key.split(".")):
-        raise ConfigError(f"bad override '{item}': empty key")
+        raise ConfigError(f"bad override {_short(item)}: empty key")
+    if verbatim:
+        return key.split("."), None if raw.strip() in ("null", "~") else raw
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = yaml.load(raw, Loader=_NoAliasLoader) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        if "alias" in str(e):
+            raise ConfigError(f"override {_short(item)}: {e}") from None
         value = raw
     return key.split("."), value
+
+
+def _text_field(root: type[BaseModel], path: list[str]) -> bool:
+    """Whether the field at ``path`` holds text (``str`` or ``str | None``), so its value is taken verbatim."""
+    model = _model_at(root, path[:-1]) if len(path) > 1 else root
+    field = model.model_fields.get(path[-1]) if model is not None else None
+    if field is None:
+        return False
+    ann = field.annotation
+    return ann is str or (get_origin(ann) in (Union, UnionType) and set(get_args(ann)) == {str, type(None)})
 
 
 def apply_overrides(root: type[BaseModel], data: dict, overrides: list[str]) -> dict:
     """Apply ``dotted.key=value`` overrides to a raw config mapping, checking each key exists."""
     for item in overrides:
-        path, value = parse_override(item)
+        path, _ = parse_override(item, verbatim=True)
+        path, value = parse_override(item, verbatim=_text_field(root, path))
         model: type[BaseModel] = root
         node = data
         for i, part in enumerate(path):
@@ -170,7 +237,7 @@ def config_from_dict(root: type[M], data: dict) -> M:
     except ValidationError as e:
         err = e.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"bad value for config key '{key}': {err['msg']} (got {err.get('input')!r})") from None
+        raise ConfigError(f"bad value for config key '{key}': {err['msg']} (got {_short(err.get('input'))})") from None
 
 
 def load_config(root: type[M], path: str | Path | None, overrides: list[str] | None = None) -> M:

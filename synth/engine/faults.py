@@ -3,8 +3,11 @@
 When ``HOPFORGE_CRASH_AT`` lists a point (comma-separated), reaching it sends SIGKILL
 to the process itself: no cleanup, no flush, exactly like a machine going down.
 The points sit where a crash is most likely to leave damage: right after a shard is
-marked done (``shard:<stage>:<i>``) and right after a stage's output folder is
-renamed into place, before its public links and manifest entry (``commit:<stage>``).
+marked done (``shard:<stage>:<i>``), right after a stage's output folder is renamed
+into place, before its public links and manifest entry (``commit:<stage>``), and right
+after this process's N-th paid teacher call reached the ledger (``ledger:<N>``), which
+lands anywhere inside a teacher stage's shards.  Tests kill at these progress points,
+never after a wall-clock delay, so they hold on a loaded machine.
 """
 
 from __future__ import annotations

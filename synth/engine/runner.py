@@ -11,7 +11,8 @@ reused and says so; otherwise it runs into ``<key>.partial`` and is committed at
 
 :class:`Pipeline` holds the stages in order (the table itself is the composition root's,
 ``flows/stages.py``).  :meth:`Pipeline.start` is the one run loop: ``hopforge run``, the stage
-commands and the Prefect flow all go through it (a :class:`Run`), and it keeps
+commands and the Prefect flow all go through it (a :class:`Run`, which holds the folder's
+run lock), and it keeps
 ``DIR/reports/run.json`` current after every stage, so a crashed run still shows how far it got.
 """
 
@@ -27,9 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from synth.engine.codekey import code_hash
+from synth.engine.errors import StageFailed
 from synth.engine.faults import crash_point
-from synth.engine.stage import ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
-from synth.engine.store import MissingInput, Store, atomic_write_json
+from synth.engine.stage import STOP, ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
+from synth.engine.store import MissingInput, RunLock, Store, atomic_write_json
 
 log = logging.getLogger("hopforge")
 
@@ -118,6 +120,11 @@ class Pipeline:
         finally:
             ctx.close()
         result.check(stage.name)
+        if stage.must_produce and result.input > 0 and result.output == 0 and not cfg.synth.allow_empty:
+            top = ", ".join(f"{r} {n:,}" for r, n in sorted(result.dropped.items(), key=lambda x: -x[1])[:4])
+            raise StageFailed(f"stage {stage.name}: every one of its {result.input:,} items was dropped ({top}), so "
+                              f"nothing is committed; see {store.root}/.stages/{stage.name}/{key}.partial, or set "
+                              "synth.allow_empty=true to accept an empty result")
         seconds = time.monotonic() - t0
         report = {
             "stage": stage.name,
@@ -155,8 +162,14 @@ class Pipeline:
         def run(jobs: Sequence[ShardJob]) -> list[dict]:
             if workers <= 1 or len(jobs) <= 1:
                 return [one(j) for j in jobs]
+            STOP.clear()
             with ThreadPoolExecutor(workers, thread_name_prefix="hopforge-shard") as ex:
-                return list(ex.map(one, jobs))
+                try:
+                    return list(ex.map(one, jobs))
+                except BaseException:
+                    STOP.set()  # a Ctrl-C, or a shard that failed: the other shards stop too
+                    ex.shutdown(wait=True, cancel_futures=True)
+                    raise
 
         return run
 
@@ -197,15 +210,15 @@ class Pipeline:
     def start(self, cfg: Any, store: Store, force: bool = False, only: Iterable[str] | None = None,
               run_one: Callable[[Stage], StageOutcome] | None = None,
               on_stage: Callable[[StageOutcome], None] | None = None) -> "Run":
-        """A :class:`Run` over ``store``: call it with each stage in order, then ``finish()``."""
+        """A :class:`Run` over ``store``: enter it (``with``), call it with each stage in order."""
         return Run(self, cfg, store, force=force, only=only, run_one=run_one, on_stage=on_stage)
 
     def run(self, stages: Iterable[Stage], cfg: Any, store: Store, **kw: Any) -> list[StageOutcome]:
         """Run ``stages`` in order (each reused when unchanged); see :meth:`start`."""
-        run = self.start(cfg, store, **kw)
-        for stage in stages:
-            run(stage)
-        return run.finish()
+        with self.start(cfg, store, **kw) as run:
+            for stage in stages:
+                run(stage)
+        return run.outcomes
 
 
 class Run:
@@ -215,7 +228,8 @@ class Run:
     Prefect flow passes one that runs it as a task) and rewrites ``DIR/reports/run.json``:
     per stage ``reused``, ``seconds``, ``teacher_calls`` (requests paid for by this run; cache
     hits and shards an interrupted run finished are not counted), its key and its funnel.
-    Stages outside ``only`` (when given) are skipped.
+    Stages outside ``only`` (when given) are skipped.  Entering the run takes the folder's
+    :class:`~synth.engine.store.RunLock`, so a second run on the same folder stops at once.
     """
 
     def __init__(self, pipeline: Pipeline, cfg: Any, store: Store, force: bool = False,
@@ -227,6 +241,17 @@ class Run:
         self.on_stage = on_stage
         self.started = time.time()
         self.outcomes: list[StageOutcome] = []
+        self.lock = RunLock(store.root)
+
+    def __enter__(self) -> "Run":
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        try:
+            self.write(finished=exc_type is None)
+        finally:
+            self.lock.release()
 
     def __call__(self, stage: Stage) -> StageOutcome | None:
         """Run (or reuse) ``stage`` and record its outcome."""
@@ -238,11 +263,6 @@ class Run:
         if self.on_stage is not None:
             self.on_stage(outcome)
         return outcome
-
-    def finish(self) -> list[StageOutcome]:
-        """Mark the run finished; returns every outcome in order."""
-        self.write(finished=True)
-        return self.outcomes
 
     def write(self, finished: bool) -> dict:
         """Write ``reports/run.json`` now; returns it."""

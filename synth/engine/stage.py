@@ -92,6 +92,7 @@ class Stage:
     command: str = ""  # the CLI command that runs it, for error messages
     key_extra: Callable[[Any, Store], str] | None = None
     sharded: bool = False
+    must_produce: bool = False  # an empty output from a non-empty input is a failure, not a result
 
     @property
     def module(self) -> str:
@@ -193,6 +194,11 @@ class StageContext:
 
 _BARS: dict[tuple, Bar] = {}
 _BARS_LOCK = threading.Lock()
+
+# Set when the user interrupts a run (Ctrl-C) while shards run on worker threads: long batches of
+# work (teacher calls) watch it and stop within a second, so the run ends with a resumable folder
+# instead of finishing every in-flight shard first.
+STOP = threading.Event()
 
 
 @dataclass

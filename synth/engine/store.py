@@ -31,7 +31,9 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from filelock import FileLock
+from filelock import FileLock, Timeout
+
+from synth.engine.errors import InputError
 
 from synth.engine.faults import crash_point
 
@@ -42,6 +44,49 @@ PARQUET_OPTS = dict(compression="zstd", compression_level=3, use_dictionary=True
 
 class MissingInput(RuntimeError):
     """A stage's input table is not in the store; the message says which command makes it."""
+
+
+class FolderInUse(InputError):
+    """Another run holds the output folder; the message names its pid and start time."""
+
+
+class RunLock:
+    """The one-run-per-folder lock: ``DIR/.hopforge.lock`` (an OS file lock, so a run that was
+    killed holds nothing: the next run takes it over at once) and ``DIR/.hopforge.run``, who holds
+    it.  Two runs on one folder would each write and commit the same stages and pay for the same
+    teacher calls twice."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._lock = FileLock(str(self.root / ".hopforge.lock"), thread_local=False)
+        self.info = self.root / ".hopforge.run"
+
+    def acquire(self, what: str = "hopforge") -> None:
+        """Take the lock or raise :class:`FolderInUse` at once."""
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            try:
+                held = json.loads(self.info.read_text())
+                since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(held["started_at"]))
+                who = f"pid {held['pid']} since {since} ({held.get('what', 'hopforge')})"
+            except (OSError, ValueError, KeyError):
+                who = "another process"
+            raise FolderInUse(f"{self.root} is in use by {who}: wait for it to finish, stop it, or pass "
+                              "another --out") from None
+        atomic_write_json(self.info, {"pid": os.getpid(), "started_at": time.time(), "what": what})
+
+    def release(self) -> None:
+        """Let the next run in."""
+        self.info.unlink(missing_ok=True)
+        self._lock.release()
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -139,6 +184,10 @@ class Store:
 
     def __init__(self, root: str | Path):
         self.root = Path(root).absolute()
+        if self.root.is_symlink() and not self.root.exists():
+            raise InputError(f"--out {self.root} is a symlink to {os.readlink(self.root)}, which does not exist")
+        if self.root.exists() and not self.root.is_dir():
+            raise InputError(f"--out {self.root} is a file, not a folder")
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(self.root / ".manifest.lock"))
 

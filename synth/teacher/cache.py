@@ -22,6 +22,8 @@ from typing import Any
 
 import orjson
 
+from synth.engine.errors import InputError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
     key TEXT PRIMARY KEY,
@@ -104,6 +106,9 @@ class CallCache:
                 if "locked" not in str(e) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+            except sqlite3.DatabaseError as e:  # not a database, or a damaged one
+                raise InputError(f"the teacher call cache {self.path} is not a readable SQLite database ({e}): "
+                                 "move it aside and rerun (calls it held are then paid again)") from None
 
     def _conn(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:  # forked: the parent's handles are not ours to use

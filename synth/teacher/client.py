@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib
+import itertools
 import logging
 import os
 import random
@@ -40,14 +41,18 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, TypeVar
 import orjson
 
 from synth.engine.config import ConfigError
+from synth.engine.errors import StageFailed
+from synth.engine.faults import crash_point
+from synth.engine.stage import STOP
 from synth.teacher.cache import CallCache, cache_key, canonical_json, shared_cache
 from synth.teacher.config import TeacherConfig
 from synth.teacher.limits import Gate, RateLimiter, backoff_delay
 from synth.teacher.stats import StatsSnapshot, TeacherStats, merge_reports
 from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError
 
-__all__ = ["BackendError", "ChatModel", "ChatResponse", "StatsSnapshot", "Teacher", "TeacherConfig", "TeacherError",
-           "TeacherStats", "cache_path", "make_backend", "open_teacher", "register_backend"]
+__all__ = ["BackendError", "Breaker", "ChatModel", "ChatResponse", "StatsSnapshot", "Teacher", "TeacherConfig",
+           "TeacherError", "TeacherStats", "TeacherUnavailable", "cache_path", "failure_kind", "make_backend",
+           "open_teacher", "register_backend"]
 
 log = logging.getLogger("hopforge")
 T = TypeVar("T")
@@ -114,15 +119,87 @@ def _frozen_heap() -> Iterator[None]:
                 gc.unfreeze()
 
 
-_LIMITS: dict[tuple, tuple[Gate, RateLimiter]] = {}
+# ---- the endpoint itself failing ---------------------------------------------------------------
+
+def failure_kind(reason: str) -> str | None:
+    """Whether a failed attempt says the endpoint itself is failing, and how: ``auth`` (401/403),
+    ``model`` (404: the model is not served), ``unreachable`` (nothing accepted the connection),
+    ``server`` (5xx, timeouts, dropped connections); None for a failure of the item alone."""
+    if reason in ("http_401", "http_403"):
+        return "auth"
+    if reason == "http_404":
+        return "model"
+    if reason == "unreachable":
+        return "unreachable"
+    if reason.startswith("http_5") or reason in ("timeout", "connection"):
+        return "server"
+    return None
+
+
+class TeacherUnavailable(StageFailed):
+    """The teacher's endpoint is failing as a whole, so the stage stops: nothing of it is committed,
+    finished shards are kept, and the message says what to fix.  Not a :class:`TeacherError`: it is
+    never dropped as an item's failure."""
+
+
+class Breaker:
+    """Trips once ``threshold`` failures in a row were the endpoint's own (see :func:`failure_kind`)
+    and it has not answered for ``grace_s`` seconds (or ever).  One per endpoint and process,
+    shared by every teacher of it, like the gate."""
+
+    def __init__(self, threshold: int, grace_s: float, clock: Callable[[], float] = time.monotonic):
+        self.threshold, self.grace_s, self.clock = threshold, grace_s, clock
+        self._lock = threading.Lock()
+        self.consecutive = 0
+        self.last_success: float | None = None
+        self.tripped: tuple[str, str, str] | None = None  # (kind, reason, detail) that tripped it
+
+    def success(self) -> None:
+        """An attempt was answered."""
+        with self._lock:
+            self.consecutive = 0
+            self.last_success = self.clock()
+
+    def failure(self, kind: str, reason: str, detail: str) -> bool:
+        """Count a failed attempt of kind ``kind``; True once the breaker has tripped."""
+        with self._lock:
+            if self.tripped is None:
+                self.consecutive += 1
+                recent = self.last_success is not None and self.clock() - self.last_success < self.grace_s
+                if self.consecutive >= self.threshold and not recent:
+                    self.tripped = (kind, reason, detail)
+            return self.tripped is not None
+
+
+def unavailable_message(cfg: TeacherConfig, kind: str, reason: str, detail: str) -> str:
+    """One line: what failed, at which endpoint and model, and the setting that fixes it."""
+    where = f"teacher endpoint {cfg.display_url()} (model {cfg.model!r})"
+    detail = " ".join(detail.split())[:200]
+    if kind == "auth":
+        return (f"{where} rejected the API key ({reason}: {detail}): check the key in ${cfg.api_key_env} "
+                "(teacher.api_key_env)")
+    if kind == "model":
+        return (f"{where} does not serve model {cfg.model!r} ({reason}: {detail}): set teacher.model to a name the "
+                "server lists at GET /models")
+    if kind == "unreachable":
+        return (f"nothing answers at {where} ({detail}): start the server or set teacher.base_url")
+    return (f"{where} keeps failing ({reason}: {detail}) after {cfg.max_retries} retries per call: check the server, "
+            "then rerun (finished shards are kept)")
+
+
+# Paid calls written to ledgers by this process, counted from 1: crash tests kill at "ledger:N".
+_LEDGER_LINES = itertools.count(1)
+
+_LIMITS: dict[tuple, tuple[Gate, RateLimiter, Breaker]] = {}
 _LIMITS_LOCK = threading.Lock()
 
 
-def _shared_limits(cfg: TeacherConfig) -> tuple[Gate, RateLimiter]:
+def _shared_limits(cfg: TeacherConfig) -> tuple[Gate, RateLimiter, Breaker]:
     key = (cfg.backend, cfg.base_url, cfg.model, cfg.concurrency, cfg.rpm, cfg.tpm)
     with _LIMITS_LOCK:
         if key not in _LIMITS:
-            _LIMITS[key] = (Gate(cfg.concurrency), RateLimiter(cfg.rpm, cfg.tpm, clock=time.monotonic, sleep=asyncio.sleep))
+            _LIMITS[key] = (Gate(cfg.concurrency), RateLimiter(cfg.rpm, cfg.tpm, clock=time.monotonic, sleep=asyncio.sleep),
+                            Breaker(cfg.abort_after, cfg.abort_grace_s))
         return _LIMITS[key]
 
 
@@ -162,10 +239,11 @@ class Teacher:
         if shared and sleep is None and clock is None:
             # Teachers of one process and endpoint share one gate and one rate limiter, so
             # concurrency and rpm/tpm hold across every shard and thread, each with its own stats.
-            self._gate, self._limiter = _shared_limits(cfg)
+            self._gate, self._limiter, self.breaker = _shared_limits(cfg)
         else:
             self._gate = Gate(cfg.concurrency)
             self._limiter = RateLimiter(cfg.rpm, cfg.tpm, clock=clock or time.monotonic, sleep=self._sleep)
+            self.breaker = Breaker(cfg.abort_after, cfg.abort_grace_s, clock or time.monotonic)
         self._rng = rng or random.Random()
         self._reported: set[str] = set()
 
@@ -221,9 +299,10 @@ class Teacher:
         deadline = cfg.timeout_s * 1.25 + 1.0
         attempt = 0
         while True:
+            self._raise_if_tripped()
             async with self._gate:
                 waited = await self._limiter.acquire(tokens)
-                self.stats.add(requests=1, rate_wait_s=waited)
+                self.stats.add(rate_wait_s=waited)
                 t0 = time.perf_counter()
                 try:
                     async with asyncio.timeout(deadline):
@@ -234,7 +313,10 @@ class Teacher:
                 except TimeoutError:
                     err = BackendError("timeout", f"no response within {deadline:g}s")
                 latency = time.perf_counter() - t0
+            if err is None or err.reason != "unreachable":  # a request that never connected was not sent
+                self.stats.add(requests=1)
             if err is None:
+                self.breaker.success()
                 resp.latency_s, resp.cached = latency, False
                 if resp.model_latency_s is None:
                     resp.model_latency_s = latency
@@ -245,7 +327,14 @@ class Teacher:
             # Slot released before sleeping: other calls proceed while this one backs off.
             detail = self._scrub(err.detail)
             self.stats.add(attempt_errors=err.reason)
-            if not err.retryable or attempt >= cfg.max_retries:
+            kind = failure_kind(err.reason)
+            final = not err.retryable or attempt >= cfg.max_retries
+            # A rejected key, an unknown model or nothing listening fail the same way every time: each
+            # attempt counts.  A 5xx or a timeout counts only once its call has used up its retries.
+            if kind is not None and (kind != "server" or final) and self.breaker.failure(kind, err.reason, detail):
+                self.stats.add(failed=1, failures=err.reason)
+                self._raise_if_tripped()
+            if final:
                 self.stats.add(failed=1, failures=err.reason)
                 self._log_failure(err.reason, detail, attempt + 1)
                 raise TeacherError(err.reason, detail, attempts=attempt + 1) from None
@@ -256,6 +345,10 @@ class Teacher:
             self.stats.add(retries=1, backoff_s=delay)
             await self._sleep(delay)
             attempt += 1
+
+    def _raise_if_tripped(self) -> None:
+        if self.breaker.tripped is not None:
+            raise TeacherUnavailable(unavailable_message(self.cfg, *self.breaker.tripped)) from None
 
     def _write_ledger(self, key: str, resp: ChatResponse) -> None:
         u = resp.usage
@@ -271,6 +364,7 @@ class Teacher:
                 os.close(fd)
         except OSError as e:
             self._log_failure("ledger_write", f"{type(e).__name__}: {e}", 1, what="ledger write")
+        crash_point(f"ledger:{next(_LEDGER_LINES)}")
 
     def _estimate_tokens(self, messages: list[dict], tools: list[dict] | None) -> int:
         # About four characters a token for English; the tpm limit only needs the right scale.
@@ -329,14 +423,29 @@ class Teacher:
                     progress.update(1)
 
         tasks = [asyncio.create_task(worker()) for _ in range(min(limit, len(items)))]
+
+        async def watch() -> None:
+            # The run was interrupted: stop this batch now (completed calls are cached, so the
+            # rerun pays for none of them again), not when its last item is done.
+            while not STOP.is_set():
+                await asyncio.sleep(0.2)
+            for t in tasks:
+                t.cancel()
+
+        watcher = asyncio.create_task(watch())
         try:
             await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            if STOP.is_set():
+                raise KeyboardInterrupt("the run was interrupted") from None
+            raise
         except BaseException:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
         finally:
+            watcher.cancel()
             await self.aclose()
         return results
 

@@ -72,6 +72,13 @@ class TeacherConfig(Section):
         ge=0,
     )
     backoff_max_s: float = operational("Cap on one backoff (a longer Retry-After is still honoured).", 60.0, ge=0)
+    abort_after: int = operational(
+        "Consecutive failed attempts of the endpoint itself (rejected key, unknown model, nothing listening, "
+        "5xx or timeouts) after which the stage stops instead of dropping items; finished shards are kept.",
+        3, ge=1)
+    abort_grace_s: float = operational(
+        "A failing endpoint that answered within this many seconds is given time to recover before the stage "
+        "stops (a restart mid-run); one that never answered stops the stage at once.", 60.0, ge=0)
     price_per_mtok: Price | None = operational(
         "Prices per million tokens `{prompt: ..., completion: ...}`; when set, reports include cost in USD.", None
     )

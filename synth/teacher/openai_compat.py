@@ -4,7 +4,8 @@ The client is built with ``max_retries=0``: :class:`synth.teacher.client.Teacher
 retries, so backoff, Retry-After and accounting follow one policy whatever the
 backend.  Each attempt either returns a :class:`ChatResponse` or raises a
 :class:`BackendError` whose reason is one of ``http_<status>``, ``timeout``,
-``connection`` or ``bad_response``; messages are scrubbed of the API key.
+``unreachable`` (the connection was never made), ``connection`` (it dropped) or
+``bad_response``; messages are scrubbed of the API key.
 
 The key is read from ``os.environ[cfg.api_key_env]`` when the backend is built, so
 a run without it fails in its first second.  Servers without auth (a local vLLM,
@@ -130,7 +131,9 @@ class OpenAIBackend:
         except openai.APITimeoutError:
             err = BackendError("timeout", f"no response within {self.cfg.timeout_s:g}s")
         except openai.APIConnectionError as e:
-            err = BackendError("connection", self.scrub(_cause(e)))
+            # Refused, unresolvable or unroutable: the request never reached a server.
+            never_sent = any("Connect" in type(c).__name__ for c in _causes(e))
+            err = BackendError("unreachable" if never_sent else "connection", self.scrub(_cause(e)), retryable=True)
         except openai.APIStatusError as e:
             status = e.status_code
             ra = parse_retry_after(e.response.headers) if status in (429, 503) else None
@@ -165,6 +168,17 @@ class OpenAIBackend:
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.cfg.model!r}, url={self.cfg.display_url()!r})"
+
+
+def _causes(e: BaseException) -> list[BaseException]:
+    """The chain of exceptions behind ``e`` (its causes and contexts), innermost last."""
+    out, seen = [], {id(e)}
+    c = e.__cause__ or e.__context__
+    while c is not None and id(c) not in seen:
+        out.append(c)
+        seen.add(id(c))
+        c = c.__cause__ or c.__context__
+    return out
 
 
 def _cause(e: BaseException) -> str:

@@ -12,7 +12,8 @@ same behaviour as :class:`synth.tools.toolbox.Toolbox`::
 Each tool endpoint also takes the same fields as a POST JSON body (``query`` is
 accepted for ``q``; ``exclude`` may be a list), which is how source masking is
 done per request.  A bad request answers ``{"error": "..."}`` with 400 (bad
-arguments) or 404 (unknown page).  The service binds to loopback only: it has no
+arguments), 404 (unknown page) or 413 (a URL or body over ``tools.max_request_bytes``,
+refused before it is read whole, so a large or slow client holds no more than that).  The service binds to loopback only: it has no
 authentication, and the corpus is not meant to be served beyond this machine.
 """
 
@@ -47,15 +48,32 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
     schemas = tool_schemas(cfg)
     app = FastAPI(title="hopforge tools", description="search / open / find over a local Wikipedia index")
 
+    limit = cfg.max_request_bytes
+
+    async def body_of(request: Request) -> bytes:
+        """The request body, read no further than ``limit`` bytes (413 past it)."""
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ToolError(f"the request body is {int(declared):,} bytes; at most {limit:,} are accepted", status=413)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ToolError(f"the request body is over {limit:,} bytes", status=413)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     async def arguments(request: Request) -> dict:
         """Query-string fields, overridden by a POST JSON body; integers in a query string parsed."""
+        if len(request.url.path) + len(request.url.query) > limit:
+            raise ToolError(f"the request URL is over {limit:,} bytes", status=413)
         args: dict[str, Any] = {}
         for key in request.query_params:
             values = request.query_params.getlist(key)
             value = values if key == "exclude" else values[-1]
             args[key] = int(value) if isinstance(value, str) and key in ("k", "offset") and _INT.fullmatch(value) else value
         if request.method == "POST":
-            raw = await request.body()
+            raw = await body_of(request)
             if raw.strip():
                 try:
                     body = json.loads(raw)

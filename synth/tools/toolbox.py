@@ -25,6 +25,8 @@ from synth.tools.text import clean_text, page_text
 from synth.tools.config import ToolsConfig
 from synth.tools.schema import tool_schemas
 
+ECHO_CHARS = 200  # of a find pattern, in the result
+
 
 class ToolError(ValueError):
     """A tool call the agent got wrong; ``status`` is the HTTP status the tool server answers with."""
@@ -116,7 +118,9 @@ def run_find(index: SearchIndex, cfg: ToolsConfig, page: str, text: str) -> dict
             if len(passages) < cfg.find_max_passages:
                 passages.append({"index": i, "offset": offset, "text": para})
         offset += len(para) + 2
-    return {"page_id": p["page_id"], "title": p["title"], "text": text, "total": total, "passages": passages}
+    # Echo only a prefix of the pattern: a caller that sent megabytes must not get them back.
+    echo = text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "..."
+    return {"page_id": p["page_id"], "title": p["title"], "text": echo, "total": total, "passages": passages}
 
 
 # ---- argument checks from the schemas -------------------------------------------------------

@@ -44,10 +44,10 @@ def test_one_table_one_run_loop(tmp_path):
         calls.append(stage.name)
         return StageOutcome(stage.name, "k", False, 0.0, {"input": 1, "output": 1, "dropped": {}})
 
-    run = PIPELINE.start(Config(), Store(tmp_path), only=["graph", "filter"], run_one=fake)
-    for stage in PIPELINE:
-        run(stage)
-    outcomes = run.finish()
+    with PIPELINE.start(Config(), Store(tmp_path), only=["graph", "filter"], run_one=fake) as run:
+        for stage in PIPELINE:
+            run(stage)
+    outcomes = run.outcomes
     assert calls == ["graph", "filter"] and [o.name for o in outcomes] == calls
     import json
 

@@ -2,6 +2,8 @@
 
 import json
 
+import socket
+
 import httpx
 import pytest
 from helpers.searchcorpus import build_test_index
@@ -137,3 +139,25 @@ def test_cli_errors_exit_2(out, tmp_path):
     assert code == 2 and "loopback" in text
     code, text = run("serve", "--out", str(tmp_path), "--port", "0")
     assert code == 2 and f"hopforge index --out {tmp_path}" in text
+
+
+def test_request_size_limits(client, server):
+    big = 100 << 20
+    r = client.post("/search", content=b"x" * big)
+    assert r.status_code == 413 and "at most 65,536" in r.json()["error"]
+
+    def trickle():  # no Content-Length: refused once 64 KB have arrived, not read to the end
+        for _ in range(64):
+            yield b"y" * (1 << 20)
+
+    r = client.post("/search", content=trickle())
+    assert r.status_code == 413
+    with socket.create_connection((server.host, server.port), timeout=10) as s:  # a URL too long for httpx
+        s.sendall(b"GET /search?q=" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        reply = b"".join(iter(lambda: s.recv(4096), b""))
+    status = reply.split()[1]
+    assert status in (b"413", b"414", b"400"), reply[:200]  # refused by the server or its HTTP parser, never searched
+    title = client.get("/search", params={"q": "volcano"}).json()[0]["title"]
+    r = client.post("/find", json={"page": title, "text": "z" * 50_000})
+    assert r.status_code == 200 and len(r.text) < 2_000  # the pattern is echoed as a short prefix only
+    assert client.get("/search", params={"q": "volcano"}).status_code == 200  # and the server still serves
