@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+from synth.engine.records import Message, Question
 
 DATA_SOURCE = "hopforge"
 ABILITY = "multihop_search"
@@ -46,28 +47,27 @@ def band(c: int, n: int) -> str:
     return "rl_pool"
 
 
-def prompt_messages(messages: list[dict]) -> list[dict]:
+def prompt_messages(messages: Iterable[Message]) -> list[dict]:
     """The system and user messages before the first assistant turn, as ``{role, content}``."""
     out = []
     for m in messages:
-        if m.get("role") == "assistant":
+        if m.role == "assistant":
             break
-        if m.get("role") in ("system", "user"):
-            content = m.get("content")
-            out.append({"role": m["role"], "content": content if isinstance(content, str) else ""})
+        if m.role in ("system", "user"):
+            out.append({"role": m.role, "content": m.content if isinstance(m.content, str) else ""})
     return out
 
 
-def rl_row(question: dict, prompt: list[dict], tools: str, n: int, c: int, index: int,
+def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int,
            split: str = "train") -> dict:
     """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`)."""
-    target = [question["answer"], *[a for a in (question.get("answer_aliases") or []) if a]]
+    target = [question.answer, *[a for a in (question.answer_aliases or []) if a]]
     return {
         "data_source": DATA_SOURCE,
         "prompt": prompt,
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": {"target": target}},
-        "extra_info": {"question_id": question["question_id"], "index": index, "path": list(question["path"]),
+        "extra_info": {"question_id": question.question_id, "index": index, "path": list(question.path),
                        "n": n, "c": c, "split": split},
         "tools": tools,
     }

@@ -24,9 +24,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from synth.engine.records import Question, Trace
 from synth.text.answers import mentions, normalize_answer
-
-from filters.base import call_arguments, messages_of, tool_calls_of
 
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 
@@ -51,27 +50,26 @@ def title_variants(title: str) -> list[str]:
     return out
 
 
-def rubric_raw(row: dict, question: dict) -> float:
+def rubric_raw(trace: Trace, question: Question) -> float:
     """Fraction of ``question``'s intermediate path entities the trace searched, opened or named."""
-    path, titles = list(question["path"]), list(question["titles"])
+    path, titles = list(question.path), list(question.titles)
     inner = list(range(1, len(path) - 1))
     if not inner:
         return 1.0
-    messages = messages_of(row)
+    conv = trace.conversation
     queries: list[str] = []
     page_args: set[str] = set()  # raw `page` arguments (ids or titles)
     page_names: set[str] = set()  # the same, normalised, to compare with titles
-    for _, tc in tool_calls_of(messages):
-        name = (tc.get("function") or {}).get("name")
-        args = call_arguments(tc) or {}
-        if name == "search" and isinstance(args.get("query"), str):
+    for _, tc in conv.tool_calls():
+        args = tc.args() or {}
+        if tc.name == "search" and isinstance(args.get("query"), str):
             queries.append(args["query"])
-        elif name in ("open", "find") and isinstance(args.get("page"), str):
+        elif tc.name in ("open", "find") and isinstance(args.get("page"), str):
             page_args.add(args["page"])
             page_names.add(normalize_answer(args["page"]))
-    opened = set(row.get("opened_page_ids") or []) | page_args
-    texts = [m["content"] for m in messages
-             if m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"]]
+    opened = set(trace.opened_page_ids or []) | page_args
+    texts = [m.content for m in conv.messages
+             if m.role == "assistant" and isinstance(m.content, str) and m.content]
     hits = 0
     for j in inner:
         variants = title_variants(titles[j]) if j < len(titles) else []

@@ -23,11 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from synth.engine.records import Question, Trace
 from synth.text.answers import best_match
 from synth.teacher.tasks import JUDGE
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
-
+from filters.config import FiltersConfig
 
 
 @dataclass(slots=True)
@@ -50,12 +51,12 @@ def combine(rule_correct: bool, f1: float, judge_correct: bool | None) -> bool:
     return bool(rule_correct or (judge_correct is True and f1 > 0))
 
 
-def golds(question: dict) -> list[str]:
+def golds(question: Question) -> list[str]:
     """The answer and its aliases (empty ones left out)."""
-    return [g for g in [question.get("answer"), *(question.get("answer_aliases") or [])] if g]
+    return [g for g in [question.answer, *(question.answer_aliases or [])] if g]
 
 
-def grade(prediction: str | None, question: dict | None, min_f1: float) -> Grade:
+def grade(prediction: str | None, question: Question | None, min_f1: float) -> Grade:
     """The rule's grade of ``prediction`` against ``question``'s answer and aliases."""
     if question is None or prediction is None or not prediction.strip():
         return Grade(False, False, 0.0)
@@ -65,10 +66,10 @@ def grade(prediction: str | None, question: dict | None, min_f1: float) -> Grade
 
 # ---- the judge ----------------------------------------------------------------------------
 
-def judge_messages(question: dict, prediction: str) -> list[dict]:
+def judge_messages(question: Question, prediction: str) -> list[dict]:
     """The judge prompt for one answer."""
-    aliases = [a for a in (question.get("answer_aliases") or []) if a]
-    return JUDGE.format_input(question=question["question"], answer=question["answer"], aliases=aliases,
+    aliases = [a for a in (question.answer_aliases or []) if a]
+    return JUDGE.format_input(question=question.question, answer=question.answer, aliases=aliases,
                               prediction=prediction)
 
 
@@ -77,16 +78,16 @@ def parse_judge(text: str | None) -> bool | None:
     return JUDGE.format_output(text).value
 
 
-def run_judge(teacher: Any, items: list[tuple[dict, str]], progress: Any = None) -> tuple[list[bool | None], dict]:
+def run_judge(teacher: Any, items: list[tuple[Question, str]], progress: Any = None) -> tuple[list[bool | None], dict]:
     """Judge ``(question, prediction)`` pairs through ``teacher.map``; returns verdicts and counts.
 
     The counts say how many calls ``failed`` (teacher error) or were ``unparsed``.
     """
     from synth.teacher.client import TeacherError
 
-    async def ask(item: tuple[dict, str]):
+    async def ask(item: tuple[Question, str]):
         q, pred = item
-        hint = JUDGE.hint(question=q["question"], answer=q["answer"], aliases=list(q.get("answer_aliases") or []),
+        hint = JUDGE.hint(question=q.question, answer=q.answer, aliases=list(q.answer_aliases or []),
                           prediction=pred)
         return await teacher.chat(judge_messages(q, pred), hint=hint)
 
@@ -106,24 +107,32 @@ def run_judge(teacher: Any, items: list[tuple[dict, str]], progress: Any = None)
 
 
 @register
+@dataclass(frozen=True)
 class CorrectnessFilter(BaseFilter):
     """Drops traces whose final answer is wrong (reason ``wrong_answer``)."""
+
+    min_f1: float
 
     name = "correctness"
     reasons = ("wrong_answer",)
 
-    def __call__(self, row: dict, ctx: FilterContext) -> Verdict:
-        g = ctx.grades.get(row["trace_id"])
-        question = ctx.questions.get(row["question_id"])
+    @classmethod
+    def from_config(cls, cfg: FiltersConfig) -> "CorrectnessFilter":
+        """The rule's threshold from ``filters.min_f1``."""
+        return cls(cfg.min_f1)
+
+    def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
+        g = ctx.grades.get(trace.trace_id)
+        question = ctx.questions.get(trace.question_id)
         if g is None:
-            g = grade(row.get("final_answer"), question, self.cfg.min_f1)
-            ctx.grades[row["trace_id"]] = g
+            g = grade(trace.final_answer, question, self.min_f1)
+            ctx.grades[trace.trace_id] = g
         if g.correct:
             return True
         if question is None:
-            return False, "wrong_answer", f"question {row['question_id']!r} not found"
+            return False, "wrong_answer", f"question {trace.question_id!r} not found"
         judge = "" if g.judge_correct is None else f", judge {'correct' if g.judge_correct else 'wrong'}"
-        return False, "wrong_answer", (f"answer {row.get('final_answer')!r} vs {question['answer']!r}: "
+        return False, "wrong_answer", (f"answer {trace.final_answer!r} vs {question.answer!r}: "
                                        f"F1 {g.f1:.2f}{judge}")
 
 

@@ -15,14 +15,17 @@ with a ``question`` column.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from synth.text.answers import normalize_answer
 from synth.engine.config import ConfigError
 from synth.engine.errors import InputError
+from synth.engine.records import Trace
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
+from filters.config import FiltersConfig
 
 
 def words(text: str) -> list[str]:
@@ -120,26 +123,30 @@ class EvalSet:
 
 
 @register
+@dataclass
 class DecontaminateFilter(BaseFilter):
     """Drops traces whose question overlaps an evaluation question (``contaminated``)."""
+
+    evalset: EvalSet | None  # None: no evaluation files, nothing is contaminated
+    _seen: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)  # question_id -> match
 
     name = "decontaminate"
     reasons = ("contaminated",)
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.evalset = EvalSet.from_files(cfg.decontaminate, cfg.ngram) if cfg.decontaminate else None
-        self._seen: dict[str, str | None] = {}  # question_id -> match (n samples share one question)
+    @classmethod
+    def from_config(cls, cfg: FiltersConfig) -> "DecontaminateFilter":
+        """The evaluation set of the ``filters.decontaminate`` files, in ``filters.ngram``-grams."""
+        return cls(EvalSet.from_files(cfg.decontaminate, cfg.ngram) if cfg.decontaminate else None)
 
-    def __call__(self, row: dict, ctx: FilterContext) -> Verdict:
+    def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
         if self.evalset is None:
             return True
-        q = ctx.questions.get(row["question_id"])
+        q = ctx.questions.get(trace.question_id)
         if q is None:
             return True
-        qid = row["question_id"]
-        if qid not in self._seen:
-            self._seen[qid] = self.evalset.match(q["question"])
+        qid = trace.question_id
+        if qid not in self._seen:  # n samples share one question
+            self._seen[qid] = self.evalset.match(q.question)
         hit = self._seen[qid]
         if hit is not None:
             return False, "contaminated", f"shares {hit!r} with an evaluation question"

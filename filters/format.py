@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 
+from synth.engine.records import Conversation, ToolCall, Trace
 from synth.teacher.prompting import extract_answer
 
-from filters.base import BaseFilter, FilterContext, Verdict, call_arguments, messages_of, register
+from filters.base import BaseFilter, FilterContext, Verdict, register
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -40,75 +41,58 @@ def tool_names(tools_json: str) -> set[str] | None:
     return names
 
 
-def format_problem(messages_json: str, tools_json: str) -> str | None:
-    """What is wrong with a conversation, or None when it is well formed."""
-    try:
-        messages = json.loads(messages_json)
-    except (json.JSONDecodeError, TypeError, ValueError) as e:
-        return f"messages are not JSON: {e}"
-    if not isinstance(messages, list) or not messages:
-        return "messages are not a non-empty list"
+def format_problem(conv: Conversation, tools_json: str) -> str | None:
+    """What is wrong with a parsed conversation and its tools, or None when both are well formed."""
+    if conv.problem is not None and conv.problem_at is None:
+        return conv.problem  # not a JSON list of messages
     known = tool_names(tools_json)
     if known is None:
         return "tools are not a JSON list of function schemas"
     pending: set[str] = set()  # calls of the last assistant turn not answered yet
     seen_ids: set[str] = set()
     seen_user = False
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            return f"message {i} is not an object"
-        role = m.get("role")
-        if role not in ROLES:
-            return f"message {i} has role {role!r}"
-        if role == "system" and i != 0:
+    for i, m in enumerate(conv.messages):
+        if m.role not in ROLES:
+            return f"message {i} has role {m.role!r}"
+        if m.role == "system" and i != 0:
             return f"system message at position {i}"
-        if role == "user":
+        if m.role == "user":
             seen_user = True
-        if role in ("user", "assistant") and pending:
+        if m.role in ("user", "assistant") and pending:
             return f"tool call {sorted(pending)[0]!r} is not answered before message {i}"
-        if role == "assistant":
+        if m.role == "assistant":
             if not seen_user:
                 return "an assistant turn comes before any user message"
-            for tc in m.get("tool_calls") or []:
+            for tc in m.tool_calls:
                 problem = _call_problem(tc, known, seen_ids)
                 if problem:
                     return f"message {i}: {problem}"
-                pending.add(tc["id"])
-                seen_ids.add(tc["id"])
-        elif role == "tool":
-            cid = m.get("tool_call_id")
-            if cid not in pending:
-                return f"message {i}: tool message answers {cid!r}, which no earlier unanswered call has"
-            pending.discard(cid)
+                pending.add(tc.id)
+                seen_ids.add(tc.id)
+        elif m.role == "tool":
+            if m.tool_call_id not in pending:
+                return f"message {i}: tool message answers {m.tool_call_id!r}, which no earlier unanswered call has"
+            pending.discard(m.tool_call_id)
+    if conv.problem is not None:
+        return conv.problem  # the structural problem parsing stopped at, after what came before it
     if pending:
         return f"tool call {sorted(pending)[0]!r} is never answered"
-    last = messages[-1]
-    if last.get("role") != "assistant" or last.get("tool_calls"):
+    last = conv.messages[-1]
+    if last.role != "assistant" or last.tool_calls:
         return "the trace does not end with an assistant answer"
-    content = last.get("content")
-    if not isinstance(content, str) or not extract_answer(content):
+    if not isinstance(last.content, str) or not extract_answer(last.content):
         return "the last turn has no <answer>...</answer>"
     return None
 
 
-def _call_problem(tc: object, known: set[str], seen_ids: set[str]) -> str | None:
-    if not isinstance(tc, dict):
-        return "a tool call is not an object"
-    cid = tc.get("id")
-    if not isinstance(cid, str) or not cid:
-        return "a tool call has no id"
-    if cid in seen_ids:
-        return f"tool call id {cid!r} is used twice"
-    fn = tc.get("function")
-    if not isinstance(fn, dict):
-        return f"tool call {cid!r} has no function"
-    name = fn.get("name")
-    if name not in known:
-        return f"tool call {cid!r} names unknown tool {name!r}"
-    if not isinstance(fn.get("arguments"), str):
-        return f"tool call {cid!r}: arguments are not a JSON string"
-    if call_arguments(tc) is None:
-        return f"tool call {cid!r}: arguments are not a JSON object"
+def _call_problem(tc: ToolCall, known: set[str], seen_ids: set[str]) -> str | None:
+    # Parsing checked the call's shape (an id, a function with a string name and string arguments).
+    if tc.id in seen_ids:
+        return f"tool call id {tc.id!r} is used twice"
+    if tc.name not in known:
+        return f"tool call {tc.id!r} names unknown tool {tc.name!r}"
+    if tc.args() is None:
+        return f"tool call {tc.id!r}: arguments are not a JSON object"
     return None
 
 
@@ -119,11 +103,10 @@ class FormatFilter(BaseFilter):
     name = "format"
     reasons = ("format",)
 
-    def __call__(self, row: dict, ctx: FilterContext) -> Verdict:
-        problem = format_problem(row["messages"], row["tools"])
+    def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
+        problem = format_problem(trace.conversation, trace.tools)
         if problem:
             return False, "format", problem
-        messages_of(row)  # parse once for the filters after this one
         return True
 
 

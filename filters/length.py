@@ -10,10 +10,13 @@ a cut trace loses its answer, or teaches the student to stop mid-search.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+from synth.engine.records import Trace
+
 from filters.base import BaseFilter, FilterContext, Verdict, register
+from filters.config import FiltersConfig
 from filters.sftrows import sft_messages
 
 
@@ -27,19 +30,27 @@ def rendered_length(tokenizer: Any, messages: list[dict], tools: list[dict] | No
 
 
 @register
+@dataclass(frozen=True)
 class LengthFilter(BaseFilter):
     """Drops traces whose rendering exceeds ``max_tokens`` tokens (``too_long``); records ``n_tokens``."""
+
+    max_tokens: int
 
     name = "length"
     reasons = ("too_long",)
 
-    def __call__(self, row: dict, ctx: FilterContext) -> Verdict:
+    @classmethod
+    def from_config(cls, cfg: FiltersConfig) -> "LengthFilter":
+        """The bound from ``filters.max_tokens``."""
+        return cls(cfg.max_tokens)
+
+    def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
         if ctx.tokenizer is None:
             raise RuntimeError("the length filter needs a tokenizer in the filter context")
-        n = rendered_length(ctx.tokenizer, sft_messages(row), json.loads(row["tools"]))
-        ctx.measure(row, n_tokens=n)
-        if n > self.cfg.max_tokens:
-            return False, "too_long", f"{n} tokens > {self.cfg.max_tokens}"
+        n = rendered_length(ctx.tokenizer, sft_messages(trace), json.loads(trace.tools))
+        ctx.measure(trace, n_tokens=n)
+        if n > self.max_tokens:
+            return False, "too_long", f"{n} tokens > {self.max_tokens}"
         return True
 
 

@@ -10,37 +10,48 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 
-from filters.base import BaseFilter, FilterContext, Verdict, call_arguments, messages_of, register, tool_calls_of
+from synth.engine.records import Conversation, ToolCall, Trace
+
+from filters.base import BaseFilter, FilterContext, Verdict, register
+from filters.config import FiltersConfig
 
 
-def canonical_call(tc: dict) -> tuple[str, str]:
+def canonical_call(tc: ToolCall) -> tuple[str, str]:
     """``(tool name, canonical arguments)``; unparsable arguments are kept as their raw text."""
-    fn = tc.get("function") or {}
-    args = call_arguments(tc)
-    canon = json.dumps(args, sort_keys=True, ensure_ascii=False) if args is not None else str(fn.get("arguments"))
-    return str(fn.get("name")), canon
+    args = tc.args()
+    canon = json.dumps(args, sort_keys=True, ensure_ascii=False) if args is not None else tc.arguments
+    return tc.name, canon
 
 
-def repeated_calls(messages: list[dict]) -> Counter:
+def repeated_calls(conv: Conversation) -> Counter:
     """How many times each distinct call was made."""
-    return Counter(canonical_call(tc) for _, tc in tool_calls_of(messages))
+    return Counter(canonical_call(tc) for _, tc in conv.tool_calls())
 
 
 @register
+@dataclass(frozen=True)
 class RepeatsFilter(BaseFilter):
     """Drops traces that make one tool call more than ``max_repeats`` times."""
+
+    max_repeats: int
 
     name = "repeats"
     reasons = ("repeated_calls",)
 
-    def __call__(self, row: dict, ctx: FilterContext) -> Verdict:
-        counts = repeated_calls(messages_of(row))
+    @classmethod
+    def from_config(cls, cfg: FiltersConfig) -> "RepeatsFilter":
+        """The bound from ``filters.max_repeats``."""
+        return cls(cfg.max_repeats)
+
+    def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
+        counts = repeated_calls(trace.conversation)
         if not counts:
             return True
         (name, args), n = counts.most_common(1)[0]
-        if n > self.cfg.max_repeats:
-            return False, "repeated_calls", f"{name}({args}) made {n} times (> {self.cfg.max_repeats})"
+        if n > self.max_repeats:
+            return False, "repeated_calls", f"{name}({args}) made {n} times (> {self.max_repeats})"
         return True
 
 

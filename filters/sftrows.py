@@ -10,58 +10,35 @@ would merge the argument keys of every tool into one type (a ``search`` call wou
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from synth.engine.records import SFT_SCHEMA
-
-from filters.base import messages_of
+from synth.engine.records import SFT_SCHEMA, Message, Trace
 
 
-def _text(content: Any) -> str | None:
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
-    return str(content)
-
-
-def _tool_call(tc: dict, i: int) -> dict:
-    fn = tc.get("function") or {}
-    args = fn.get("arguments")
-    if not isinstance(args, str):
-        args = json.dumps(args if args is not None else {}, ensure_ascii=False)
-    return {"id": tc.get("id") or f"call_{i}", "type": tc.get("type") or "function",
-            "function": {"name": fn.get("name") or "", "arguments": args}}
-
-
-def sft_message(m: dict) -> dict:
-    """One OpenAI message as a MESSAGE_TYPE dict (all five keys present)."""
-    calls = [_tool_call(tc, i) for i, tc in enumerate(m.get("tool_calls") or [])]
+def sft_message(m: Message) -> dict:
+    """One message as a MESSAGE_TYPE dict (all five keys present)."""
     return {
-        "role": m.get("role"),
-        "content": _text(m.get("content")),
-        "tool_calls": calls or None,
-        "tool_call_id": m.get("tool_call_id") if m.get("role") == "tool" else None,
-        "name": m.get("name") if m.get("role") == "tool" else None,
+        "role": m.role,
+        "content": m.text,
+        "tool_calls": [tc.to_openai() for tc in m.tool_calls] or None,
+        "tool_call_id": m.tool_call_id if m.role == "tool" else None,
+        "name": m.name if m.role == "tool" else None,
     }
 
 
-def sft_messages(row: dict) -> list[dict]:
+def sft_messages(trace: Trace) -> list[dict]:
     """The trace's conversation as SFT messages."""
-    return [sft_message(m) for m in messages_of(row)]
+    return [sft_message(m) for m in trace.conversation.messages]
 
 
-def sft_row(row: dict, rubric: float) -> dict:
+def sft_row(trace: Trace, rubric: float) -> dict:
     """A row of the ``sft`` table (:data:`synth.engine.records.SFT_SCHEMA`) for a kept trace."""
     return {
-        "messages": sft_messages(row),
-        "tools": row["tools"],
-        "question_id": row["question_id"],
-        "trace_id": row["trace_id"],
+        "messages": sft_messages(trace),
+        "tools": trace.tools,
+        "question_id": trace.question_id,
+        "trace_id": trace.trace_id,
         "rubric": float(rubric),
-        "n_tool_calls": int(row["n_tool_calls"]),
-        "teacher_model": row["teacher_model"],
+        "n_tool_calls": int(trace.n_tool_calls),
+        "teacher_model": trace.teacher_model,
     }
 
 

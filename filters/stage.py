@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from synth.engine.stage import StageContext, StageResult
-from synth.engine.records import RL_SCHEMA, SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Trace
+from synth.engine.records import RL_SCHEMA, SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Trace
 
 from filters.band import BANDS, band, pass_stats, prompt_messages, rl_row
-from filters.base import FilterContext, FilterRunner, build_chain, messages_of
+from filters.base import FilterContext, FilterRunner, build_chain
 from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
 from filters.correctness import CorrectnessFilter, grade, run_judge
@@ -54,10 +54,10 @@ def key_extra(cfg: Any, store: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def load_questions(store: Any) -> dict[str, dict]:
-    """question_id -> ``questions`` row."""
+def load_questions(store: Any) -> dict[str, Question]:
+    """question_id -> question."""
     table = store.read("questions", hint="questions")
-    return {r["question_id"]: r for r in table.to_pylist()}
+    return {r["question_id"]: Question.from_row(r) for r in table.to_pylist()}
 
 
 class _PerQuestion:
@@ -71,18 +71,18 @@ class _PerQuestion:
         self.prompt: list[dict] | None = None
         self.tools: str | None = None
 
-    def add(self, row: dict, correct: bool) -> None:
+    def add(self, trace: Trace, correct: bool) -> None:
         self.n += 1
         self.c += int(correct)
-        key = (row["sample_index"], row["trace_id"])
+        key = (trace.sample_index, trace.trace_id)
         if self.key is not None and key >= self.key:
             return
-        try:
-            prompt = prompt_messages(messages_of(row))
-        except (ValueError, TypeError, AttributeError):
-            return  # malformed messages: take the harness from another rollout
+        conv = trace.conversation
+        if conv.problem is not None and not any(m.role == "assistant" for m in conv.messages):
+            return  # malformed before the first assistant turn: take the harness from another rollout
+        prompt = prompt_messages(conv.messages)
         if prompt:
-            self.key, self.prompt, self.tools = key, prompt, row["tools"]
+            self.key, self.prompt, self.tools = key, prompt, trace.tools
 
 
 def run_filter(ctx: StageContext) -> StageResult:
@@ -102,15 +102,15 @@ def run_filter(ctx: StageContext) -> StageResult:
                                f"tokenizer --out {ctx.store.root}` first, "
                                "or drop `length` from filters.chain)")
         tokenizer = load_tokenizer(tok_path, chat_template=True)
-    fctx = FilterContext(fcfg, questions, tokenizer=tokenizer)
+    fctx = FilterContext(questions, tokenizer=tokenizer)
     rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA)
     pending: list[dict] = []
     chain = build_chain(fcfg.chain, fcfg)
     if "correctness" not in fcfg.chain:
         # SFT keeps correct traces only and the rubric is positive-only: correctness always runs, last if unlisted.
-        chain.append(CorrectnessFilter(fcfg))
-    runner = FilterRunner(chain, on_reject=lambda row, reason, detail: pending.append(
-        _reject_row(row, reason, detail)))
+        chain.append(CorrectnessFilter.from_config(fcfg))
+    runner = FilterRunner(chain, on_reject=lambda trace, reason, detail: pending.append(
+        _reject_row(trace, reason, detail)))
 
     teacher = snap = None
     judge_counts: Counter[str] = Counter()
@@ -127,19 +127,19 @@ def run_filter(ctx: StageContext) -> StageResult:
     try:
         with ctx.bar("filter", total, "traces") as bar:
             for batch in traces.to_batches(batch_size=BATCH_ROWS):
-                rows = batch.to_pylist()
-                fctx.grades = {r["trace_id"]: grade(r["final_answer"], questions.get(r["question_id"]), fcfg.min_f1)
-                               for r in rows}
+                recs = [Trace.from_row(r) for r in batch.to_pylist()]
+                fctx.grades = {t.trace_id: grade(t.final_answer, questions.get(t.question_id), fcfg.min_f1)
+                               for t in recs}
                 if teacher is not None:
-                    _judge_batch(teacher, rows, questions, fctx.grades, judge_counts)
-                for row in rows:
-                    _pass_one(row, fctx, runner, per_q, candidates, verdicts)
+                    _judge_batch(teacher, recs, questions, fctx.grades, judge_counts)
+                for t in recs:
+                    _pass_one(t, fctx, runner, per_q, candidates, verdicts)
                 rejects.write(pending)
                 pending.clear()
                 for tid, m in fctx.measures.items():
                     verdicts[tid]["n_tokens"] = m.get("n_tokens")
                 fctx.measures.clear()
-                bar.update(len(rows))
+                bar.update(len(recs))
     finally:
         if teacher is not None:
             teacher.close()
@@ -171,27 +171,28 @@ def run_filter(ctx: StageContext) -> StageResult:
     return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra)
 
 
-def _judge_batch(teacher: Any, rows: list[dict], questions: dict, grades: dict, counts: Counter) -> None:
+def _judge_batch(teacher: Any, traces: list[Trace], questions: dict[str, Question], grades: dict,
+                 counts: Counter) -> None:
     """Ask the judge about every answered trace of the batch; its verdict is added to the grade."""
-    todo = [r for r in rows if r["question_id"] in questions and r["final_answer"] and r["final_answer"].strip()]
-    items = [(questions[r["question_id"]], r["final_answer"]) for r in todo]
+    todo = [t for t in traces if t.question_id in questions and t.final_answer and t.final_answer.strip()]
+    items = [(questions[t.question_id], t.final_answer) for t in todo]
     verdicts, c = run_judge(teacher, items)
     counts.update(c)
-    for r, v in zip(todo, verdicts):
-        grades[r["trace_id"]].judge_correct = v
+    for t, v in zip(todo, verdicts):
+        grades[t.trace_id].judge_correct = v
 
 
-def _pass_one(row: dict, fctx: FilterContext, runner: FilterRunner, per_q: dict, candidates: list,
+def _pass_one(trace: Trace, fctx: FilterContext, runner: FilterRunner, per_q: dict, candidates: list,
               verdicts: dict) -> None:
-    tid, qid = row["trace_id"], row["question_id"]
+    tid, qid = trace.trace_id, trace.question_id
     g = fctx.grades[tid]
-    per_q.setdefault(qid, _PerQuestion()).add(row, g.correct)
-    keep, reason, _ = runner.apply(row, fctx)
+    per_q.setdefault(qid, _PerQuestion()).add(trace, g.correct)
+    keep, reason, _ = runner.apply(trace, fctx)
     rubric = None
     if keep:
-        rubric = rubric_raw(row, fctx.questions[qid])
-        candidates.append(Candidate(tid, qid, int(row["n_tool_calls"]), rubric))
-    verdicts[tid] = {"trace_id": tid, "question_id": qid, "teacher_model": row["teacher_model"],
+        rubric = rubric_raw(trace, fctx.questions[qid])
+        candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric))
+    verdicts[tid] = {"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
                      "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1, "judge_correct": g.judge_correct,
                      "correct": g.correct, "rubric_raw": rubric, "rubric": None, "n_tokens": None,
                      "kept": False, "reason": reason}
@@ -210,16 +211,16 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
                                       batch_size=BATCH_ROWS)
         for batch in survivors:
             rows = []
-            for row in batch.to_pylist():
-                c = by_id[row["trace_id"]]
+            for trace in map(Trace.from_row, batch.to_pylist()):
+                c = by_id[trace.trace_id]
                 v = verdicts[c.trace_id]
                 v["rubric"] = c.rubric
                 if c.trace_id in kept_ids:
                     v["kept"] = True
-                    rows.append(sft_row(row, c.rubric))
+                    rows.append(sft_row(trace, c.rubric))
                 else:
                     v["reason"] = "not_best"
-                    runner.reject(row, "not_best", f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
+                    runner.reject(trace, "not_best", f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
                                   f"{c.n_tool_calls} tool calls; {group_kept[c.question_id]} of "
                                   f"{group_size[c.question_id]} correct traces kept")
             sft.write(rows)
@@ -228,10 +229,8 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
     return kept
 
 
-def _reject_row(row: dict, reason: str, detail: str | None) -> dict:
-    out = {f.name: row.get(f.name) for f in Trace.SCHEMA}
-    out["reason"], out["detail"] = reason, detail
-    return out
+def _reject_row(trace: Trace, reason: str, detail: str | None) -> dict:
+    return {**trace.to_row(), "reason": reason, "detail": detail}
 
 
 def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
@@ -240,7 +239,7 @@ def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
     w.close()
 
 
-def _write_rl_pool(ctx: StageContext, questions: dict, per_q: dict[str, _PerQuestion]) -> dict[str, int]:
+def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, _PerQuestion]) -> dict[str, int]:
     """Band every question with rollouts; write the ``rl_pool`` rows; return the band counts."""
     counts = {b: 0 for b in BANDS}
     rows = []
@@ -252,7 +251,7 @@ def _write_rl_pool(ctx: StageContext, questions: dict, per_q: dict[str, _PerQues
         b = band(p.c, p.n)
         counts[b] += 1
         if b == "rl_pool":
-            prompt = p.prompt or [{"role": "user", "content": q["question"]}]
+            prompt = p.prompt or [{"role": "user", "content": q.question}]
             rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows)))
     w = ctx.writer("rl_pool", RL_SCHEMA)
     w.write(rows)

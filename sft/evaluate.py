@@ -37,22 +37,23 @@ def heldout_ids(model_dir: Path) -> list[str]:
     return list(ids)
 
 
-def metrics(traces: Iterable[dict], golds: dict[str, list[str]], min_f1: float, t_max: int) -> dict[str, Any]:
+def metrics(traces: Iterable[Trace], golds: dict[str, list[str]], min_f1: float, t_max: int) -> dict[str, Any]:
     """Answer rate, accuracy, format-valid tool-call rate, tool calls per question and ERF(t), t = 0..t_max."""
     traces = list(traces)
     n = len(traces)
     if n == 0:
         return {"traces": 0}
-    answered = [t for t in traces if t["final_answer"] is not None]
-    correct = [is_correct(t["final_answer"], golds[t["question_id"]], min_f1) for t in traces]
+    answered = [t for t in traces if t.final_answer is not None]
+    correct = [is_correct(t.final_answer, golds[t.question_id], min_f1) for t in traces]
     attempted = valid = 0
     for t in traces:
-        malformed = sum(1 for m in json.loads(t["messages"])
-                        if m["role"] == "assistant" and not m.get("tool_calls") and "<tool_call>" in (m.get("content") or ""))
-        attempted += t["n_tool_calls"] + malformed
-        valid += t["n_tool_calls"] - t["n_tool_errors"]
-    questions = {t["question_id"] for t in traces}
-    times = [recovery_turn(t["gold_first_seen"], t["n_turns"], c) for t, c in zip(traces, correct)]
+        # A tool call the harness could not read stays in the text of a turn without calls.
+        malformed = sum(1 for m in t.conversation.messages
+                        if m.role == "assistant" and not m.tool_calls and "<tool_call>" in (m.content or ""))
+        attempted += t.n_tool_calls + malformed
+        valid += t.n_tool_calls - t.n_tool_errors
+    questions = {t.question_id for t in traces}
+    times = [recovery_turn(t.gold_first_seen, t.n_turns, c) for t, c in zip(traces, correct)]
     ts, erf = erf_curve(times, t_max)
     return {
         "traces": n,
@@ -61,8 +62,8 @@ def metrics(traces: Iterable[dict], golds: dict[str, list[str]], min_f1: float, 
         "accuracy": round(sum(correct) / n, 4),
         "format_valid_tool_call_rate": round(valid / attempted, 4) if attempted else None,
         # Per attempt at a question (one trajectory), so n samples per question compare with one.
-        "tool_calls_per_question": round(sum(t["n_tool_calls"] for t in traces) / n, 3),
-        "turns_mean": round(sum(t["n_turns"] for t in traces) / n, 3),
+        "tool_calls_per_question": round(sum(t.n_tool_calls for t in traces) / n, 3),
+        "turns_mean": round(sum(t.n_turns for t in traces) / n, 3),
         "recovered": round(sum(x != INF for x in times) / n, 4),
         "erf": {"t": ts, "fraction": [round(x, 4) for x in erf]},
     }
@@ -94,11 +95,10 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         return await rollout_one(teacher, Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id]), q, s, run_cfg)
 
     items = [(q, s) for q in questions for s in range(ecfg.n)]
-    traces = [t for t in teacher.map(one, items, progress=progress)]
-    student = [t.to_row() for t in traces]
+    student = list(teacher.map(one, items, progress=progress))
     golds = {q.question_id: [q.answer, *q.answer_aliases] for q in questions}
-    teacher_rows = [r for r in store.read("traces").to_pylist() if r["question_id"] in golds]
-    t_max = max([ecfg.max_turns] + [r["n_turns"] for r in teacher_rows])
+    teacher_traces = [Trace.from_row(r) for r in store.read("traces").to_pylist() if r["question_id"] in golds]
+    t_max = max([ecfg.max_turns] + [t.n_turns for t in teacher_traces])
     min_f1 = cfg.filters.min_f1
     report = {
         "model": str(model) if model is not None else teacher_cfg.model,
@@ -108,13 +108,13 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         "samples_per_question": ecfg.n,
         "max_turns": ecfg.max_turns,
         "student": metrics(student, golds, min_f1, t_max),
-        "teacher": metrics(teacher_rows, golds, min_f1, t_max),
-        "teacher_model": sorted({r["teacher_model"] for r in teacher_rows}),
+        "teacher": metrics(teacher_traces, golds, min_f1, t_max),
+        "teacher_model": sorted({t.teacher_model for t in teacher_traces}),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     from synth.engine.store import atomic_write_json, write_parquet_atomic
 
-    write_parquet_atomic(Trace.to_table(traces), out_dir / "traces.parquet")
+    write_parquet_atomic(Trace.to_table(student), out_dir / "traces.parquet")
     atomic_write_json(out_dir / "eval_report.json", report)
     return report
 

@@ -27,15 +27,15 @@ import pyarrow.compute as pc
 from synth.text.answers import mentions, names_of, normalize_answer
 from synth.engine.stage import StageContext
 from synth.teacher.tasks import QUESTION, SUBGRAPH_QUESTION, Source, Task
-from synth.engine.records import Question
+from synth.engine.records import Evidence, Hop, Question, Subgraph, Walk
 from synth.engine.seeding import derive_seed
 
 # ---- formatting -------------------------------------------------------------------------
 
-def _evidence_view(src: Source, link: dict) -> dict:
+def _evidence_view(src: Source, link: Evidence) -> dict:
     titles = {e["page_id"]: e["title"] for e in src.entities}
-    return {"src": titles.get(link["src_id"], link["src_id"]), "dst": titles.get(link["dst_id"], link["dst_id"]),
-            "anchor_text": link["anchor_text"], "paragraph": link["paragraph"]}
+    return {"src": titles.get(link.src_id, link.src_id), "dst": titles.get(link.dst_id, link.dst_id),
+            "anchor_text": link.anchor_text, "paragraph": link.paragraph}
 
 
 def format_request(src: Source, qcfg) -> tuple[Task, list[dict], dict]:
@@ -84,12 +84,11 @@ def parse_question(src: Source, content: str | None, qcfg, teacher_model: str, t
     n_words = len(q.split())
     if not qcfg.min_words <= n_words <= qcfg.max_words:
         return None, "length", f"{n_words} words, allowed {qcfg.min_words}..{qcfg.max_words}"
-    hop_rows = [{"sub_question": h["sub_question"], "bridge": e["title"], "page_id": e["page_id"]}
-                for h, e in zip(hops, chain[1:])]
     question = Question(
         question_id=src.question_id, kind=src.kind, walk_id=src.source_id,
         path=[e["page_id"] for e in chain], titles=[e["title"] for e in chain], question=q.strip(),
-        answer=target["title"], answer_aliases=all_aliases, answer_page_id=target["page_id"], hops=hop_rows,
+        answer=target["title"], answer_aliases=all_aliases, answer_page_id=target["page_id"],
+        hops=[Hop(h["sub_question"], e["title"], e["page_id"]) for h, e in zip(hops, chain[1:])],
         teacher_model=teacher_model, prompt_sha=task.sha, seed=src.seed,
     )
     return question, None, ""
@@ -110,7 +109,7 @@ def _subgraph_chain(src: Source, start: Any, hops: list[dict], min_hops: int) ->
     if len(hops) < min_hops:
         return None, f"{len(hops)} hops, at least {min_hops} needed"
     chain = [src.entity(start)]
-    edges = {(l["src_id"], l["dst_id"]) for l in src.links}
+    edges = {(l.src_id, l.dst_id) for l in src.links}
     for i, h in enumerate(hops):
         e = src.entity(h["bridge"])
         if e is None:
@@ -129,14 +128,16 @@ def _subgraph_chain(src: Source, start: Any, hops: list[dict], min_hops: int) ->
 def load_sources(ctx: StageContext) -> list[Source]:
     """Walks (then subgraphs, when present) with the metadata of every page they touch."""
     store, qcfg, seed = ctx.store, ctx.cfg.questions, ctx.cfg.seed
-    walks = store.read("walks", hint="walk").to_pylist() if qcfg.from_walks else []
-    subs = store.read("subgraphs").to_pylist() if qcfg.from_subgraphs and store.exists("subgraphs") else []
-    ids = {pid for w in walks for pid in w["path"]} | {pid for s in subs for pid in s["nodes"]}
+    walks = ([Walk.from_row(r) for r in store.read("walks", hint="walk").to_pylist()]
+             if qcfg.from_walks else [])
+    subs = ([Subgraph.from_row(r) for r in store.read("subgraphs").to_pylist()]
+            if qcfg.from_subgraphs and store.exists("subgraphs") else [])
+    ids = {pid for w in walks for pid in w.path} | {pid for s in subs for pid in s.nodes}
     meta = page_meta(store, ids)
-    out = [Source("walk", w["walk_id"], [meta[p] for p in w["path"]], w["hops"], derive_seed(seed, "questions", w["walk_id"]))
+    out = [Source("walk", w.walk_id, [meta[p] for p in w.path], w.hops, derive_seed(seed, "questions", w.walk_id))
            for w in walks]
-    out += [Source("subgraph", s["subgraph_id"], [meta[p] for p in s["nodes"]], s["edges"],
-                   derive_seed(seed, "questions", s["subgraph_id"])) for s in subs]
+    out += [Source("subgraph", s.subgraph_id, [meta[p] for p in s.nodes], s.edges,
+                   derive_seed(seed, "questions", s.subgraph_id)) for s in subs]
     return out
 
 

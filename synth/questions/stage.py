@@ -87,25 +87,26 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     for s in summaries:
         dropped.update(s["dropped"])
     rejects = [r for p in ctx.shard_parts("rejects/questions") for r in pq.read_table(p).to_pylist()]
-    kept, seen = [], set()
+    kept: list[Question] = []
+    seen: set[str] = set()
     for p in ctx.shard_parts("questions"):
-        for row in pq.read_table(p).to_pylist():
-            norm = normalize_answer(row["question"])
+        for q in map(Question.from_row, pq.read_table(p).to_pylist()):
+            norm = normalize_answer(q.question)
             if norm in seen:
                 dropped["duplicate"] += 1
-                rejects.append({"record_id": row["question_id"], "source_id": row["walk_id"], "reason": "duplicate",
-                                "detail": "same question as an earlier one", "raw": row["question"]})
+                rejects.append({"record_id": q.question_id, "source_id": q.walk_id, "reason": "duplicate",
+                                "detail": "same question as an earlier one", "raw": q.question})
                 continue
             seen.add(norm)
-            kept.append(row)
+            kept.append(q)
     w = ctx.writer("questions", Question.SCHEMA)
-    w.write(pa.Table.from_pylist(kept, schema=Question.SCHEMA))
+    w.write(Question.to_table(kept))
     w.close()
     rw = ctx.writer("rejects/questions", REJECT_SCHEMA)
     rw.write(pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA))
     rw.close()
     n_in = sum(s["input"] for s in summaries)
-    extra = {"kinds": dict(Counter(r["kind"] for r in kept)), "shards": len(summaries),
+    extra = {"kinds": dict(Counter(q.kind for q in kept)), "shards": len(summaries),
              "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION)},
              **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
     return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra)

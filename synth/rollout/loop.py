@@ -20,7 +20,7 @@ from typing import Any
 
 from synth.teacher.prompting import extract_answer
 from synth.teacher.tasks import AGENT
-from synth.engine.records import Question, Trace
+from synth.engine.records import Question, ToolCall, Trace
 from synth.engine.seeding import derive_seed, short_hash
 from synth.teacher.client import Teacher, TeacherError
 from synth.tools.toolbox import Toolbox
@@ -63,21 +63,16 @@ def compress(messages: list[dict]) -> list[dict]:
             for i, m in enumerate(messages)]
 
 
-def _assistant_message(resp_message: dict, turn: int) -> dict:
-    """The assistant turn as stored: role, content, tool_calls with ids (made up when the server gave none)."""
+def _assistant_message(resp_message: dict, turn: int) -> tuple[dict, list[ToolCall]]:
+    """The assistant turn as stored (role, content, tool_calls with ids made up when the server gave
+    none) and its tool calls."""
     msg: dict[str, Any] = {"role": "assistant", "content": resp_message.get("content") or ""}
     if resp_message.get("reasoning_content"):
         msg["reasoning_content"] = resp_message["reasoning_content"]
-    calls = []
-    for i, tc in enumerate(resp_message.get("tool_calls") or []):
-        fn = tc.get("function") or {}
-        args = fn.get("arguments")
-        calls.append({"id": tc.get("id") or f"call_{turn}_{i}", "type": "function",
-                      "function": {"name": fn.get("name") if isinstance(fn.get("name"), str) else "",
-                                   "arguments": args if isinstance(args, str) else json.dumps(args)}})
+    calls = [ToolCall.from_openai(tc, i, f"call_{turn}") for i, tc in enumerate(resp_message.get("tool_calls") or [])]
     if calls:
-        msg["tool_calls"] = calls
-    return msg
+        msg["tool_calls"] = [tc.to_openai() for tc in calls]
+    return msg, calls
 
 
 async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sample_index: int, cfg,
@@ -103,21 +98,19 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         t.latency += resp.model_latency_s or 0.0
         t.prompt_tokens += resp.usage.get("prompt_tokens", 0)
         t.completion_tokens += resp.usage.get("completion_tokens", 0)
-        msg = _assistant_message(resp.message, t.n_turns)
+        msg, calls = _assistant_message(resp.message, t.n_turns)
         messages.append(msg)
-        calls = msg.get("tool_calls") or []
         if not calls:
             answer = extract_answer(msg["content"])
             stop = "answer" if answer is not None else "no_answer"
             break
         for tc in calls:
-            name = tc["function"]["name"]
-            obs, info = toolbox.call(name, tc["function"]["arguments"])
-            messages.append({"role": "tool", "tool_call_id": tc["id"], "name": name, "content": obs})
+            obs, info = toolbox.call(tc.name, tc.arguments)
+            messages.append({"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": obs})
             t.n_tool_calls += 1
             t.n_errors += info.is_error
-            if name in t.counts:
-                t.counts[name] += 1
+            if tc.name in t.counts:
+                t.counts[tc.name] += 1
             t.searched += info.searched_page_ids
             t.opened += info.opened_page_ids
             for pid in info.searched_page_ids + info.opened_page_ids:

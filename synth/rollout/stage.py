@@ -13,6 +13,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
+import pyarrow.compute as pc
+
 from synth.engine.stage import Shards, StageContext, StageResult
 from synth.questions.sources import page_meta
 from synth.engine.records import Question, Trace
@@ -28,9 +30,11 @@ def hop_evidence(store) -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
     for rel, col in (("walks", "hops"), ("subgraphs", "edges")):
         if store.exists(rel):
-            for links in store.read(rel, columns=[col])[col].to_pylist():
-                for e in links:
-                    out.setdefault((e["src_id"], e["dst_id"]), e["anchor_text"])
+            # Three columns of the flattened evidence structs, not a record per walk: walks can be millions.
+            ev = pc.list_flatten(store.read(rel, columns=[col])[col])
+            cols = (pc.struct_field(ev, name).to_pylist() for name in ("src_id", "dst_id", "anchor_text"))
+            for src, dst, anchor in zip(*cols):
+                out.setdefault((src, dst), anchor)
     return out
 
 

@@ -77,7 +77,7 @@ def subgraph_chain(src: Source, min_hops: int, rnd: random.Random) -> tuple[list
     the longest found from seeded starts, with whether each hop runs against its link."""
     by_id = {e["page_id"]: e for e in src.entities}
     adj: dict[str, list[str]] = {}
-    forward = {(l["src_id"], l["dst_id"]) for l in src.links}
+    forward = {(l.src_id, l.dst_id) for l in src.links}
     for a, b in sorted(forward):
         adj.setdefault(a, []).append(b)
         adj.setdefault(b, []).append(a)

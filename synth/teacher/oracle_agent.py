@@ -21,6 +21,7 @@ import random
 from dataclasses import dataclass
 
 from synth.text.answers import normalize_answer
+from synth.engine.records import Conversation
 from synth.engine.seeding import derive_seed
 
 
@@ -50,16 +51,7 @@ def persona(seed: int, sample_index: int, hops: int) -> Persona:
 
 
 def _actions(messages: list[dict]) -> list[tuple[str, dict]]:
-    out = []
-    for m in messages:
-        if m.get("role") == "assistant":
-            for tc in m.get("tool_calls") or []:
-                try:
-                    args = json.loads(tc["function"]["arguments"] or "{}")
-                except (json.JSONDecodeError, TypeError):
-                    args = {}
-                out.append((tc["function"]["name"], args if isinstance(args, dict) else {}))
-    return out
+    return [(tc.name, tc.args() or {}) for _, tc in Conversation.from_openai(messages).tool_calls()]
 
 
 def _last_observation(messages: list[dict]):

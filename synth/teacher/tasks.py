@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
+from synth.engine.records import Evidence
 from synth.engine.seeding import short_hash
 from synth.teacher.prompting import extract_answer, extract_json, prompt_sha, render
 from synth.text.answers import names_of, normalize_answer
@@ -108,7 +109,7 @@ class Source:
     kind: str  # "walk" | "subgraph"
     source_id: str
     entities: list[dict]  # {page_id, title, description, aliases} in path / node order
-    links: list[dict]  # evidence dicts (walk: one per hop, in order; subgraph: every edge)
+    links: list[Evidence]  # walk: one per hop, in order; subgraph: every edge
     seed: int
 
     @property

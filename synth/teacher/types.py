@@ -7,9 +7,10 @@ They live apart from :mod:`synth.teacher.client` so backends (``teacher_openai``
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from synth.engine.records import ToolCall
 
 # Failure reasons a backend reports.  Stages count dropped items by these names.
 RETRYABLE_REASONS = frozenset({"http_429", "timeout", "connection", "bad_response"})
@@ -120,19 +121,12 @@ def _rebuild_backend_error(reason: str, detail: str, retryable: bool, retry_afte
 def normalise_message(raw: dict[str, Any]) -> dict[str, Any]:
     """An assistant message in the one shape hopforge stores.
 
-    Servers differ: some send ``arguments`` as an object instead of a JSON string, some
-    omit ``type`` or ``id``, some call the thinking field ``reasoning``.  Arrow merges
-    dict keys across rows, so the shape must not vary with the server.
+    Servers differ in their tool calls (see :meth:`ToolCall.from_openai`), and some call the
+    thinking field ``reasoning``.  Arrow merges dict keys across rows, so the shape must not
+    vary with the server.
     """
     msg: dict[str, Any] = {"role": "assistant", "content": raw.get("content")}
-    calls = []
-    for i, tc in enumerate(raw.get("tool_calls") or []):
-        fn = tc.get("function") or {}
-        args = fn.get("arguments")
-        if not isinstance(args, str):
-            args = json.dumps(args if args is not None else {}, ensure_ascii=False)
-        calls.append({"id": tc.get("id") or f"call_{i}", "type": "function",
-                      "function": {"name": fn.get("name") or "", "arguments": args}})
+    calls = [ToolCall.from_openai(tc, i).to_openai() for i, tc in enumerate(raw.get("tool_calls") or [])]
     if calls:
         msg["tool_calls"] = calls
     reasoning = raw.get("reasoning_content") or raw.get("reasoning")

@@ -77,9 +77,7 @@ def test_pass_at_k() -> None:
 
 
 def test_prompt_is_the_harness_before_the_first_assistant_turn() -> None:
-    import json
-
-    msgs = json.loads(make_trace()["messages"])
+    msgs = make_trace().conversation.messages
     p = prompt_messages(msgs)
     assert [m["role"] for m in p] == ["system", "user"]
-    assert p[0]["content"] == msgs[0]["content"] and p[1]["content"] == msgs[1]["content"]
+    assert p[0]["content"] == msgs[0].content and p[1]["content"] == msgs[1].content

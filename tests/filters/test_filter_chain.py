@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +18,7 @@ from helpers.tinytok import save_tokenizer
 from helpers.traces import call, make_question, make_trace
 from synth.engine.config import ConfigError
 from synth.engine.errors import InputError
+from synth.engine.records import Trace
 
 
 @pytest.fixture(scope="module")
@@ -26,19 +28,19 @@ def tokenizer(tmp_path_factory):
     return load_tokenizer(save_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
 
 
-def run_chain(rows: list[dict], tokenizer=None, **cfg):
+def run_chain(traces: list[Trace], tokenizer=None, **cfg):
     if tokenizer is None:
         cfg.setdefault("chain", [n for n in DEFAULT_CHAIN if n != "length"])
     fcfg = FiltersConfig(**cfg)
     q = make_question()
-    ctx = FilterContext(fcfg, {q["question_id"]: q}, tokenizer=tokenizer)
+    ctx = FilterContext({q.question_id: q}, tokenizer=tokenizer)
     runner = FilterRunner(build_chain(fcfg.chain, fcfg))
-    kept = list(runner.run(rows, ctx))
+    kept = list(runner.run(traces, ctx))
     return kept, runner, ctx
 
 
-def only_reason(row: dict, tokenizer=None, **cfg) -> tuple[str | None, str | None]:
-    kept, runner, _ = run_chain([row], tokenizer, **cfg)
+def only_reason(trace: Trace, tokenizer=None, **cfg) -> tuple[str | None, str | None]:
+    kept, runner, _ = run_chain([trace], tokenizer, **cfg)
     if kept:
         return None, None
     (_, reason, detail), = runner.rejects
@@ -62,33 +64,33 @@ def test_clean_trace_passes_the_whole_default_chain(tokenizer, tmp_path: Path) -
 
 def test_format_reasons() -> None:
     base = make_trace()
-    msgs = json.loads(base["messages"])
+    msgs = json.loads(base.messages)
 
     def with_messages(m):
-        return dict(make_trace(), messages=json.dumps(m))
+        return replace(make_trace(), messages=json.dumps(m))
 
-    assert only_reason(dict(base, messages="{not json"))[0] == "format"
+    assert only_reason(replace(base, messages="{not json"))[0] == "format"
     bad_role = [dict(m) for m in msgs]
     bad_role[1]["role"] = "human"
     assert only_reason(with_messages(bad_role)) == ("format", "message 1 has role 'human'")
-    unknown = json.loads(base["messages"])
+    unknown = json.loads(base.messages)
     unknown[2]["tool_calls"][0]["function"]["name"] = "browse"
     assert "unknown tool 'browse'" in only_reason(with_messages(unknown))[1]
-    not_obj = json.loads(base["messages"])
+    not_obj = json.loads(base.messages)
     not_obj[2]["tool_calls"][0]["function"]["arguments"] = json.dumps(["Alpha"])
     assert "not a JSON object" in only_reason(with_messages(not_obj))[1]
-    dict_args = json.loads(base["messages"])
+    dict_args = json.loads(base.messages)
     dict_args[2]["tool_calls"][0]["function"]["arguments"] = {"query": "x"}
     assert "not a JSON string" in only_reason(with_messages(dict_args))[1]
-    orphan = json.loads(base["messages"])
+    orphan = json.loads(base.messages)
     orphan[3]["tool_call_id"] = "nope"
     assert "answers 'nope'" in only_reason(with_messages(orphan))[1]
-    unanswered = json.loads(base["messages"])
+    unanswered = json.loads(base.messages)
     del unanswered[3]
     assert "not answered" in only_reason(with_messages(unanswered))[1]
     no_answer = make_trace(final_text="I think it is Delta City.")
     assert only_reason(no_answer) == ("format", "the last turn has no <answer>...</answer>")
-    assert only_reason(dict(base, tools="{}"))[0] == "format"
+    assert only_reason(replace(base, tools="{}"))[0] == "format"
 
 
 def test_wrong_answer_and_aliases() -> None:
@@ -121,16 +123,16 @@ def test_repeated_calls_use_canonical_arguments() -> None:
 
 
 def test_too_long_is_dropped_never_truncated(tokenizer) -> None:
-    row = make_trace()
-    _, _, ctx = run_chain([dict(row)], tokenizer)
+    trace = make_trace()
+    _, _, ctx = run_chain([trace], tokenizer)
     n = ctx.measures["t1"]["n_tokens"]
-    assert only_reason(dict(row), tokenizer, max_tokens=n) == (None, None)
-    assert only_reason(dict(row), tokenizer, max_tokens=n - 1) == ("too_long", f"{n} tokens > {n - 1}")
+    assert only_reason(trace, tokenizer, max_tokens=n) == (None, None)
+    assert only_reason(trace, tokenizer, max_tokens=n - 1) == ("too_long", f"{n} tokens > {n - 1}")
 
 
 def test_contaminated_ngrams_and_short_texts(tmp_path: Path) -> None:
     q = make_question()
-    text = q["question"]
+    text = q.question
     words = text.split()
     (tmp_path / "e.jsonl").write_text(json.dumps({"question": "Unrelated: " + " ".join(words[2:11]) + " etc"}) + "\n")
     reason, detail = only_reason(make_trace(), decontaminate=[str(tmp_path / "e.jsonl")], ngram=8)
@@ -158,9 +160,9 @@ def test_runner_stops_at_first_drop_and_keeps_rejects() -> None:
     rows = [make_trace("ok"), make_trace("few", calls=[call("open", page="p1")], answer="Nope"),
             make_trace("wrong", answer="Echo")]
     kept, runner, _ = run_chain(rows)
-    assert [r["trace_id"] for r in kept] == ["ok"]
+    assert [t.trace_id for t in kept] == ["ok"]
     # "few" is wrong too, but correctness comes first in the chain, so that is its one reason.
-    assert [(r["trace_id"], reason) for r, reason, _ in runner.rejects] == [("few", "wrong_answer"),
+    assert [(t.trace_id, reason) for t, reason, _ in runner.rejects] == [("few", "wrong_answer"),
                                                                            ("wrong", "wrong_answer")]
     assert runner.input == runner.output + sum(runner.dropped.values())
 

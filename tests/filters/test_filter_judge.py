@@ -44,10 +44,10 @@ def test_judge_only_adds_through_the_filter() -> None:
     backend = FakeJudge(yes={"Delta", "Echo Town"}, fail={"City of Delta"}, garble={"Delta town"})
     t = teacher(backend)
     fcfg = FiltersConfig(chain=["correctness"], judge=True)
-    grades = {r["trace_id"]: grade(r["final_answer"], q, fcfg.min_f1) for r in rows}
-    verdicts, counts = run_judge(t, [(q, r["final_answer"]) for r in rows])
+    grades = {r.trace_id: grade(r.final_answer, q, fcfg.min_f1) for r in rows}
+    verdicts, counts = run_judge(t, [(q, r.final_answer) for r in rows])
     for r, v in zip(rows, verdicts):
-        grades[r["trace_id"]].judge_correct = v
+        grades[r.trace_id].judge_correct = v
     assert counts == {"asked": 5, "failed": 1, "unparsed": 1}
     assert {tid: (g.rule_correct, g.judge_correct, g.correct) for tid, g in grades.items()} == {
         "hit": (True, False, True),
@@ -56,12 +56,12 @@ def test_judge_only_adds_through_the_filter() -> None:
         "failed": (True, None, True),
         "garbled": (False, None, False),
     }
-    ctx = FilterContext(fcfg, {"q1": q}, grades=grades)
+    ctx = FilterContext({"q1": q}, grades=grades)
     runner = FilterRunner(build_chain(fcfg.chain, fcfg))
-    kept = [r["trace_id"] for r in runner.run(rows, ctx)]
+    kept = [r.trace_id for r in runner.run(rows, ctx)]
     assert kept == ["hit", "near", "failed"]
     assert runner.dropped == {"wrong_answer": 2}
-    far = next(d for r, _, d in runner.rejects if r["trace_id"] == "far")
+    far = next(d for r, _, d in runner.rejects if r.trace_id == "far")
     assert "judge correct" in far  # both verdicts are visible in the reject detail
     assert backend.seen[0]["task"].name == "judge" and backend.seen[0]["answer"] == "Delta City"
     assert t.stats.as_dict()["completed"] == 4

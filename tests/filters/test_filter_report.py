@@ -136,10 +136,8 @@ def test_erf_is_monotone(run) -> None:
 def test_report_skips_missing_tables(tmp_path: Path) -> None:
     from synth.engine.records import Trace
 
-    import pyarrow as pa
-
     store = Store(tmp_path / "run")
-    publish(store, "rollout", {"traces": pa.Table.from_pylist([make_trace()], schema=Trace.SCHEMA)})
+    publish(store, "rollout", {"traces": Trace.to_table([make_trace()])})
     rep = build_report(store, tmp_path / "out")
     index = (tmp_path / "out" / "index.md").read_text()
     assert "questions" in rep.skipped and "## Skipped" in index

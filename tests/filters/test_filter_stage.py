@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -35,7 +36,7 @@ def _run(tmp_path: Path, **fcfg):
         make_trace("t2a", "q2", calls=GOOD),
         make_trace("t2b", "q2", sample_index=1, calls=GOOD + [call("open", page="p1")]),
         make_trace("t3a", "q3", answer="Echo"),
-        dict(make_trace("t3b", "q3", sample_index=1, answer="Foxtrot"), messages="[{]"),
+        replace(make_trace("t3b", "q3", sample_index=1, answer="Foxtrot"), messages="[{]"),
         make_trace("t4a", "q4", answer="Delta City"),
     ]
     evals = tmp_path / "eval.jsonl"
@@ -72,9 +73,9 @@ def test_rejects_carry_the_full_row_and_its_reason(run) -> None:
     assert {k: v["reason"] for k, v in by_id.items()} == {
         "t1b": "not_best", "t1c": "wrong_answer", "t1d": "too_few_steps", "t1e": "too_long",
         "t2b": "repeated_calls", "t3a": "wrong_answer", "t3b": "format", "t4a": "contaminated"}
-    original = {t["trace_id"]: t for t in traces}
+    original = {t.trace_id: t.to_row() for t in traces}
     for tid, r in by_id.items():
-        assert r["messages"] == original[tid]["messages"] and r["gold_first_seen"] == original[tid]["gold_first_seen"]
+        assert {k: v for k, v in r.items() if k not in ("reason", "detail")} == original[tid]
         assert r["detail"]
     assert "rubric 0.500" in by_id["t1b"]["detail"] and "1 of 2" in by_id["t1b"]["detail"]
 
@@ -108,7 +109,7 @@ def test_sft_renders_through_a_chat_template_with_tools(run, tmp_path: Path) -> 
     dset = datasets.Dataset.from_parquet(files, cache_dir=str(tmp_path / "hf"))
     assert sorted(dset["trace_id"]) == ["t1a", "t2a"]
     tok = load_tokenizer(store.path("tokenizer"))
-    original = {t["trace_id"]: json.loads(t["messages"]) for t in traces if t["trace_id"] in ("t1a", "t2a")}
+    original = {t.trace_id: t.conversation for t in traces if t.trace_id in ("t1a", "t2a")}
     for row in dset:
         tools = json.loads(row["tools"])
         assert tools == TOOL_SCHEMAS and row["tools"] == TOOLS_JSON
@@ -119,8 +120,7 @@ def test_sft_renders_through_a_chat_template_with_tools(run, tmp_path: Path) -> 
         assert "<answer>Delta City</answer>" in text
         calls = [(tc["function"]["name"], json.loads(tc["function"]["arguments"]))
                  for m in row["messages"] for tc in (m["tool_calls"] or [])]
-        want = [(tc["function"]["name"], json.loads(tc["function"]["arguments"]))
-                for m in original[row["trace_id"]] for tc in m.get("tool_calls", [])]
+        want = [(tc.name, tc.args()) for _, tc in original[row["trace_id"]].tool_calls()]
         assert calls == want
         for name, args in calls:
             assert set(args) <= set(next(t for t in tools if t["function"]["name"] == name)["function"]
@@ -140,8 +140,8 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
     assert target.to_pylist() == [["Delta City"]]  # verl reads reward_model["ground_truth"]["target"]
     assert row["extra_info"] == {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 5, "c": 4,
                                  "split": "train"}
-    first = json.loads(next(tr for tr in traces if tr["trace_id"] == "t1b")["messages"])  # sample_index 0
-    assert row["prompt"] == [{"role": m["role"], "content": m["content"]} for m in first[:2]]
+    first = next(tr for tr in traces if tr.trace_id == "t1b").conversation  # sample_index 0
+    assert row["prompt"] == [{"role": m.role, "content": m.content} for m in first.messages[:2]]
     assert json.loads(row["tools"]) == TOOL_SCHEMAS
 
 

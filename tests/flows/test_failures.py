@@ -227,7 +227,7 @@ def test_a_killed_runs_lock_is_taken_over(tmp_path, walked):
     out = _copy(walked, tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
                                "from synth.engine.store import RunLock\n"
-                               f"RunLock({str(out)!r}).acquire('holder')\nprint('held', flush=True)\ntime.sleep(600)"],
+                               f"lock = RunLock({str(out)!r})\nlock.acquire('holder')\nprint('held', flush=True)\ntime.sleep(600)"],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     assert hopforge("graph", "--out", str(out)).returncode == 2

@@ -43,15 +43,15 @@ def publish(store: Store, stage: str, tables: dict[str, pa.Table | Path], report
     store.commit(stage, key, list(tables), {"key": key}, report)
 
 
-def make_store(root: Path, questions: list[dict], traces: list[dict], *, reports: dict[str, dict] | None = None,
+def make_store(root: Path, questions: list[Question], traces: list[Trace], *, reports: dict[str, dict] | None = None,
                tokenizer: bool = True) -> Store:
     """A run folder with ``questions``, ``traces`` (stage ``rollout``) and a tiny ``tokenizer``."""
     store = Store(root)
     reports = reports or {}
-    publish(store, "questions", {"questions": pa.Table.from_pylist(questions, schema=Question.SCHEMA)},
+    publish(store, "questions", {"questions": Question.to_table(questions)},
             reports.get("questions", {"stage": "questions", "input": len(questions), "output": len(questions),
                                       "dropped": {}}))
-    publish(store, "rollout", {"traces": pa.Table.from_pylist(traces, schema=Trace.SCHEMA)},
+    publish(store, "rollout", {"traces": Trace.to_table(traces)},
             reports.get("rollout", {"stage": "rollout", "input": len(questions), "output": len(traces),
                                     "dropped": {}}))
     if tokenizer:

@@ -3,7 +3,8 @@
 ``make_trace`` writes a valid OpenAI-format ReAct conversation over the tools
 ``search`` / ``open`` / ``find`` (one tool call per assistant turn, each answered by a
 ``tool`` message, then a final ``<answer>``), and fills every :class:`Trace` field
-consistently with it.  Tests then break exactly one thing to make a filter fire.
+consistently with it.  Tests then break exactly one thing (``dataclasses.replace``) to
+make a filter fire; ``.to_row()`` gives the table row.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from synth.engine.records import Question, Trace
+from synth.engine.records import Hop, Question, Trace
 from synth.tools.schema import tool_schemas_json
 
 SYSTEM = ("You answer multi-hop questions by searching a local Wikipedia. Use the tools search, open and find; "
@@ -21,8 +22,8 @@ TOOLS_JSON = tool_schemas_json()
 
 def make_question(question_id: str = "q1", *, path: list[str] | None = None, titles: list[str] | None = None,
                   question: str | None = None, answer: str | None = None, aliases: list[str] | None = None,
-                  teacher_model: str = "teacher-a") -> dict:
-    """A ``questions`` row; by default a 3-hop chain A -> Bravo -> Charlie (planet) -> Delta City."""
+                  teacher_model: str = "teacher-a") -> Question:
+    """A question; by default a 3-hop chain A -> Bravo -> Charlie (planet) -> Delta City."""
     path = path or ["p0", "p1", "p2", "p3"]
     titles = titles or ["Alpha Station", "Bravo Harbour", "Charlie (planet)", "Delta City"]
     answer = answer if answer is not None else titles[-1]
@@ -31,11 +32,10 @@ def make_question(question_id: str = "q1", *, path: list[str] | None = None, tit
         question=question or f"Start from {titles[0]} and follow the links three times; which city do you reach "
         f"({question_id})?",
         answer=answer, answer_aliases=list(aliases or []), answer_page_id=path[-1],
-        hops=[{"sub_question": f"hop {i}", "bridge": t, "page_id": p} for i, (t, p) in
-              enumerate(zip(titles[1:], path[1:]))],
+        hops=[Hop(f"hop {i}", t, p) for i, (t, p) in enumerate(zip(titles[1:], path[1:]))],
         teacher_model=teacher_model, prompt_sha="abc", seed=0,
     )
-    return q.to_row()
+    return q
 
 
 def call(name: str, **args: Any) -> tuple[str, dict]:
@@ -52,8 +52,8 @@ def make_trace(trace_id: str = "t1", question_id: str = "q1", *, sample_index: i
                thoughts: list[str] | None = None, final_text: str | None = None,
                gold_page_ids: list[str] | None = None, gold_first_seen: list[int] | None = None,
                teacher_model: str = "teacher-a", question: str = "Which city?",
-               completion_tokens: int = 100, tools: str = TOOLS_JSON) -> dict:
-    """A valid ``traces`` row: one tool call per turn, each answered, then ``<answer>answer</answer>``.
+               completion_tokens: int = 100, tools: str = TOOLS_JSON) -> Trace:
+    """A valid trace: one tool call per turn, each answered, then ``<answer>answer</answer>``.
 
     ``thoughts[i]`` is the assistant text of turn i+1 (default "Step i."); ``final_text``
     replaces the whole last message (then ``answer`` only sets ``final_answer``).
@@ -78,7 +78,7 @@ def make_trace(trace_id: str = "t1", question_id: str = "q1", *, sample_index: i
         f"I have it. <answer>{answer}</answer>" if answer is not None else "I could not find it.")
     messages.append({"role": "assistant", "content": last})
     gold = gold_page_ids or ["p0", "p1", "p2", "p3"]
-    t = Trace(
+    return Trace(
         trace_id=trace_id, question_id=question_id, sample_index=sample_index, messages=json.dumps(messages),
         tools=tools, final_answer=answer, stop_reason="answer" if answer is not None else "no_answer",
         n_turns=len(calls) + 1, n_tool_calls=len(calls), n_search=counts["search"], n_open=counts["open"],
@@ -88,7 +88,6 @@ def make_trace(trace_id: str = "t1", question_id: str = "q1", *, sample_index: i
         prompt_tokens=1000, completion_tokens=completion_tokens, latency_s=1.0, teacher_model=teacher_model,
         error=None,
     )
-    return t.to_row()
 
 
 __all__ = ["DEFAULT_CALLS", "SYSTEM", "TOOLS_JSON", "call", "make_question", "make_trace"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from synth.engine.records import LINK_SCHEMA, PAGE_SCHEMA, Walk
+from synth.engine.records import LINK_SCHEMA, PAGE_SCHEMA, Evidence, Walk
 from synth.engine.store import Store
 
 from helpers.linkcorpus import write_ingest
@@ -40,7 +40,7 @@ def make_chain_store(root, n: int = 4, hops: int = 3, extra_pages: int = 0) -> S
     pages, links, walks = [], [], []
     for c in range(n):
         ids = [f"c{c}-{i}" for i in range(hops + 1)]
-        hop_rows = []
+        evidence = []
         for i, pid in enumerate(ids):
             paras = [f"{chain_title(c, i)} is a {KINDS[(c + i) % len(KINDS)]} of note."]
             if i < hops:
@@ -50,13 +50,12 @@ def make_chain_store(root, n: int = 4, hops: int = 3, extra_pages: int = 0) -> S
                 paras.append(para)
                 links.append({"src_id": pid, "dst_id": ids[i + 1], "paragraph_id": 2, "start": start,
                               "end": start + len(nxt), "anchor_text": nxt})
-                hop_rows.append({"src_id": pid, "dst_id": ids[i + 1], "paragraph_id": 2, "paragraph": para,
-                                 "anchor_text": nxt})
+                evidence.append(Evidence(pid, ids[i + 1], paragraph_id=2, paragraph=para, anchor_text=nxt))
             pages.append({"page_id": pid, "title": chain_title(c, i), "paragraphs": paras,
                           "description": f"{KINDS[(c + i) % len(KINDS)]}".capitalize(), "aliases": None,
                           "wikidata_id": None, "categories": None, "url": None, "n_chars": sum(map(len, paras))})
         walks.append(Walk(walk_id=f"w{c}", path=ids, titles=[chain_title(c, i) for i in range(hops + 1)],
-                          hops=hop_rows, start_index=c))
+                          hops=evidence, start_index=c))
     for j in range(extra_pages):
         paras = [f"Filler page {j} talks about weather, trade and {NAMES[j % len(NAMES)]} trees in general."]
         pages.append({"page_id": f"x{j}", "title": f"Filler {j}", "paragraphs": paras, "description": None,

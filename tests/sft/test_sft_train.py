@@ -182,8 +182,6 @@ def test_validate_only_fails_on_a_template_without_markers(run, tmp_path):
 
 
 def test_student_stage_funnel(run):
-    from types import SimpleNamespace
-
     from helpers.sftdata import TEST_INIT
     from sft.stage import recipe_identity, run_sft
     from flows.config import Config
@@ -194,20 +192,15 @@ def test_student_stage_funnel(run):
     overrides = [f"init_config={TEST_INIT}", "max_steps=2", "max_length=3072", "eval_fraction=0.15",
                  "disable_tqdm=true"]
 
-    class Cfg:  # the proposed `sft:` section of synth/config.py
-        sft = SimpleNamespace(config="configs/sft/tiny.yaml", overrides=overrides)
-
-        def __getattr__(self, k):
-            return getattr(Config(), k)
-
-    cfg = Cfg()
+    cfg = Config()
+    cfg.sft.overrides = overrides
     ctx = StageContext(Stage(name="student", entry=run_sft, outputs=("student",)), cfg, Store(d), "k", progress=False)
     res = run_sft(ctx)
     res.check("student")
     assert res.input == 25 and res.dropped["too_long"] == 1 and res.dropped["heldout"] >= 1
     assert res.extra["mask"] == {"tool_tokens_trained": 0, "eot_untrained_turns": 0}
     assert (ctx.staging / "student" / "model.safetensors").exists()
-    assert recipe_identity(cfg) == recipe_identity(cfg) != recipe_identity(SimpleNamespace())
+    assert recipe_identity(cfg) == recipe_identity(cfg) != recipe_identity(Config())
 
 
 def test_lora_on_a_pretrained_checkpoint_is_merged(run, tmp_path):

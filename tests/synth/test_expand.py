@@ -12,6 +12,7 @@ from synth.graph.expand import expand_slot, seed_nodes
 from synth.graph.csr import CSRGraph, open_graph
 from synth.graph.nodefilter import node_filter
 from synth.engine.runner import run_stage
+from synth.engine.records import Subgraph
 from synth.engine.seeding import stream_key
 from flows.stages import EXPAND
 from synth.engine.store import Store
@@ -35,24 +36,24 @@ def test_subgraphs_are_connected_induced_and_allowed(expanded):
     store, cfg, outcome = expanded
     g = open_graph(store)
     allowed = node_filter(g, cfg.walk).allowed
-    rows = store.read("subgraphs").to_pylist()
-    assert len(rows) == outcome.report["output"] > 30
-    for row in rows:
-        nodes = g.nodes_of(row["nodes"])
-        assert len(set(row["nodes"])) == cfg.expand.budget and row["seed_id"] == row["nodes"][0]
-        assert allowed[nodes].all() and "hub" not in row["nodes"] and "y" not in row["nodes"]
+    subs = [Subgraph.from_row(r) for r in store.read("subgraphs").to_pylist()]
+    assert len(subs) == outcome.report["output"] > 30
+    for s in subs:
+        nodes = g.nodes_of(s.nodes)
+        assert len(set(s.nodes)) == cfg.expand.budget and s.seed_id == s.nodes[0]
+        assert allowed[nodes].all() and "hub" not in s.nodes and "y" not in s.nodes
         sub = nx.DiGraph()
-        sub.add_nodes_from(row["nodes"])
-        sub.add_edges_from((e["src_id"], e["dst_id"]) for e in row["edges"])
+        sub.add_nodes_from(s.nodes)
+        sub.add_edges_from((e.src_id, e.dst_id) for e in s.edges)
         assert nx.is_weakly_connected(sub)
         # Exactly the induced edges: every recorded edge exists, every edge among the nodes is recorded.
-        induced = {(u, v) for u in row["nodes"] for v in row["nodes"]
+        induced = {(u, v) for u in s.nodes for v in s.nodes
                    if u != v and g.has_edge(g.node_of(u), g.node_of(v))}
-        assert {(e["src_id"], e["dst_id"]) for e in row["edges"]} == induced
-        assert row["titles"] == [f"Page {p}" for p in row["nodes"]]
-        for e in row["edges"]:
-            assert e["anchor_text"] in e["paragraph"]
-    ids = [r["subgraph_id"] for r in rows]
+        assert {(e.src_id, e.dst_id) for e in s.edges} == induced
+        assert s.titles == [f"Page {p}" for p in s.nodes]
+        for e in s.edges:
+            assert e.anchor_text in e.paragraph
+    ids = [s.subgraph_id for s in subs]
     assert len(set(ids)) == len(ids)
 
 

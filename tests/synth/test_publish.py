@@ -76,7 +76,7 @@ def sft_table(rubric_of: dict[str, float] | None = None, n: int = N_SFT) -> pa.T
     rows = []
     for i in range(n):
         tr = make_trace(f"t{i:03d}", f"q{i % N_Q:03d}", teacher_model="teacher-a")
-        rows.append(sft_row(tr, (rubric_of or {}).get(tr["trace_id"], 1.0)))
+        rows.append(sft_row(tr, (rubric_of or {}).get(tr.trace_id, 1.0)))
     return pa.Table.from_pylist(rows, schema=SFT_SCHEMA)
 
 
@@ -90,13 +90,13 @@ def build_dir(root: Path, cfg: Config, *, longctx: bool = True, stop_before: str
     _commit(store, "walks", {"walks": pa.table({"walk_id": ["w0"]})}, {"input": 30, "output": 30, "dropped": {}},
             cfg, ("ingest",))
     questions = [make_question(f"q{i:03d}") for i in range(N_Q)]
-    _commit(store, "questions", {"questions": pa.Table.from_pylist(questions, schema=Question.SCHEMA)},
+    _commit(store, "questions", {"questions": Question.to_table(questions)},
             {"input": 30, "output": N_Q, "dropped": {"shortcut": 18}, "teacher": TEACHER_Q}, cfg,
             ("ingest", "walks"))
     if stop_before == "rollout":
         return store
     traces = [make_trace(f"t{i:03d}", f"q{i % N_Q:03d}", sample_index=i // N_Q) for i in range(2 * N_Q)]
-    _commit(store, "rollout", {"traces": pa.Table.from_pylist(traces, schema=Trace.SCHEMA)},
+    _commit(store, "rollout", {"traces": Trace.to_table(traces)},
             {"input": N_Q, "output": 2 * N_Q, "dropped": {}, "teacher": TEACHER_R}, cfg, ("questions",))
     if stop_before == "filter":
         return store

@@ -10,7 +10,9 @@ from helpers.openai_server import Reply, Status, serve
 from helpers.walkstore import chain_title, make_chain_store
 from synth.text.answers import mentions, normalize_answer
 from flows.config import load_config
+from synth.engine.errors import StageFailed
 from synth.engine.runner import run_stage
+from synth.engine.records import Question
 from flows.stages import QUESTIONS
 
 SECRET = "sk-hopforge-SECRET-4242"
@@ -31,8 +33,8 @@ def _check_valid(rows, qcfg):
         assert r["answer"] == r["titles"][-1] and r["answer_page_id"] == r["path"][-1]
         assert not mentions(r["question"], r["answer"])
         assert not any(mentions(r["question"], a) for a in r["answer_aliases"])
-        assert [h["bridge"] for h in r["hops"]] == r["titles"][1:]
-        assert [h["page_id"] for h in r["hops"]] == r["path"][1:]
+        hops = Question.from_row(r).hops
+        assert [h.bridge for h in hops] == r["titles"][1:] and [h.page_id for h in hops] == r["path"][1:]
         assert qcfg.min_words <= len(r["question"].split()) <= qcfg.max_words
         assert normalize_answer(r["question"]) not in seen
         seen.add(normalize_answer(r["question"]))
@@ -54,8 +56,11 @@ def test_oracle_questions_pass_every_validation(tmp_path):
 def test_optional_checks_with_the_oracle(tmp_path):
     # The oracle "knows" two-hop chains closed-book, so every question there is too easy.
     store = make_chain_store(tmp_path / "two", n=3, hops=2)
-    cfg = load_config(None, ["questions.check_shortcut=false", "questions.check_closed_book=true",
-                             "questions.check_solvable=true", "questions.obfuscate=true"])
+    checks = ["questions.check_shortcut=false", "questions.check_closed_book=true", "questions.check_solvable=true",
+              "questions.obfuscate=true"]
+    with pytest.raises(StageFailed, match="every one of its 3 items was dropped .too_easy 3"):
+        run_stage(QUESTIONS, load_config(None, checks), store)  # an empty result is not a finished stage...
+    cfg = load_config(None, [*checks, "synth.allow_empty=true"])  # ...unless the config says it is fine
     out = run_stage(QUESTIONS, cfg, store)
     assert out.report["dropped"] == {"too_easy": 3} and out.report["output"] == 0
     # Three hops: closed-book fails, the gold pages solve it, and the rewrite blurs the start name.

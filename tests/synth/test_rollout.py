@@ -7,6 +7,7 @@ import pyarrow.dataset as ds
 from helpers.openai_server import Reply, call, serve
 from helpers.walkstore import make_chain_store
 from flows.config import load_config
+from synth.engine.records import Trace
 from synth.engine.runner import run_stage
 from synth.rollout.loop import PLACEHOLDER
 from flows.stages import INDEX, QUESTIONS, ROLLOUT
@@ -25,23 +26,23 @@ def _store(tmp_path, n=4, hops=3):
 
 
 def check_trace_valid(t, tools_known=("search", "open", "find")):
-    """Every tool message answers a preceding tool_call_id; JSON round-trips; counts match the messages."""
-    msgs = json.loads(t["messages"])
-    assert json.loads(json.dumps(msgs)) == msgs
+    """Every tool message answers a preceding tool_call_id; the stored shape parses; counts match the messages."""
+    conv = Trace.from_row(t).conversation
+    assert conv.problem is None  # ids, function names and string arguments where OpenAI puts them
+    msgs = conv.messages
     tools = json.loads(t["tools"])
     assert sorted(x["function"]["name"] for x in tools) == sorted(tools_known)
-    assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user"
+    assert msgs[0].role == "system" and msgs[1].role == "user"
     pending, n_calls, n_turns = set(), 0, 0
     for m in msgs[2:]:
-        if m["role"] == "assistant":
+        if m.role == "assistant":
             n_turns += 1
-            for tc in m.get("tool_calls") or []:
-                assert isinstance(tc["function"]["arguments"], str)
-                pending.add(tc["id"])
+            for tc in m.tool_calls:
+                pending.add(tc.id)
                 n_calls += 1
-        elif m["role"] == "tool":
-            assert m["tool_call_id"] in pending
-            pending.discard(m["tool_call_id"])
+        elif m.role == "tool":
+            assert m.tool_call_id in pending
+            pending.discard(m.tool_call_id)
     assert not pending
     assert n_calls == t["n_tool_calls"] and n_turns == t["n_turns"]
     assert t["n_search"] + t["n_open"] + t["n_find"] <= t["n_tool_calls"]
@@ -61,8 +62,8 @@ def test_oracle_rollouts_follow_the_real_index(tmp_path):
         q = questions[t["question_id"]]
         # Source masking: no search result ever shows the answer page.
         for m in msgs:
-            if m["role"] == "tool" and m["content"].startswith("["):
-                assert q["answer_page_id"] not in {r["page_id"] for r in json.loads(m["content"])}
+            if m.role == "tool" and m.content.startswith("["):
+                assert q["answer_page_id"] not in {r["page_id"] for r in json.loads(m.content)}
         assert q["answer_page_id"] not in t["searched_page_ids"]
         assert t["gold_page_ids"] == q["path"]
         # first-seen turns are real turns, and a page is seen at most when it was retrieved
@@ -110,12 +111,11 @@ def test_openai_rollouts_with_a_misbehaving_model(tmp_path, monkeypatch):
         traces = _traces(tmp_path)
         by = {}
         for t in traces:
-            check_trace_valid(t)
-            user = json.loads(t["messages"])[1]["content"]
+            user = check_trace_valid(t)[1].content
             by.setdefault(next(n for n in ("Alder", "Birch", "Cedar", "Dogwood") if n in user), []).append(t)
         alder = by["Alder"][0]
-        msgs = json.loads(alder["messages"])
-        errors = [json.loads(m["content"]) for m in msgs if m["role"] == "tool"][:2]
+        msgs = check_trace_valid(alder)
+        errors = [json.loads(m.content) for m in msgs if m.role == "tool"][:2]
         assert "not valid JSON" in errors[0]["error"] and "teleport" in errors[1]["error"]
         assert alder["n_tool_errors"] == 2 and alder["stop_reason"] == "answer" and alder["final_answer"] == "Alder 0-3"
         assert all(t["stop_reason"] == "max_turns" and t["n_turns"] == 6 for t in by["Birch"])

@@ -15,6 +15,7 @@ from flows.config import Config, WalkConfig
 from synth.graph.csr import CSRGraph, open_graph
 from synth.graph.nodefilter import node_filter, title_mask
 from synth.engine.runner import run_stage
+from synth.engine.records import Walk
 from synth.engine.seeding import below, derive, stream_key
 from flows.stages import GRAPH, WALKS
 from synth.engine.store import Store
@@ -90,15 +91,15 @@ def test_evidence_is_the_first_anchor(walked):
     first = {}
     for link in sorted(links, key=lambda x: (x["paragraph_id"], x["start"])):
         first.setdefault((link["src_id"], link["dst_id"]), link)
-    walks = store.read("walks").to_pylist()
+    walks = [Walk.from_row(r) for r in store.read("walks").to_pylist()]
     for w in walks:
-        assert len(w["hops"]) == len(w["path"]) - 1
-        for k, hop in enumerate(w["hops"]):
-            assert (hop["src_id"], hop["dst_id"]) == (w["path"][k], w["path"][k + 1])
-            link = first[(hop["src_id"], hop["dst_id"])]
-            assert hop["paragraph_id"] == link["paragraph_id"]
-            assert hop["paragraph"] == pages[hop["src_id"]]["paragraphs"][hop["paragraph_id"] - 1]
-            assert hop["paragraph"][link["start"]:link["end"]] == hop["anchor_text"] == link["anchor_text"]
+        assert len(w.hops) == len(w.path) - 1
+        for k, hop in enumerate(w.hops):
+            assert (hop.src_id, hop.dst_id) == (w.path[k], w.path[k + 1])
+            link = first[(hop.src_id, hop.dst_id)]
+            assert hop.paragraph_id == link["paragraph_id"]
+            assert hop.paragraph == pages[hop.src_id]["paragraphs"][hop.paragraph_id - 1]
+            assert hop.paragraph[link["start"]:link["end"]] == hop.anchor_text == link["anchor_text"]
 
 
 def reference_walk(g: CSRGraph, allowed, starts, seed, slot, hops, max_attempts, chordless):
