@@ -215,7 +215,7 @@ def test_cli_strict_exits_2(tmp_path):
 
     from flows.cli import app
 
-    config = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+    config = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
     result = CliRunner().invoke(app, ["ingest", "--kilt", str(_bad_file(tmp_path)), "--strict",
                                       "--config", str(config), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2

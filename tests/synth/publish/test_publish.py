@@ -439,7 +439,7 @@ def test_cli(tmp_path, secrets):
 
     cfg = run_config()
     build_dir(tmp_path / "run", cfg)
-    demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+    demo = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
     runner = CliRunner()
     ok = runner.invoke(app, ["publish", "--out", str(tmp_path / "run"), "--to", f"local:{tmp_path / 'pub'}",
                              "--config", str(demo)])

@@ -26,7 +26,7 @@ from synth.teacher.client import Teacher, TeacherConfig, TeacherError, make_back
 from synth.teacher.cache import CallCache
 from synth.teacher.limits import RateLimiter
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KEY_ENV = "HOPFORGE_TEST_TEACHER_KEY"
 SECRET = "sk-hopforge-SECRET-7f3a9c51"
 
