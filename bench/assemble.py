@@ -109,14 +109,14 @@ def synthetic_questions(store: Store, n: int) -> None:
         text = (f"Starting from {titles[0]}, follow the links through {', '.join(titles[1:-1])}: "
                 f"which entity do you reach last?")
         questions.append(Question(qid, "walk", w["walk_id"], w["path"], titles, text, titles[-1], [titles[-1]],
-                                  w["path"][-1], [], "synthetic", "", 0))
+                                  w["path"][-1], [], "synthetic", "", 0, "sft"))
         for s in range(2):
             searched = []
             for t in titles[s:]:
                 searched += index.search_ids(t, 5)
             traces.append(Trace(f"{qid}-{s}", qid, s, "[]", "[]", titles[-1], "answer", len(titles), len(titles),
                                 len(titles), len(titles), 0, 0, list(dict.fromkeys(searched)), w["path"],
-                                w["path"], [1] * len(titles), 0, 0, 0.0, "synthetic", None))
+                                w["path"], [1] * len(titles), 0, 0, 0.0, "synthetic", None, "sft"))
     write_parquet_atomic(Question.to_table(questions), store.path("questions") / "part-00000.parquet")
     write_parquet_atomic(Trace.to_table(traces), store.path("traces") / "part-00000.parquet")
 

@@ -57,7 +57,8 @@ def questions(titles: list[str], n: int) -> list[Question]:
         out.append(Question(question_id=f"q{i}", kind="walk", walk_id=f"w{i}", path=[f"p{a}", f"p{b}"],
                             titles=[titles[a], titles[b]], question=f"Which page follows {titles[a]} and then "
                             f"{titles[b]} in the chain of related topics?", answer=titles[b], answer_aliases=[],
-                            answer_page_id=f"p{b}", hops=[], teacher_model="m", prompt_sha="x", seed=i))
+                            answer_page_id=f"p{b}", hops=[], teacher_model="m", prompt_sha="x", seed=i,
+                            split="sft"))
     return out
 
 

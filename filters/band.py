@@ -58,8 +58,7 @@ def prompt_messages(messages: Iterable[Message]) -> list[dict]:
     return out
 
 
-def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int,
-           split: str = "train") -> dict:
+def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int) -> dict:
     """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`)."""
     target = [question.answer, *[a for a in (question.answer_aliases or []) if a]]
     return {
@@ -68,7 +67,7 @@ def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, i
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": {"target": target}},
         "extra_info": {"question_id": question.question_id, "index": index, "path": list(question.path),
-                       "n": n, "c": c, "split": split},
+                       "n": n, "c": c, "split": question.split},
         "tools": tools,
     }
 

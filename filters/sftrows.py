@@ -39,6 +39,7 @@ def sft_row(trace: Trace, rubric: float) -> dict:
         "rubric": float(rubric),
         "n_tool_calls": int(trace.n_tool_calls),
         "teacher_model": trace.teacher_model,
+        "split": trace.split,
     }
 
 

@@ -149,7 +149,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     rejects.write(pending)
     rejects.close()
     _write_verdicts(ctx, verdicts)
-    bands = _write_rl_pool(ctx, questions, per_q)
+    bands = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl)
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
@@ -189,11 +189,15 @@ def _pass_one(trace: Trace, fctx: FilterContext, runner: FilterRunner, per_q: di
     per_q.setdefault(qid, _PerQuestion()).add(trace, g.correct)
     keep, reason, _ = runner.apply(trace, fctx)
     rubric = None
-    if keep:
+    if keep and trace.split != "sft":
+        # The chain ran (its verdicts feed the report), but only sft questions train the student.
+        reason = "held_out"
+        runner.reject(trace, reason, f"a question of the {trace.split} split: its traces are never SFT rows")
+    elif keep:
         rubric = rubric_raw(trace, fctx.questions[qid])
         candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric))
     verdicts[tid] = {"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
-                     "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1, "judge_correct": g.judge_correct,
+                     "split": trace.split, "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1, "judge_correct": g.judge_correct,
                      "correct": g.correct, "rubric_raw": rubric, "rubric": None, "n_tokens": None,
                      "kept": False, "reason": reason}
 
@@ -239,8 +243,10 @@ def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
     w.close()
 
 
-def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, _PerQuestion]) -> dict[str, int]:
-    """Band every question with rollouts; write the ``rl_pool`` rows; return the band counts."""
+def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, _PerQuestion],
+                   share_sft: bool) -> dict[str, int]:
+    """Band every question with rollouts; write the ``rl_pool`` rows (rl questions in the band, and sft
+    ones too when ``share_sft``); return the band counts (of questions of every split)."""
     counts = {b: 0 for b in BANDS}
     rows = []
     for qid in sorted(per_q):
@@ -250,7 +256,7 @@ def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dic
             continue
         b = band(p.c, p.n)
         counts[b] += 1
-        if b == "rl_pool":
+        if b == "rl_pool" and (q.split == "rl" or share_sft and q.split == "sft"):
             prompt = p.prompt or [{"role": "user", "content": q.question}]
             rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows)))
     w = ctx.writer("rl_pool", RL_SCHEMA)

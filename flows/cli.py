@@ -128,7 +128,7 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", help="Checkpo
                                                                 "(teacher.backend=openai, teacher.base_url, teacher.model).")] = False,
           config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
           force: ForceOpt = False) -> None:
-    """Run the student in the rollout harness on its held-out questions; write eval_report.json."""
+    """Run the student in the rollout harness on the eval questions; write eval_report.json."""
     cfg = load(config, set_)
     if model is None and not server:
         run_stages(["eval"], cfg, out, force)

@@ -64,7 +64,8 @@ ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("q
 TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),
                   outputs=("tokenizer",), command="tokenizer", key_extra=_tokenizer_identity)
 
-FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"), sections=("filters",),
+FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
+               sections=("filters", "questions.share_sft_rl"),
                outputs=("sft", "rl_pool", "rejects/filter", "filter/verdicts"), command="filter",
                key_extra=_filter_identity)
 

@@ -1,7 +1,7 @@
 """Student evaluation in the same rollout harness, tools and questions that made the data.
 
-The student answers the questions held out from its training (``heldout_question_ids`` in
-its ``train_report.json``, chosen by ``eval_fraction`` of the SFT recipe), through
+The student answers the questions of the ``eval`` split, which no training table holds
+(each question's split is decided once, when it is written), through
 :func:`synth.rollout.loop.rollout_one` with the real search/open/find tools and source
 masking.  It runs as a local ``transformers`` model (``teacher.backend: hf``) or behind any
 OpenAI-compatible server (e.g. vLLM serving the checkpoint).  ``eval_report.json`` holds,
@@ -11,7 +11,6 @@ the format-valid tool-call rate, tool calls per question, and the evidence-recov
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -25,16 +24,15 @@ from synth.teacher.client import Teacher
 from synth.tools.toolbox import Toolbox
 
 
-def heldout_ids(model_dir: Path) -> list[str]:
-    """The question ids held out when ``model_dir`` was trained (from its train_report.json)."""
-    report = model_dir / "train_report.json"
-    if not report.exists():
-        raise InputError(f"{report} not found: evaluate a checkpoint trained by `hopforge sft` (it records "
-                         f"which questions were held out)")
-    ids = json.loads(report.read_text()).get("heldout_question_ids")
-    if not ids:
-        raise InputError(f"{report} lists no held-out questions (set eval_fraction > 0 in the SFT recipe)")
-    return list(ids)
+def eval_questions(store) -> list[Question]:
+    """The questions of the ``eval`` split, in question-id order."""
+    from synth.rollout.stage import load_questions
+
+    held = sorted((q for q in load_questions(store) if q.split == "eval"), key=lambda q: q.question_id)
+    if not held:
+        raise InputError(f"{store.root}/questions has no question of the eval split (questions.splits.eval is 0, "
+                         "or too few questions were written)")
+    return held
 
 
 def metrics(traces: Iterable[Trace], golds: dict[str, list[str]], min_f1: float, t_max: int) -> dict[str, Any]:
@@ -70,21 +68,17 @@ def metrics(traces: Iterable[Trace], golds: dict[str, list[str]], min_f1: float,
 
 
 def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None) -> dict[str, Any]:
-    """Roll the student out on its held-out questions and write ``out_dir/eval_report.json`` (+ traces)."""
-    from synth.rollout.stage import load_questions
-
+    """Roll the student out on the eval questions and write ``out_dir/eval_report.json`` (+ traces)."""
     ecfg = cfg.eval
     if model is not None:  # a local checkpoint, run with transformers
+        if not (Path(model) / "config.json").exists():
+            raise InputError(f"--model {model} is not a transformers checkpoint (no config.json)")
         teacher_cfg = cfg.teacher.model_copy(update={"backend": "hf", "model": str(model), "max_tokens": ecfg.max_new_tokens,
                                                      "temperature": ecfg.temperature, "concurrency": 1})
-        model_dir = Path(model)
     else:  # a server already serving the checkpoint named by teacher.model
         teacher_cfg = cfg.teacher.model_copy(update={"temperature": ecfg.temperature, "max_tokens": ecfg.max_new_tokens})
-        model_dir = store.path("student")
-    held = set(heldout_ids(model_dir))
-    questions = [q for q in load_questions(store) if q.question_id in held][: ecfg.max_questions]
-    if not questions:
-        raise InputError(f"none of the {len(held)} held-out questions is in {store.root}/questions")
+    held = eval_questions(store)
+    questions = held[: ecfg.max_questions]
     run_cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"max_turns": ecfg.max_turns})})
     index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     # No call cache: a checkpoint retrained at the same path must never be answered from stale calls.
@@ -120,11 +114,11 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
 
 
 def run_eval(ctx) -> Any:
-    """Stage ``eval``: the pipeline's student (``DIR/student``) on its held-out questions -> ``DIR/eval``."""
+    """Stage ``eval``: the pipeline's student (``DIR/student``) on the eval questions -> ``DIR/eval``."""
     from synth.engine.stage import StageResult
 
-    held = heldout_ids(ctx.store.path("student"))
-    bar = ctx.bar("held-out trajectories", len(held) * ctx.cfg.eval.n, "traces")
+    held = eval_questions(ctx.store)
+    bar = ctx.bar("eval trajectories", len(held) * ctx.cfg.eval.n, "traces")
     with bar:
         report = evaluate(ctx.store, ctx.cfg, str(ctx.store.path("student").resolve()), ctx.out("eval"), progress=bar)
     n = report["student"]["traces"]

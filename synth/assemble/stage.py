@@ -58,9 +58,12 @@ MAX_ATTEMPTS = 6  # plan / render / measure rounds per row; one is the rule, two
 
 # ---- inputs -------------------------------------------------------------------------------------
 def accepted_questions(store: Store, cfg: AssembleConfig) -> tuple[list[dict], str]:
-    """Accepted questions by question id (at most ``max_questions``), and where acceptance came from."""
-    cols = ["question_id", "question", "answer", "answer_aliases", "path"]
+    """Accepted questions by question id (at most ``max_questions``), and where acceptance came from.
+
+    Only questions of the sft split are ever assembled: long-context rows are training data."""
+    cols = ["question_id", "question", "answer", "answer_aliases", "path", "split"]
     table = store.read("questions", columns=cols, hint="questions")
+    table = table.filter(pc.equal(table.column("split"), "sft"))
     source = "questions"
     if store.exists("sft"):
         kept = pc.unique(store.read("sft", columns=["question_id"]).column("question_id"))
@@ -240,7 +243,7 @@ class Assembler:
             "gold_positions": [pos[g] for g in job.gold],
             "truncated_page_id": cut_id,
             "n_gold": tiers.count(0), "n_tier1": tiers.count(1), "n_tier2": tiers.count(2),
-            "answer_aliases": job.answer_aliases,
+            "answer_aliases": job.answer_aliases, "split": "sft",
         }
 
     def _reject(self, job: Job, length: int, reason: str, n: int | None) -> dict:

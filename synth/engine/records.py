@@ -176,6 +176,7 @@ class Question(Record):
     teacher_model: str
     prompt_sha: str
     seed: int
+    split: str  # sft | rl | eval: decided once, by a stable hash of the question id
 
     NESTED: ClassVar[dict[str, type]] = {"hops": Hop}
 
@@ -194,6 +195,7 @@ class Question(Record):
             pa.field("teacher_model", pa.string(), nullable=False),
             pa.field("prompt_sha", pa.string(), nullable=False),
             pa.field("seed", pa.int64(), nullable=False),
+            pa.field("split", pa.string(), nullable=False),
         ]
     )
 
@@ -382,6 +384,7 @@ class Trace(Record):
     latency_s: float
     teacher_model: str
     error: str | None  # teacher failure reason when stop_reason == teacher_failed
+    split: str  # the question's split, carried so no table needs a join to know it
 
     SCHEMA: ClassVar[pa.Schema] = pa.schema(
         [
@@ -407,6 +410,7 @@ class Trace(Record):
             pa.field("latency_s", pa.float64(), nullable=False),
             pa.field("teacher_model", pa.string(), nullable=False),
             pa.field("error", pa.string()),
+            pa.field("split", pa.string(), nullable=False),
         ]
     )
 
@@ -444,6 +448,7 @@ SFT_SCHEMA = pa.schema(
         pa.field("rubric", pa.float64(), nullable=False),
         pa.field("n_tool_calls", pa.int32(), nullable=False),
         pa.field("teacher_model", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),  # always sft
     ]
 )
 
@@ -470,6 +475,7 @@ VERDICT_SCHEMA = pa.schema(
         pa.field("trace_id", pa.string(), nullable=False),
         pa.field("question_id", pa.string(), nullable=False),
         pa.field("teacher_model", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),
         pa.field("rule_correct", pa.bool_(), nullable=False),  # exact match or F1 >= min_f1
         pa.field("em", pa.bool_(), nullable=False),
         pa.field("f1", pa.float64(), nullable=False),
@@ -526,6 +532,7 @@ LONGCTX_SCHEMA = pa.schema(
         pa.field("n_tier1", pa.int32(), nullable=False),
         pa.field("n_tier2", pa.int32(), nullable=False),
         pa.field("answer_aliases", pa.list_(pa.string()), nullable=False),
+        pa.field("split", pa.string(), nullable=False),  # always sft
     ]
 )
 

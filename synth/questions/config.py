@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from synth.engine.config import Section, operational
+
+
+class SplitFractions(BaseModel):
+    """Shares of questions per split; each question's split is a stable hash of its id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sft: float = Field(0.7, ge=0, le=1, description="Questions whose kept traces become SFT rows (and longctx).")
+    rl: float = Field(0.2, ge=0, le=1, description="Questions for the RL pool (`rl_pool`).")
+    eval: float = Field(0.1, ge=0, le=1, description="Held-out questions the student is evaluated on; never trained on.")
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> "SplitFractions":
+        if abs(self.sft + self.rl + self.eval - 1.0) > 1e-9:
+            raise ValueError(f"sft + rl + eval must be 1 (got {self.sft + self.rl + self.eval:g})")
+        return self
 
 
 class QuestionsConfig(Section):
@@ -19,3 +35,7 @@ class QuestionsConfig(Section):
     shard_size: int = operational("Sources per shard (a unit of work for a flow task, and of resume).", 256, ge=1)
     check_shortcut: bool = Field(True, description="Drop a question when one search for its text returns the answer page in the top `shortcut_k` (`shortcut`).")
     shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut search.")
+    splits: SplitFractions = Field(default_factory=SplitFractions, description="Each question's split "
+                                   "(sft / rl / eval), decided once when it is written and carried by every table.")
+    share_sft_rl: bool = Field(False, description="Let `rl_pool` take sft questions as well as rl ones (by default "
+                               "RL never optimises on answers the warm-start policy was just trained to give).")

@@ -20,6 +20,7 @@ with its reason.  Every check below is a counted drop reason:
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pyarrow.compute as pc
@@ -90,8 +91,26 @@ def parse_question(src: Source, content: str | None, qcfg, teacher_model: str, t
         answer=target["title"], answer_aliases=all_aliases, answer_page_id=target["page_id"],
         hops=[Hop(h["sub_question"], e["title"], e["page_id"]) for h, e in zip(hops, chain[1:])],
         teacher_model=teacher_model, prompt_sha=task.sha, seed=src.seed,
+        split=split_of(src.question_id, qcfg.splits),
     )
     return question, None, ""
+
+
+SPLITS = ("sft", "rl", "eval")
+
+
+def split_of(question_id: str, fractions) -> str:
+    """The question's split: a stable hash of its id placed on the configured fractions (sft, rl, eval).
+
+    It depends on the id alone, so rewriting, filtering or re-rolling a question never moves it
+    between splits, and no training table can take an eval question."""
+    u = int(hashlib.blake2b(question_id.encode(), digest_size=8).hexdigest(), 16) / 2.0 ** 64
+    edge = 0.0
+    for name in SPLITS:
+        edge += getattr(fractions, name)
+        if u < edge:
+            return name
+    return SPLITS[-1]
 
 
 def _walk_chain(src: Source, hops: list[dict]) -> tuple[list[dict] | None, str]:
@@ -150,4 +169,4 @@ def page_meta(store, ids: set[str], columns: tuple[str, ...] = ("page_id", "titl
     return {r["page_id"]: r for r in t.to_pylist()}
 
 
-__all__ = ["format_request", "parse_question", "load_sources", "page_meta"]
+__all__ = ["SPLITS", "format_request", "parse_question", "load_sources", "page_meta", "split_of"]

@@ -129,7 +129,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         n_tool_errors=t.n_errors, searched_page_ids=list(dict.fromkeys(t.searched)),
         opened_page_ids=list(dict.fromkeys(t.opened)), gold_page_ids=gold_ids, gold_first_seen=first_seen,
         prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
-        latency_s=round(t.latency, 6), teacher_model=teacher.cfg.model, error=error,
+        latency_s=round(t.latency, 6), teacher_model=teacher.cfg.model, error=error, split=question.split,
     )
 
 

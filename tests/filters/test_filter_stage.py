@@ -43,9 +43,14 @@ def _run(tmp_path: Path, **fcfg):
     evals.write_text(json.dumps({"question": "which river flows through the capital of the country"}) + "\n")
     store = make_store(tmp_path / "run", questions, traces)
     filt, _ = stages()
-    cfg = config(max_tokens=3000, decontaminate=[str(evals)], **fcfg)
-    outcome = run_stage(filt, cfg, store)
+    outcome = run_stage(filt, _config(max_tokens=3000, decontaminate=[str(evals)], **fcfg), store)
     return store, outcome, traces
+
+
+def _config(**fcfg):
+    cfg = config(**fcfg)
+    cfg.questions.share_sft_rl = True  # every question here is an sft one; let q1 reach rl_pool too
+    return cfg
 
 
 @pytest.fixture(scope="module")
@@ -139,22 +144,49 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
     target = t.column("reward_model").combine_chunks().field("ground_truth").field("target")
     assert target.to_pylist() == [["Delta City"]]  # verl reads reward_model["ground_truth"]["target"]
     assert row["extra_info"] == {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 5, "c": 4,
-                                 "split": "train"}
+                                 "split": "sft"}
     first = next(tr for tr in traces if tr.trace_id == "t1b").conversation  # sample_index 0
     assert row["prompt"] == [{"role": m.role, "content": m.content} for m in first.messages[:2]]
     assert json.loads(row["tools"]) == TOOL_SCHEMAS
+
+
+def test_one_split_per_question_reaches_only_its_table(tmp_path: Path) -> None:
+    # Three questions with the same traces, one per split: only the sft one trains, only the rl one
+    # reaches rl_pool (by default), and the eval one reaches neither.
+    questions = [make_question(f"q-{s}", split=s) for s in ("sft", "rl", "eval")]
+    traces = [make_trace(f"t-{s}-{i}", f"q-{s}", sample_index=i, calls=GOOD if i < 2 else GOOD[:1],
+                         answer="Delta City" if i < 2 else "Nowhere", split=s)
+              for s in ("sft", "rl", "eval") for i in range(3)]
+    store = make_store(tmp_path / "run", questions, traces)
+    filt, _ = stages()
+    out = run_stage(filt, config(max_tokens=3000), store)
+    sft = pq.read_table(store.path("sft")).to_pylist()
+    rl = pq.read_table(store.path("rl_pool")).to_pylist()
+    assert {r["question_id"] for r in sft} == {"q-sft"} and {r["split"] for r in sft} == {"sft"}
+    assert [r["extra_info"]["question_id"] for r in rl] == ["q-rl"] and rl[0]["extra_info"]["split"] == "rl"
+    assert out.report["dropped"]["held_out"] == 4  # the correct traces of the rl and eval questions
+    verdicts = pq.read_table(store.path("filter/verdicts")).to_pylist()
+    assert {v["split"] for v in verdicts if v["question_id"] == "q-eval"} == {"eval"}
+    # The documented switch: sft questions may feed rl_pool too, never eval ones.
+    shared = config(max_tokens=3000)
+    shared.questions.share_sft_rl = True
+    run_stage(filt, shared, store)
+    rl = pq.read_table(store.path("rl_pool")).to_pylist()
+    assert sorted(r["extra_info"]["question_id"] for r in rl) == ["q-rl", "q-sft"]
 
 
 def test_rerun_is_reused_and_config_changes_rerun(tmp_path: Path) -> None:
     store, first, _ = _run(tmp_path)
     filt, _ = stages()
     evals = tmp_path / "eval.jsonl"
-    same = config(max_tokens=3000, decontaminate=[str(evals)])
+    same = _config(max_tokens=3000, decontaminate=[str(evals)])
     assert run_stage(filt, same, store).reused
     evals.write_text(json.dumps({"question": "nothing like it at all"}) + "\n")  # its bytes are in the key
     changed = run_stage(filt, same, store)
     assert not changed.reused and changed.report["dropped"].get("contaminated") is None
-    more = run_stage(filt, config(max_tokens=3000, decontaminate=[str(evals)], keep_per_question=2), store)
+    more = run_stage(filt, _config(max_tokens=3000, decontaminate=[str(evals)], keep_per_question=2), store)
+    assert not run_stage(filt, config(max_tokens=3000, decontaminate=[str(evals)], keep_per_question=2),
+                         store).reused  # questions.share_sft_rl is part of the filter stage's key
     assert more.report["output"] == 4 and "not_best" not in more.report["dropped"]  # t1a, t1b, t2a, t4a
 
 

@@ -98,7 +98,8 @@ def make_rows(pages: list[dict], n_rows: int, seed: int = 0, min_hops: int = 1, 
         answer = chain[-1][1]
         msgs.append(_msg("assistant", f"The chain ends at {answer}, confirmed in its page. <answer>{answer}</answer>"))
         rows.append({"messages": msgs, "tools": tools_json, "question_id": f"q{r:05d}", "trace_id": f"q{r:05d}-t0",
-                     "rubric": round(rng.random(), 3), "n_tool_calls": n_calls, "teacher_model": "synthetic"})
+                     "rubric": round(rng.random(), 3), "n_tool_calls": n_calls, "teacher_model": "synthetic",
+                     "split": "sft"})
     return rows
 
 

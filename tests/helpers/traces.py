@@ -22,7 +22,7 @@ TOOLS_JSON = tool_schemas_json()
 
 def make_question(question_id: str = "q1", *, path: list[str] | None = None, titles: list[str] | None = None,
                   question: str | None = None, answer: str | None = None, aliases: list[str] | None = None,
-                  teacher_model: str = "teacher-a") -> Question:
+                  teacher_model: str = "teacher-a", split: str = "sft") -> Question:
     """A question; by default a 3-hop chain A -> Bravo -> Charlie (planet) -> Delta City."""
     path = path or ["p0", "p1", "p2", "p3"]
     titles = titles or ["Alpha Station", "Bravo Harbour", "Charlie (planet)", "Delta City"]
@@ -33,7 +33,7 @@ def make_question(question_id: str = "q1", *, path: list[str] | None = None, tit
         f"({question_id})?",
         answer=answer, answer_aliases=list(aliases or []), answer_page_id=path[-1],
         hops=[Hop(f"hop {i}", t, p) for i, (t, p) in enumerate(zip(titles[1:], path[1:]))],
-        teacher_model=teacher_model, prompt_sha="abc", seed=0,
+        teacher_model=teacher_model, prompt_sha="abc", seed=0, split=split,
     )
     return q
 
@@ -52,7 +52,7 @@ def make_trace(trace_id: str = "t1", question_id: str = "q1", *, sample_index: i
                thoughts: list[str] | None = None, final_text: str | None = None,
                gold_page_ids: list[str] | None = None, gold_first_seen: list[int] | None = None,
                teacher_model: str = "teacher-a", question: str = "Which city?",
-               completion_tokens: int = 100, tools: str = TOOLS_JSON) -> Trace:
+               completion_tokens: int = 100, tools: str = TOOLS_JSON, split: str = "sft") -> Trace:
     """A valid trace: one tool call per turn, each answered, then ``<answer>answer</answer>``.
 
     ``thoughts[i]`` is the assistant text of turn i+1 (default "Step i."); ``final_text``
@@ -86,7 +86,7 @@ def make_trace(trace_id: str = "t1", question_id: str = "q1", *, sample_index: i
         gold_page_ids=gold,
         gold_first_seen=gold_first_seen if gold_first_seen is not None else [1, 2, 3, 4][:len(gold)],
         prompt_tokens=1000, completion_tokens=completion_tokens, latency_s=1.0, teacher_model=teacher_model,
-        error=None,
+        error=None, split=split,
     )
 
 

@@ -16,7 +16,7 @@ from synth.engine.store import Store
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["walk.num_walks=24", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
          "sft.overrides=[max_steps=4, eval_fraction=0.3, max_length=4096]", "eval.max_turns=3",
-         "eval.max_new_tokens=24", "filters.min_tool_calls=2"]
+         "eval.max_new_tokens=24", "filters.min_tool_calls=2", "questions.splits={sft: 0.6, rl: 0.1, eval: 0.3}"]
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +38,16 @@ def _check_metrics(m, n_turns_max):
 
 def test_eval_stage_writes_student_and_teacher_numbers(trained):
     out, cfg = trained
+    import pyarrow.dataset as ds
+
     report = json.loads((out / "eval" / "eval_report.json").read_text())
-    held = json.loads((out / "student" / "train_report.json").read_text())["heldout_question_ids"]
+    questions = ds.dataset(out / "questions").to_table(columns=["question_id", "split"]).to_pylist()
+    held = {q["question_id"] for q in questions if q["split"] == "eval"}
     assert report["heldout_questions"] == len(held) > 0
+    # The eval questions never reached a training table.
+    sft_ids = set(ds.dataset(out / "sft").to_table(columns=["question_id"])["question_id"].to_pylist())
+    trained_on = json.loads((out / "student" / "train_report.json").read_text())
+    assert not held & sft_ids and sft_ids and not held & set(trained_on.get("heldout_question_ids") or [])
     student, teacher = report["student"], report["teacher"]
     assert student["questions"] == report["evaluated_questions"] == teacher["questions"]
     assert student["traces"] == report["evaluated_questions"] * cfg.eval.n
@@ -70,8 +77,8 @@ def test_eval_cli_on_a_checkpoint(trained):
     assert report["evaluated_questions"] == 2 and report["student"]["traces"] == 2
 
 
-def test_eval_refuses_a_checkpoint_without_heldout_record(tmp_path, trained):
+def test_eval_refuses_a_folder_that_is_not_a_checkpoint(tmp_path, trained):
     out, _ = trained
     r = subprocess.run([sys.executable, "-m", "flows.cli", "eval", "--out", str(out), "--model", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "train_report.json" in r.stderr + r.stdout
+    assert r.returncode == 2 and "not a transformers checkpoint" in r.stderr + r.stdout

@@ -27,7 +27,7 @@ def _row(i, calls, tools):
              for c in calls]
     msgs.append({"role": "assistant", "content": f"<answer>A{i}</answer>"})
     return {"messages": msgs, "tools": json.dumps(tools), "question_id": f"q{i}", "trace_id": f"t{i}",
-            "rubric": 1.0, "n_tool_calls": len(calls), "teacher_model": "m"}
+            "rubric": 1.0, "n_tool_calls": len(calls), "teacher_model": "m", "split": "sft"}
 
 
 @pytest.fixture(scope="module")

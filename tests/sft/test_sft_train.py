@@ -30,7 +30,7 @@ def _long_row() -> dict:
     from synth.tools.schema import tool_schemas_json
 
     return {"messages": msgs, "tools": tool_schemas_json(), "question_id": "q-long", "trace_id": "q-long-t0",
-            "rubric": 1.0, "n_tool_calls": 1, "teacher_model": "synthetic"}
+            "rubric": 1.0, "n_tool_calls": 1, "teacher_model": "synthetic", "split": "sft"}
 
 
 def _args(d: Path, out: Path, *extra: str):

@@ -55,12 +55,12 @@ PATHS = {"q1": ["p001", "p002", "p003"], "q2": ["p010", "p011"], "q3": ["p020", 
 def _question(qid: str, path: list[str], titles: dict[str, str]) -> Question:
     names = [titles[p] for p in path]
     return Question(qid, "walk", "w" + qid, path, names, f"Which place follows {' then '.join(names[:-1])}?",
-                    names[-1], [names[-1], names[-1].lower()], path[-1], [], "oracle", "", 0)
+                    names[-1], [names[-1], names[-1].lower()], path[-1], [], "oracle", "", 0, "sft")
 
 
 def _trace(qid: str, s: int, searched: list[str], opened: list[str], path: list[str]) -> Trace:
     return Trace(f"{qid}-t{s}", qid, s, "[]", "[]", "x", "answer", 3, 2, 1, 1, 0, 0, searched, opened, path,
-                 [1] * len(path), 0, 0, 0.0, "oracle", None)
+                 [1] * len(path), 0, 0, 0.0, "oracle", None, "sft")
 
 
 TRACES = {
@@ -106,7 +106,7 @@ def built(tmp_path_factory):
     traces = [_trace(q, s, se, op, PATHS[q]) for q, ts in TRACES.items() for s, (se, op) in enumerate(ts)]
     write_parquet_atomic(Trace.to_table(traces), root / "traces/part-00000.parquet")
     sft = [{"messages": [], "tools": "[]", "question_id": q, "trace_id": f"{q}-t{s}", "rubric": 1.0,
-            "n_tool_calls": 2, "teacher_model": "oracle"} for q, ss in KEPT.items() for s in ss]
+            "n_tool_calls": 2, "teacher_model": "oracle", "split": "sft"} for q, ss in KEPT.items() for s in ss]
     write_parquet_atomic(pa.Table.from_pylist(sft, schema=SFT_SCHEMA), root / "sft/part-00000.parquet")
     tok = _tokenizer(root / "tokenizer", [p["title"] + "\n" + page_body(p["paragraphs"]) for p in pages])
     try:

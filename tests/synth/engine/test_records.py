@@ -23,7 +23,7 @@ def test_nested_fields_round_trip_through_arrow() -> None:
     s = Subgraph("s1", "a", ["a", "b"], ["A", "B"], [EV], 3)
     assert _roundtrip(Subgraph, s).edges == [EV]
     q = Question("q1", "walk", "w1", ["a", "b"], ["A", "B"], "Which?", "B", [], "b", [Hop("Which?", "B", "b")],
-                 "m", "sha", 7)
+                 "m", "sha", 7, "rl")
     back = _roundtrip(Question, q)
     assert back == q and back.hops[0].bridge == "B"
 
@@ -86,6 +86,6 @@ def test_parsing_stops_at_the_first_structural_problem() -> None:
 
 def test_a_trace_parses_its_conversation_once() -> None:
     t = Trace("t", "q", 0, json.dumps(GOOD), "[]", "B", "answer", 2, 1, 1, 0, 0, 0, [], [], [], [], 0, 0, 0.0, "m",
-              None)
+              None, "sft")
     assert t.conversation is t.conversation is parse_conversation(t.messages)
     assert Trace.from_row(t.to_row()) == t and "conversation" not in t.to_row()
