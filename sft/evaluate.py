@@ -11,6 +11,7 @@ the format-valid tool-call rate, tool calls per question, and the evidence-recov
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -22,6 +23,8 @@ from synth.rollout.loop import rollout_one
 from synth.tools.search import SearchIndex
 from synth.teacher.client import Teacher
 from synth.tools.toolbox import Toolbox
+
+log = logging.getLogger("hopforge")
 
 
 def eval_questions(store) -> list[Question]:
@@ -117,7 +120,12 @@ def run_eval(ctx) -> Any:
     """Stage ``eval``: the pipeline's student (``DIR/student``) on the eval questions -> ``DIR/eval``."""
     from synth.engine.stage import StageResult
 
-    held = eval_questions(ctx.store)
+    try:
+        held = eval_questions(ctx.store)
+    except InputError as e:
+        # A small run can have no eval question at all: the pipeline still finishes, and says so.
+        log.warning("eval: %s; nothing to evaluate", e)
+        return StageResult(input=0, output=0, extra={"skipped": str(e)})
     bar = ctx.bar("eval trajectories", len(held) * ctx.cfg.eval.n, "traces")
     with bar:
         report = evaluate(ctx.store, ctx.cfg, str(ctx.store.path("student").resolve()), ctx.out("eval"), progress=bar)

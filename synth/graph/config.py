@@ -25,6 +25,12 @@ class WalkConfig(Section):
     max_attempts: int = Field(
         4, ge=1, le=1000, description="Attempts per walk slot: a dead end restarts the walk from a new start page."
     )
+    max_answer_repeats: int | None = Field(
+        3, ge=1, description="A page ends at most this many walks (is at most this many questions' answer); "
+        "later walks, in slot order, that would end on it again are dropped (`answer_repeat`). None: no cap.")
+    max_bridge_repeats: int | None = Field(
+        5, ge=1, description="A page is an inner (bridge) entity of at most this many walks (`bridge_repeat`). "
+        "None: no cap.")
     incremental: bool = Field(
         False, description="Keep existing walks whose pages and edges still exist; only add new ones."
     )

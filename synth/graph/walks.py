@@ -313,6 +313,50 @@ def _repeated(values: np.ndarray) -> np.ndarray:
     return dup
 
 
+@njit(cache=True)
+def _cap_repeats(paths: np.ndarray, fixed: np.ndarray, n_nodes: int, max_answer: int, max_bridge: int) -> np.ndarray:
+    """Per path, in order: 0 kept, 1 its answer page already ended ``max_answer`` kept paths, 2 one of its
+    bridge pages was already inside ``max_bridge`` kept paths (a cap below 1 means no cap).  ``fixed``
+    paths (kept by an incremental run) are always kept and counted first."""
+    answer = np.zeros(n_nodes, np.int32)
+    bridge = np.zeros(n_nodes, np.int32)
+    out = np.zeros(paths.shape[0], np.int8)
+    k = paths.shape[1] - 1
+    for i in range(paths.shape[0]):
+        if fixed[i]:
+            answer[paths[i, k]] += 1
+            for j in range(1, k):
+                bridge[paths[i, j]] += 1
+    for i in range(paths.shape[0]):
+        if fixed[i]:
+            continue
+        if max_answer > 0 and answer[paths[i, k]] >= max_answer:
+            out[i] = 1
+            continue
+        over = False
+        if max_bridge > 0:
+            for j in range(1, k):
+                if bridge[paths[i, j]] >= max_bridge:
+                    over = True
+                    break
+        if over:
+            out[i] = 2
+            continue
+        answer[paths[i, k]] += 1
+        for j in range(1, k):
+            bridge[paths[i, j]] += 1
+    return out
+
+
+def repeat_histogram(nodes: np.ndarray) -> dict[str, int]:
+    """``{times: pages}``: how many pages occur that many times in ``nodes``."""
+    if nodes.size == 0:
+        return {}
+    _, counts = np.unique(nodes, return_counts=True)
+    times, pages = np.unique(counts, return_counts=True)
+    return {str(int(t)): int(p) for t, p in zip(times, pages)}
+
+
 def _write(ctx: StageContext, graph: CSRGraph, paths: np.ndarray, slots: np.ndarray) -> int:
     """Look up the evidence of every hop and write the walks; returns how many evidence anchors failed to verify."""
     pages, links = table_files(ctx.store, "corpus/pages"), table_files(ctx.store, "corpus/links")
@@ -346,7 +390,8 @@ def run_walks(ctx: StageContext) -> StageResult:
 
     Funnel: input = walk attempts (plus walks kept by ``incremental``); output = walks;
     dropped: ``dead_end`` (an attempt found no valid next page), ``no_start`` (no page
-    may start a walk), ``duplicate_path`` (two slots walked the same path).
+    may start a walk), ``duplicate_path`` (two slots walked the same path), ``answer_repeat``
+    and ``bridge_repeat`` (the page caps ``walk.max_answer_repeats`` / ``max_bridge_repeats``).
     """
     cfg, seed = ctx.cfg.walk, ctx.cfg.seed
     graph = open_graph(ctx.store)
@@ -377,6 +422,13 @@ def run_walks(ctx: StageContext) -> StageResult:
     _, first = np.unique(paths[slots], axis=0, return_index=True)
     keep = np.sort(slots[first]) if slots.size else slots
     dropped["duplicate_path"] = int(slots.size - keep.size)
+    # Diversity: in slot order (so the result does not depend on threads or chunking), a page may be
+    # the answer of, or a bridge in, only so many walks.
+    capped = _cap_repeats(paths[keep], fixed[keep], graph.num_nodes, cfg.max_answer_repeats or 0,
+                          cfg.max_bridge_repeats or 0)
+    dropped["answer_repeat"] = int((capped == 1).sum())
+    dropped["bridge_repeat"] = int((capped == 2).sum())
+    keep = keep[capped == 0]
     unverified = _write(ctx, graph, paths[keep], keep)
     if unverified:
         log.warning("walks: %d hop(s) cite an anchor that is not at paragraph[start:end]; check the ingest", unverified)
@@ -384,5 +436,8 @@ def run_walks(ctx: StageContext) -> StageResult:
                        "kernel_seconds": round(kernel_s, 3), "compile_seconds": round(compile_s, 3),
                        "steps_per_s": round(steps / max(kernel_s, 1e-9)),
                        "allowed_nodes": nf.num_allowed, "excluded_nodes": nf.excluded, "start_nodes": int(starts.size),
-                       "evidence_unverified": unverified}}
+                       "evidence_unverified": unverified},
+             "repeats": {"answer": repeat_histogram(paths[keep, -1]),
+                         "bridge": repeat_histogram(paths[keep, 1:-1].ravel()),
+                         "max_answer_repeats": cfg.max_answer_repeats, "max_bridge_repeats": cfg.max_bridge_repeats}}
     return StageResult(attempts + reused + dropped["no_start"], int(keep.size), dropped, extra=extra)

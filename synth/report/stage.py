@@ -32,6 +32,7 @@ from typing import Any, Iterable
 from synth.text.answers import is_correct
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
+from synth.report.trust import trust_sections
 
 STAGE_ORDER = ("ingest", "graph", "walks", "expand", "questions", "rollout", "filter", "assemble")
 TEACHER_KEYS = ("calls", "requests", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
@@ -194,7 +195,7 @@ def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], dict[str,
                                       "gold_first_seen", "final_answer", "completion_tokens"]) or []
     questions = {q["question_id"]: q for q in (_table(store, "questions", ["question_id", "path", "answer",
                                                                            "answer_aliases"]) or [])}
-    verdicts = _table(store, "filter/verdicts", ["trace_id", "correct", "n_tokens", "kept"])
+    verdicts = _table(store, "filter/verdicts", ["trace_id", "correct", "n_tokens", "kept", "ungrounded_steps"])
     by_id = {v["trace_id"]: v for v in verdicts or []}
     facts = []
     for t in traces:
@@ -305,6 +306,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8) -> Report:
         fig("hops.png", "How many links each question's gold path chains (its entities minus one).")
     else:
         rep.skipped.append("questions")
+    rep.skipped += trust_sections(md, store.root, reports, verdicts, out, rep.summary, plots, fig)
 
     # Traces.
     if facts:

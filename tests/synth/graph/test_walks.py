@@ -41,6 +41,7 @@ def build(tmp_path, edges, cfg: Config, **kw) -> Store:
 def walked(tmp_path):
     cfg = Config()
     cfg.walk.num_walks, cfg.walk.max_in_degree = 300, 40
+    cfg.walk.max_answer_repeats = cfg.walk.max_bridge_repeats = None  # the caps have a test of their own
     store = build(tmp_path, corpus_edges(), cfg, repeat={("p0", "hub"): 2})
     outcome = run_stage(WALKS, cfg, store, progress=False)
     return store, cfg, outcome
@@ -82,6 +83,33 @@ def test_funnel_and_ids(walked):
         assert wid == hashlib.sha1("\x1f".join(path).encode()).hexdigest()[:16]
     slots = walks.column("start_index").to_pylist()
     assert slots == sorted(slots) and max(slots) < cfg.walk.num_walks
+
+
+def test_answer_and_bridge_repeats_are_capped(tmp_path):
+    cfg = Config()
+    cfg.walk.num_walks, cfg.walk.max_in_degree, cfg.walk.hops = 400, 40, 3
+    cfg.walk.max_answer_repeats = cfg.walk.max_bridge_repeats = None
+    store = build(tmp_path / "free", corpus_edges(), cfg)
+    free = run_stage(WALKS, cfg, store, progress=False)
+    ends = Counter(p[-1] for p in store.read("walks").column("path").to_pylist())
+    assert max(ends.values()) > 2  # uncapped, some page ends several walks
+
+    cfg.walk.max_answer_repeats, cfg.walk.max_bridge_repeats = 2, 3
+    store = build(tmp_path / "capped", corpus_edges(), cfg)
+    capped = run_stage(WALKS, cfg, store, progress=False)
+    paths = store.read("walks").column("path").to_pylist()
+    assert max(Counter(p[-1] for p in paths).values()) <= 2
+    assert max(Counter(b for p in paths for b in p[1:-1]).values()) <= 3
+    r = capped.report
+    assert r["dropped"]["answer_repeat"] + r["dropped"]["bridge_repeat"] == free.report["output"] - r["output"] > 0
+    assert r["input"] == r["output"] + sum(r["dropped"].values())
+    # The walks report shows both histograms ({times: pages}) of what was kept.
+    assert sum(int(t) * n for t, n in r["repeats"]["answer"].items()) == len(paths)
+    assert max(int(t) for t in r["repeats"]["bridge"]) <= 3
+    # Deterministic whatever the chunking: the caps apply in slot order.
+    again = build(tmp_path / "again", corpus_edges(), cfg)
+    run_stage(WALKS, cfg, again, progress=False)
+    assert again.read("walks").column("path").to_pylist() == paths
 
 
 def test_evidence_is_the_first_anchor(walked):
@@ -219,6 +247,7 @@ def test_no_start_page(tmp_path):
 def test_incremental_keeps_walks_that_still_hold(tmp_path):
     cfg = Config()
     cfg.walk.num_walks, cfg.walk.hops, cfg.walk.incremental = 100, 3, True
+    cfg.walk.max_answer_repeats, cfg.walk.max_bridge_repeats = 2, 4  # reused walks are kept whatever the caps
     edges = random_edges(60, 400, seed=5)
     store = build(tmp_path, edges, cfg)
     run_stage(WALKS, cfg, store, progress=False)

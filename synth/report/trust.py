@@ -1,0 +1,108 @@
+"""The report's trustworthiness sections: splits, question validators, grounding, repeats.
+
+They answer what a researcher asks before training on the data: can an evaluation
+question reach a training table (the split counts of every table), what did each
+question validator drop and how often did a repair save a question, do kept traces act
+only on what the agent had seen (the ungrounded-step histogram), and how often does one
+page come back as an answer or a bridge (the repeat histograms of the walks).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+SPLITS = ("sft", "rl", "eval")
+
+
+def split_counts(root: Path) -> dict[str, dict[str, int]]:
+    """Rows per split of every table that carries one (``rl_pool`` keeps it in ``extra_info``)."""
+    out: dict[str, dict[str, int]] = {}
+    for table in ("questions", "traces", "sft", "rl_pool", "longctx"):
+        path = root / table
+        if not path.exists():
+            continue
+        data = ds.dataset(path, format="parquet")
+        if table == "rl_pool":
+            col = data.to_table(columns={"s": ds.field("extra_info", "split")})["s"]
+        elif "split" in data.schema.names:
+            col = data.to_table(columns=["split"])["split"]
+        else:
+            continue
+        counts = {str(v["values"]): int(v["counts"]) for v in pc.value_counts(col.combine_chunks()).to_pylist()}
+        out[table] = {s: counts.get(s, 0) for s in SPLITS} | {k: v for k, v in counts.items() if k not in SPLITS}
+    return out
+
+
+def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts: list[dict] | None, out: Path,
+                   summary: dict[str, Any], plots: Any, fig: Callable[[str, str], None]) -> list[str]:
+    """Append the sections to ``md``; returns the names of those skipped for want of inputs."""
+    skipped = []
+    splits = split_counts(root)
+    if splits:
+        md += ["## Splits", "",
+               "Each question's split is decided once, when it is written, and every table carries it: only sft "
+               "questions train the student (sft, longctx), rl questions form rl_pool, eval questions are held out.",
+               "", "| table | " + " | ".join(SPLITS) + " |", "| --- |" + " ---: |" * len(SPLITS)]
+        for table, counts in splits.items():
+            md.append(f"| {table} | " + " | ".join(f"{counts.get(s, 0):,}" for s in SPLITS) + " |")
+        md.append("")
+        summary["splits"] = splits
+    else:
+        skipped.append("splits")
+
+    q = reports.get("questions")
+    if q:
+        md += ["## Question validators", "",
+               "Every question any teacher writes is checked; a failed check is a named drop (after one repair "
+               "request, where the stage makes one).", "", "| reason | dropped |", "| --- | ---: |"]
+        for reason, n in sorted((q.get("dropped") or {}).items(), key=lambda kv: -kv[1]):
+            md.append(f"| `{reason}` | {n:,} |")
+        md.append("")
+        repairs = q.get("repairs")
+        if isinstance(repairs, dict) and repairs:
+            md += ["Repairs: " + ", ".join(f"{k} {v}" for k, v in sorted(repairs.items())) + ".", ""]
+        summary["question_drops"] = dict(q.get("dropped") or {})
+    else:
+        skipped.append("question validators")
+
+    steps = [v["ungrounded_steps"] for v in verdicts or [] if v.get("ungrounded_steps") is not None]
+    if steps:
+        kept = [v["ungrounded_steps"] for v in verdicts if v.get("kept") and v.get("ungrounded_steps") is not None]
+        md += ["## Grounding", "",
+               f"Steps (searches, opens, finds) whose words or page the agent had not yet seen in the question or an "
+               f"observation: {sum(1 for s in steps if s):,} of {len(steps):,} traces have at least one; "
+               f"{sum(1 for s in kept if s):,} of {len(kept):,} kept traces do.", ""]
+        plots.histogram(steps, out / "ungrounded.png", "Ungrounded steps per trace", "ungrounded steps",
+                        discrete=True)
+        fig("ungrounded.png", "Ungrounded steps per trace (the grounded filter drops every trace with one).")
+        summary["ungrounded_traces"] = sum(1 for s in steps if s)
+    else:
+        skipped.append("grounding (no ungrounded_steps in filter/verdicts)")
+
+    repeats = (reports.get("walks") or {}).get("repeats")
+    if repeats:
+        md += ["## Repeated pages", "",
+               f"How many walks end on the same page (answer, cap {repeats.get('max_answer_repeats')}) and pass "
+               f"through it (bridge, cap {repeats.get('max_bridge_repeats')}).", "",
+               "| times | answer pages | bridge pages |", "| ---: | ---: | ---: |"]
+        answer, bridge = repeats.get("answer") or {}, repeats.get("bridge") or {}
+        for t in sorted({*answer, *bridge}, key=int):
+            md.append(f"| {t} | {answer.get(t, 0):,} | {bridge.get(t, 0):,} |")
+        md.append("")
+        plots.histogram([int(t) for t, n in answer.items() for _ in range(n)], out / "answer_repeats.png",
+                        "Walks per answer page", "walks ending on the page", discrete=True,
+                        extra=("bridge pages", [int(t) for t, n in bridge.items() for _ in range(n)]),
+                        label="answer pages")
+        fig("answer_repeats.png", "How often one page is the answer of, or a bridge in, a walk.")
+        summary["max_answer_repeat"] = max((int(t) for t in answer), default=0)
+    else:
+        skipped.append("repeated pages (no walk report)")
+    return skipped
+
+
+__all__ = ["split_counts", "trust_sections"]
