@@ -24,7 +24,7 @@ ToOpt = Annotated[str, typer.Option("--to", "-t", help="Where to publish: local:
 @guard
 def publish_cmd(to: ToOpt, config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None,
                 out: OutOpt = Path("data/demo")) -> None:
-    """Publish sft, longctx, rl_pool, questions and traces as Parquet shards (data/<config>/train-*.parquet)
+    """Publish sft, longctx, rl_pool, questions and traces as Parquet shards (data/<config>/<split>-*.parquet)
     with a dataset card; only new or changed files are written or uploaded, stale shards are removed."""
     from synth.engine.progress import console, print_table
     from synth.publish.publisher import parse_target, publish

@@ -3,8 +3,10 @@
 :func:`card_facts` gathers what the card says from the output folder -- reports, manifest,
 a few columns of the tables, the prompt files -- and :func:`render_card` turns those facts
 into Markdown with the YAML front matter the Hub and ``datasets.load_dataset`` read
-(``configs`` / ``data_files``).  The card is a pure function of DIR and the config: it holds
-no date, host or path, so an unchanged DIR gives a byte-identical card (and no upload).
+(``configs`` / ``data_files``, one data file pattern per split).  The card is a pure function
+of DIR, the config and the target: it holds no date or host, and no path but the target's
+own (the load snippet names the repo, or a local target's folder), so an unchanged DIR
+published to the same target gives a byte-identical card (and no upload).
 
 No secret reaches the card: the teacher appears by model name, sampling settings and
 the *name* of its API-key variable, never a key, base URL or endpoint; the corpus by
@@ -13,6 +15,7 @@ file name (never a local path).  :func:`leaked_secret` is the last guard.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -34,6 +37,21 @@ CONFIG_TEXT = {
                  "teacher model and prompt hash.",
     "traces": "Every teacher rollout, kept or not: `messages` / `tools` as JSON strings, tool counts, the turn "
               "each gold page was first seen, tokens and stop reason.",
+}
+SPLIT_TEXT = {
+    "sft": "questions whose kept trajectories are SFT training data (`sft`, `longctx`)",
+    "rl": "questions for reinforcement learning (`rl_pool`), kept apart from the SFT questions so RL does not "
+          "optimise answers the warm-start policy was just trained to give",
+    "eval": "held-out questions to evaluate on: never trained on, so no `sft`, `longctx` or `rl_pool` row comes "
+            "from one",
+}
+# Which splits each config holds, and why.
+CONFIG_SPLITS = {
+    "sft": "training data: trajectories of `sft` questions only",
+    "longctx": "training data: built from `sft` questions only",
+    "rl_pool": "the `rl` questions in the difficulty band",
+    "questions": "every split (provenance); evaluate on `eval`, never train on it",
+    "traces": "every split (provenance): all rollouts, kept or not",
 }
 BASE_TAGS = ["multi-hop", "question-answering", "search-agent", "tool-use", "agent-trajectories", "wikipedia",
              "kilt", "synthetic", "sft", "rl"]
@@ -114,9 +132,17 @@ def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...]) -> dict[str
 
 
 def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, configs: list[dict],
-               skipped: dict[str, str], pcfg: Any, repo: str | None, version: str) -> dict:
-    """Everything the card states, as plain data (see :func:`render_card`)."""
+               skipped: dict[str, str], pcfg: Any, target: str, version: str) -> dict:
+    """Everything the card states, as plain data (see :func:`render_card`).
+
+    ``target`` is what ``datasets.load_dataset`` is given in the card's snippet: the Hub repo
+    (``ORG/NAME``) or the local folder.  ``configs`` carry ``splits`` (``{split: {"rows", "shards"}}``).
+    """
     stages = manifest.get("stages", {})
+    split_cfg = None
+    if _config_matches(cfg, "questions", stages.get("questions")):
+        q = cfg.questions
+        split_cfg = {"fractions": {s: float(getattr(q.splits, s)) for s in ("sft", "rl", "eval")}}
     teacher_cfg = None
     if all(_config_matches(cfg, s, stages.get(s)) for s in ("questions", "rollout")):
         t = cfg.teacher
@@ -131,7 +157,7 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
                       "keep_per_question": f.keep_per_question}
     ingest = reports.get("ingest") or {}
     return {
-        "version": version, "repo": repo, "pretty_name": pcfg.pretty_name,
+        "version": version, "target": target, "pretty_name": pcfg.pretty_name, "split_cfg": split_cfg,
         "tags": list(dict.fromkeys(BASE_TAGS + list(pcfg.tags))),
         "configs": configs, "skipped": skipped,
         "stage_keys": {s: (e or {}).get("key") for s, e in sorted(stages.items())},
@@ -185,7 +211,8 @@ def front_matter(f: dict) -> dict:
     meta["configs"] = []
     for c in f["configs"]:
         entry: dict[str, Any] = {"config_name": c["name"],
-                                 "data_files": [{"split": "train", "path": f"data/{c['name']}/train-*.parquet"}]}
+                                 "data_files": [{"split": s, "path": f"data/{c['name']}/{s}-*.parquet"}
+                                                for s in c["splits"]]}
         if c["name"] == "sft":
             entry["default"] = True
         meta["configs"].append(entry)
@@ -205,6 +232,45 @@ def _funnel(filter_report: dict) -> list[str]:
         rows.append(f"| `{r}` | {_n(dropped[r])} | {_n(left)} |")
     rows.append(f"| **kept (`sft`)** | | **{_n(filter_report.get('output'))}** |")
     return rows
+
+
+def _splits_present(configs: list[dict]) -> list[str]:
+    present = {s for c in configs for s in c["splits"]}
+    return [s for s in ("sft", "rl", "eval") if s in present] + sorted(present - {"sft", "rl", "eval"})
+
+
+def _holds(c: dict) -> str:
+    why = CONFIG_SPLITS.get(c["name"], "")
+    if c["name"] == "rl_pool" and "sft" in c["splits"]:
+        why += ", plus `sft` questions in the band (`questions.share_sft_rl`)"
+    return why
+
+
+def _split_rows(configs: list[dict]) -> list[str]:
+    """The rows-per-split table: one line per config, one column per split, then what it holds and why."""
+    splits = _splits_present(configs)
+    rows = ["| config | " + " | ".join(f"`{s}`" for s in splits) + " | total | holds |",
+            "| --- | " + " | ".join("---:" for _ in splits) + " | ---: | --- |"]
+    for c in configs:
+        cells = [_n(c["splits"][s]["rows"]) if s in c["splits"] else "-" for s in splits]
+        rows.append(f"| `{c['name']}` | " + " | ".join(cells) + f" | {_n(c['rows'])} | {_holds(c)} |")
+    return rows
+
+
+def _load_snippet(target: str, configs: list[dict]) -> list[str]:
+    """``load_dataset`` lines for the real target and real splits: SFT rows, the RL pool, held-out questions."""
+    have = {c["name"]: c["splits"] for c in configs}
+    lines = ["```python", "from datasets import load_dataset", ""]
+    where = json.dumps(target)
+    wanted = (("sft", "sft", "sft"), ("longctx", "longctx", "sft"), ("rl", "rl_pool", "rl"),
+              ("eval_questions", "questions", "eval"))
+    for var, config, split in wanted:
+        if split in have.get(config, {}):
+            lines.append(f'{var} = load_dataset({where}, "{config}", split="{split}")')
+    if len(lines) == 3:  # none of those: the first split of every config
+        lines += [f'{c["name"]} = load_dataset({where}, "{c["name"]}", split="{next(iter(c["splits"]))}")'
+                  for c in configs]
+    return lines + ["```"]
 
 
 def _band_order(name: str) -> tuple[int, str]:
@@ -235,7 +301,6 @@ def render_card(f: dict) -> str:
     reports = f["reports"]
     fr = reports.get("filter") or {}
     kept = next((c["rows"] for c in f["configs"] if c["name"] == "sft"), 0)
-    repo = f["repo"] or "ORG/NAME"
     md: list[str] = ["---", yaml.safe_dump(front_matter(f), sort_keys=False, allow_unicode=True,
                                            default_flow_style=False).rstrip(), "---", "",
                      f"# {f['pretty_name']}", "",
@@ -243,14 +308,24 @@ def render_card(f: dict) -> str:
                      f"{f['version']} from a Wikipedia dump: multi-hop questions written along link paths, "
                      "teacher ReAct trajectories over a local search / open / find toolset, filtered into SFT "
                      "rows and an RL pool.", "",
-                     "## Configs", "", "| config | rows | shards | contents |", "| --- | ---: | ---: | --- |"]
+                     "## Configs", "", "| config | rows | shards | splits | contents |",
+                     "| --- | ---: | ---: | --- | --- |"]
     for c in f["configs"]:
-        md.append(f"| `{c['name']}` | {_n(c['rows'])} | {_n(c['shards'])} | {CONFIG_TEXT.get(c['name'], '')} |")
+        md.append(f"| `{c['name']}` | {_n(c['rows'])} | {_n(c['shards'])} | "
+                  + ", ".join(f"`{s}`" for s in c["splits"]) + f" | {CONFIG_TEXT.get(c['name'], '')} |")
     md += [""] + [f"- `{name}` is not published: {why}." for name, why in f["skipped"].items()]
-    md += ["", "```python", "from datasets import load_dataset", "",
-           f'sft = load_dataset("{repo}", "sft", split="train")', "```", "",
+    md += [""] + _load_snippet(f["target"], f["configs"]) + ["",
            "Columns: " + "; ".join(f"`{c['name']}`: " + ", ".join(f"`{x}`" for x in c["columns"])
                                    for c in f["configs"]) + ".", ""]
+
+    sc = f.get("split_cfg")
+    md += ["## Splits", "",
+           "Every question has one split, decided once when it is written (a stable hash of its id"
+           + (", on the fractions " + ", ".join(f"`{s}` {_n(v)}" for s, v in sc["fractions"].items())
+              if sc else "") + "), and every row carries the split of its question (the `split` column; "
+           "`extra_info.split` in `rl_pool`). Each split is a split of its own in every config that holds it:", ""]
+    md += [f"- `{s}`: {SPLIT_TEXT[s]}." for s in _splits_present(f["configs"]) if s in SPLIT_TEXT]
+    md += ["", "Rows per split:", ""] + _split_rows(f["configs"]) + [""]
 
     def out(stage: str) -> str:
         return _n((reports.get(stage) or {}).get("output"))
@@ -305,10 +380,13 @@ def render_card(f: dict) -> str:
                + ", ".join(f"{k} {_n(ps[k])}" for k in ("pass@1", "pass@2", "pass@4", "pass@8", "pass@n") if k in ps)
                + ".", ""]
     bands = fr.get("bands") or {}
+    rl_splits = list(next((c["splits"] for c in f["configs"] if c["name"] == "rl_pool"), {}))
     if bands:
         md += ["RL difficulty band (questions by correct rollouts c of n): "
                + ", ".join(f"`{b}` {_n(bands[b])}" for b in sorted(bands, key=_band_order))
-               + ". Only the `rl_pool` band (1 <= c <= n-1) is published, as the `rl_pool` config.", ""]
+               + " (questions of every split). Only the `rl_pool` band (1 <= c <= n-1) is published, as the "
+               "`rl_pool` config, and of it only the "
+               + (" and ".join(f"`{x}`" for x in rl_splits) if rl_splits else "`rl`") + " questions.", ""]
 
     md += ["## Cost", ""]
     if f["usage"]:

@@ -2,25 +2,38 @@
 
 Layout (the Hub's own)::
 
-    README.md                                   dataset card, YAML `configs:` -> data_files
-    data/<config>/train-00000-of-00004.parquet  one folder per config: sft, longctx, rl_pool, questions, traces
+    README.md                                     dataset card, YAML `configs:` -> data_files per split
+    data/<config>/<split>-00000-of-00004.parquet  one folder per config (sft, longctx, rl_pool, questions,
+                                                  traces), one file prefix per split (sft, rl, eval)
 
-Sharding rule.  A table of ``R`` rows gets ``N = 2**ceil(log2(ceil(R / rows_per_shard)))``
-shards (1 when ``R <= rows_per_shard``); row ``r`` goes to shard
-``sha256(id(r))[:8] mod N`` and each shard is sorted by id.  Ids are ``trace_id`` (sft,
-traces), ``sample_id`` (longctx), ``question_id`` (questions) and
+Splits.  Every row carries its question's split (``sft``, ``rl`` or ``eval``, decided once
+when the question is written, see :func:`synth.questions.sources.split_of`): the ``split``
+column, or ``extra_info.split`` in ``rl_pool``.  Each split of a config is a Hub split of
+its own, so ``datasets.load_dataset(PATH, "questions", split="eval")`` reads the held-out
+questions.  ``questions`` and ``traces`` hold every split, ``sft`` and ``longctx`` only
+``sft``, ``rl_pool`` ``rl`` (and ``sft`` with ``questions.share_sft_rl``).  A row without a
+split or with another value is refused (:class:`PublishError` naming the table and the row
+id), and so is an ``eval`` row in a training config (sft, longctx, rl_pool): eval
+questions are held out and never trained on.
+
+Sharding rule, per split.  A split of ``R`` rows gets ``N = 2**ceil(log2(ceil(R /
+rows_per_shard)))`` shards (1 when ``R <= rows_per_shard``); row ``r`` goes to shard
+``sha256(id(r))[:8] mod N`` of its split and each shard is sorted by id.  Ids are
+``trace_id`` (sft, traces), ``sample_id`` (longctx), ``question_id`` (questions) and
 ``extra_info.question_id`` (rl_pool).  Why hashing rather than cutting the id-sorted
 table every ``rows_per_shard`` rows: with contiguous cuts one inserted or deleted row
 shifts every later boundary, so every later shard changes; with hash buckets a row
 added, removed or edited changes exactly the one shard it hashes to, as long as ``N``
-stays put.  ``N`` is a power of two so it changes only when the table doubles or
-halves (then every shard of that table is rewritten, and its file names change since
-they carry ``N``).  Shards hold between about half and all of ``rows_per_shard`` rows.
+stays put.  ``N`` is a power of two so it changes only when the split doubles or
+halves (then every shard of that split is rewritten, and its file names change since
+they carry ``N``); the other splits' shards stay as they are.  Shards hold between about
+half and all of ``rows_per_shard`` rows.
 
 Determinism.  The Parquet settings are fixed (zstd level 3, dictionary encoding,
 statistics, ``row_group_rows`` rows per group, content-defined chunking), schema
 metadata is dropped, and the writer's ``created_by`` names the pinned pyarrow, so the
-same rows give the same bytes; the card holds no date, host or path.  An unchanged
+same rows give the same bytes; the card holds no date or host, and no path but the target's
+own (a local target's folder, in the card's load snippet).  An unchanged
 shard is therefore byte-identical between builds and is neither rewritten nor uploaded.
 The card names the stage content keys, so a rerun of a stage rewrites the card too
 (one small file) even when its rows came out the same.
@@ -28,7 +41,9 @@ The card names the stage content keys, so a rerun of a stage rewrites the card t
 Targets.
   * ``local:PATH`` stages every new or changed file while the layout and card are built,
     then writes each atomically (temporary file + rename), leaves unchanged ones untouched,
-    and removes stale shards (``data/*/*-NNNNN-of-NNNNN.parquet`` not in the new layout).
+    and removes stale shards (``data/*/*-NNNNN-of-NNNNN.parquet`` not in the new layout: a split
+    whose shard count changed, a split or config that is gone, the ``train-*`` shards of the
+    layout before splits).
     A publish that fails (bad rows, a secret in the card) changes nothing.  Nothing else in
     PATH is touched.
   * ``hub:ORG/NAME`` creates the dataset repo if needed (``publish.private``), lists the
@@ -66,16 +81,19 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from synth.engine.errors import InputError
-from synth.publish.config import PublishConfig
 from synth.engine.store import Store
+from synth.publish.config import PublishConfig
+from synth.questions.sources import SPLITS
 
 log = logging.getLogger("hopforge")
 
-SPLIT = "train"
-# (config, id column) in card order; a dotted id is a struct field.
-TABLES: tuple[tuple[str, str], ...] = (("sft", "trace_id"), ("longctx", "sample_id"),
-                                       ("rl_pool", "extra_info.question_id"), ("questions", "question_id"),
-                                       ("traces", "trace_id"))
+# (config, id column, split column) in card order; a dotted column is a struct field.
+TABLES: tuple[tuple[str, str, str], ...] = (
+    ("sft", "trace_id", "split"), ("longctx", "sample_id", "split"),
+    ("rl_pool", "extra_info.question_id", "extra_info.split"), ("questions", "question_id", "split"),
+    ("traces", "trace_id", "split"))
+# Configs that are training data: an eval row there would be trained on, so it is refused.
+TRAINING_CONFIGS = frozenset({"sft", "longctx", "rl_pool"})
 OPTIONAL_TABLES = {"longctx": "no `longctx` table in DIR (the assemble stage has not run)"}
 REQUIRED_STAGES = ("ingest", "questions", "rollout", "filter")
 CONSISTENT_STAGES = ("questions", "rollout", "filter", "assemble")
@@ -159,13 +177,13 @@ def shard_of(key: str, n: int) -> int:
     return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % n
 
 
-def shard_path(config: str, i: int, n: int) -> str:
-    """``data/<config>/train-XXXXX-of-YYYYY.parquet``."""
-    return f"data/{config}/{SPLIT}-{i:05d}-of-{n:05d}.parquet"
+def shard_path(config: str, split: str, i: int, n: int) -> str:
+    """``data/<config>/<split>-XXXXX-of-YYYYY.parquet``."""
+    return f"data/{config}/{split}-{i:05d}-of-{n:05d}.parquet"
 
 
-def _ids(data: pa.Table | pa.RecordBatch, id_col: str):
-    parts = id_col.split(".")
+def _col(data: pa.Table | pa.RecordBatch, dotted: str):
+    parts = dotted.split(".")
     arr = data.column(parts[0])
     for p in parts[1:]:
         arr = pc.struct_field(arr, p)
@@ -174,51 +192,103 @@ def _ids(data: pa.Table | pa.RecordBatch, id_col: str):
 
 def _clean(table: pa.Table, schema: pa.Schema, id_col: str) -> pa.Table:
     """The rows sorted by id, in ``schema`` (no schema or field metadata), in one chunk per column."""
-    table = table.take(pc.sort_indices(_ids(table, id_col)))
+    table = table.take(pc.sort_indices(_col(table, id_col)))
     return table.cast(schema).combine_chunks()
 
 
-def table_shards(path: Path, id_col: str, per_shard: int, spill: Path) -> Iterator[tuple[int, int, pa.Table]]:
-    """Yield ``(index, count, rows)`` for every shard of the table at ``path`` (see the module docstring);
-    nothing for a table without rows.
+def _has_column(schema: pa.Schema, dotted: str) -> bool:
+    fields: Any = schema
+    for part in dotted.split("."):
+        idx = fields.get_field_index(part) if fields is not None else -1
+        if idx < 0:
+            return False
+        typ = fields.field(idx).type
+        fields = typ if pa.types.is_struct(typ) else None
+    return True
 
-    Raises :class:`PublishError` on a null or repeated id (the sharding and sort need unique ids).
+
+def _check_splits(name: str, ids: pa.ChunkedArray, splits: pa.ChunkedArray, id_col: str,
+                  split_col: str) -> dict[str, int]:
+    """Rows per split (in :data:`SPLITS` order, present splits only); :class:`PublishError` naming the
+    table and the (smallest) row id when a row has no split, another value, or is an eval row of a
+    training config."""
+    ok = pc.fill_null(pc.is_in(splits, value_set=pa.array(SPLITS)), False)
+    if not pc.all(ok).as_py():
+        bad = pc.invert(ok)
+        first = pc.min(ids.filter(bad)).as_py()
+        value = splits.filter(pc.equal(ids, first))[0].as_py()
+        what = "has no split" if value is None else f"has split {value!r}"
+        raise PublishError(f"table {name}: row {first} ({id_col}) {what}; every row needs a `{split_col}` of "
+                           f"{', '.join(SPLITS)} ({pc.sum(bad.cast(pa.int64())).as_py()} bad rows); rerun the "
+                           "stage that wrote it")
+    counts = {str(v["values"]): int(v["counts"]) for v in pc.value_counts(splits.combine_chunks()).to_pylist()}
+    if name in TRAINING_CONFIGS and counts.get("eval"):
+        first = pc.min(ids.filter(pc.equal(splits, "eval"))).as_py()
+        raise PublishError(f"table {name}: row {first} ({id_col}) is a question of the eval split "
+                           f"({counts['eval']} such rows); eval questions are held out and never published as "
+                           "training data")
+    return {s: counts[s] for s in SPLITS if counts.get(s)}
+
+
+def table_shards(path: Path, id_col: str, split_col: str, per_shard: int, spill: Path,
+                 name: str | None = None) -> Iterator[tuple[str, int, int, pa.Table]]:
+    """Yield ``(split, index, count, rows)`` for every shard of every split of the table at ``path``
+    (see the module docstring), splits in :data:`SPLITS` order; nothing for a table without rows.
+
+    Raises :class:`PublishError` on a null or repeated id (the sharding and sort need unique ids) and
+    on a bad split (see :func:`_check_splits`).
     """
+    name = name or path.name
     dataset = ds.dataset(path, format="parquet")
     schema = pa.schema([f.remove_metadata() for f in dataset.schema])
-    ids = dataset.to_table(columns={"_id": ds.field(*id_col.split("."))})["_id"]
+    if not _has_column(dataset.schema, split_col):
+        raise PublishError(f"table {name}: no `{split_col}` column (written before splits existed; rerun the "
+                           "stage that wrote it)")
+    cols = dataset.to_table(columns={"_id": ds.field(*id_col.split(".")),
+                                     "_split": ds.field(*split_col.split("."))})
+    ids = cols["_id"]
     rows = len(ids)
     if ids.null_count:
-        raise PublishError(f"table {path.name}: {ids.null_count} rows have no {id_col}")
+        raise PublishError(f"table {name}: {ids.null_count} rows have no {id_col}")
     if rows and pc.count_distinct(ids).as_py() != rows:
-        raise PublishError(f"table {path.name}: {id_col} is not unique ({rows - pc.count_distinct(ids).as_py()} "
+        raise PublishError(f"table {name}: {id_col} is not unique ({rows - pc.count_distinct(ids).as_py()} "
                            "repeated ids); shards need one id per row")
     if rows == 0:
         return  # nothing to publish: `datasets` cannot read a Parquet config without rows
-    n = shard_count(rows, per_shard)
-    if n == 1:
-        yield 0, 1, _clean(dataset.to_table(), schema, id_col)
+    per_split = _check_splits(name, ids, cols["_split"], id_col, split_col)
+    del cols, ids
+    # Every (split, shard) is a bucket; a row's bucket is its split's first bucket + its shard in the split.
+    counts = {s: shard_count(r, per_shard) for s, r in per_split.items()}
+    buckets = [(s, i, n) for s, n in counts.items() for i in range(n)]
+    offset: dict[str, int] = {}
+    for b, (s, _i, _n) in enumerate(buckets):
+        offset.setdefault(s, b)
+    if len(buckets) == 1:
+        yield buckets[0][0], 0, 1, _clean(dataset.to_table(), schema, id_col)
         return
-    for first in range(0, n, MAX_OPEN_SPILLS):
-        group = range(first, min(n, first + MAX_OPEN_SPILLS))
-        files = {i: spill / f"{path.name}-{i:05d}.arrow" for i in group}
-        writers = {i: pa.ipc.new_file(str(f), dataset.schema) for i, f in files.items()}
+    for first in range(0, len(buckets), MAX_OPEN_SPILLS):
+        group = range(first, min(len(buckets), first + MAX_OPEN_SPILLS))
+        files = {b: spill / f"{name}-{b:05d}.arrow" for b in group}
+        writers = {b: pa.ipc.new_file(str(f), dataset.schema) for b, f in files.items()}
         try:
             for batch in dataset.to_batches(batch_size=BATCH_ROWS):
-                where = np.fromiter((shard_of(k, n) for k in _ids(batch, id_col).to_pylist()), np.int64,
-                                    count=batch.num_rows)
-                for i in np.unique(where):
-                    if int(i) in writers:
-                        writers[int(i)].write_batch(batch.filter(pa.array(where == i)))
+                keys = _col(batch, id_col).to_pylist()
+                where = np.fromiter((offset[s] + shard_of(k, counts[s])
+                                     for k, s in zip(keys, _col(batch, split_col).to_pylist())),
+                                    np.int64, count=batch.num_rows)
+                for b in np.unique(where):
+                    if int(b) in writers:
+                        writers[int(b)].write_batch(batch.filter(pa.array(where == b)))
         finally:
             for w in writers.values():
                 w.close()
-        for i in group:
-            with pa.memory_map(str(files[i])) as src:
+        for b in group:
+            with pa.memory_map(str(files[b])) as src:
                 part = pa.ipc.open_file(src).read_all()
-            yield i, n, _clean(part, schema, id_col)
+            split, i, n = buckets[b]
+            yield split, i, n, _clean(part, schema, id_col)
             del part
-            files[i].unlink()
+            files[b].unlink()
 
 
 def parquet_bytes(table: pa.Table, pcfg: PublishConfig) -> bytes:
@@ -366,8 +436,9 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
     """Publish the tables of ``out_dir`` to ``target`` (``local:PATH`` or ``hub:ORG/NAME``).
 
     Returns a summary: ``written`` / ``unchanged`` / ``deleted`` (file paths; on the Hub
-    ``written`` means uploaded), ``rows`` and ``shards`` per config, ``skipped`` configs with
-    the reason, and ``commit_url`` (Hub only, None when nothing changed).
+    ``written`` means uploaded), ``rows`` and ``shards`` per config (all splits together),
+    ``splits`` per config (``{split: {"rows", "shards"}}``, in sft / rl / eval order), ``skipped``
+    configs with the reason, and ``commit_url`` (Hub only, None when nothing changed).
     """
     from synth.publish.card import card_facts, leaked_secret, render_card
     from synth.engine.runner import VERSION
@@ -390,7 +461,7 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
         def put(rel: str, data: bytes) -> None:
             (written if sink.put(rel, data) else unchanged).append(rel)
 
-        for name, id_col in TABLES:
+        for name, id_col, split_col in TABLES:
             path = root / name
             if not path.exists():
                 if name in OPTIONAL_TABLES:
@@ -398,18 +469,24 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
                     log.info("publish: skipping %s: %s", name, skipped[name])
                     continue
                 raise PublishError(f"cannot publish {root}: table '{name}' is missing")
-            rows = shards = 0
+            splits: dict[str, dict[str, int]] = {}
             columns: list[str] = []
-            for i, n, part in table_shards(path, id_col, getattr(pcfg.rows_per_shard, name), staging):
-                put(shard_path(name, i, n), parquet_bytes(part, pcfg))
-                rows, shards, columns = rows + part.num_rows, n, part.schema.names
-            if not shards:
+            for split, i, n, part in table_shards(path, id_col, split_col, getattr(pcfg.rows_per_shard, name),
+                                                  staging, name):
+                put(shard_path(name, split, i, n), parquet_bytes(part, pcfg))
+                per = splits.setdefault(split, {"rows": 0, "shards": n})
+                per["rows"] += part.num_rows
+                columns = part.schema.names
+            if not splits:
                 skipped[name] = "the table has no rows"
                 log.info("publish: skipping %s: %s", name, skipped[name])
                 continue
-            configs.append({"name": name, "rows": rows, "shards": shards, "columns": columns, "id": id_col})
-        facts = card_facts(root, manifest, reports, cfg, configs, skipped, pcfg,
-                           tgt.where if tgt.kind == "hub" else None, VERSION)
+            configs.append({"name": name, "rows": sum(p["rows"] for p in splits.values()),
+                            "shards": sum(p["shards"] for p in splits.values()), "splits": splits,
+                            "columns": columns, "id": id_col, "split_column": split_col})
+        # the load snippet names the real target: the repo, or the folder as an absolute path
+        where = tgt.where if tgt.kind == "hub" else str(sink.root)
+        facts = card_facts(root, manifest, reports, cfg, configs, skipped, pcfg, where, VERSION)
         card = render_card(facts)
         var = leaked_secret(card, (cfg.teacher.api_key_env,))
         if var:
@@ -422,12 +499,16 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
         commit_url = sink.finish(deleted, message)
     summary = {"target": str(tgt), "written": written, "unchanged": unchanged, "deleted": deleted,
                "rows": {c["name"]: c["rows"] for c in configs}, "shards": {c["name"]: c["shards"] for c in configs},
+               "splits": {c["name"]: c["splits"] for c in configs},
                "skipped": skipped, "commit_url": commit_url}
+    for c in configs:
+        log.info("publish %s: %s", c["name"], ", ".join(f"{s}={p['rows']} rows/{p['shards']} shards"
+                                                         for s, p in c["splits"].items()))
     log.info("publish %s: %d files written, %d unchanged, %d stale removed", tgt, len(written), len(unchanged),
              len(deleted))
     return summary
 
 
-__all__ = ["HubError", "LocalSink", "HubSink", "PublishError", "Target", "check_ready", "git_blob_sha1",
-           "parquet_bytes", "parse_target", "publish", "shard_count", "shard_of", "shard_path",
+__all__ = ["HubError", "LocalSink", "HubSink", "PublishError", "SPLITS", "TABLES", "Target", "check_ready",
+           "git_blob_sha1", "parquet_bytes", "parse_target", "publish", "shard_count", "shard_of", "shard_path",
            "table_shards"]

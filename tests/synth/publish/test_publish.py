@@ -6,6 +6,10 @@ from here and no local Hub server is available, so the ``hub:`` target is tested
 ``HfApi.create_repo`` / ``list_repo_tree`` / ``create_commit`` monkeypatched onto an
 in-memory repo: that checks which files would be uploaded or deleted and how the token
 is passed, not the Hub's own behaviour.
+
+The questions of the hand-made DIR have fixed splits (``SPLIT_OF``): 7 sft, 3 rl and 2 eval
+questions; traces follow their question; ``sft`` and ``longctx`` hold only sft rows and
+``rl_pool`` only rl ones, as the stages write them.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ import yaml
 from pydantic import Field
 
 from filters.band import rl_row
-from synth.engine.records import RL_SCHEMA
+from synth.engine.records import LONGCTX_SCHEMA, RL_SCHEMA
 from filters.sftrows import sft_row
 from helpers.traces import make_question, make_trace
 from synth.publish.card import prompt_hashes
 from flows.config import Config
-from synth.publish.publisher import PublishError, git_blob_sha1, parse_target, publish, shard_count, shard_of, shard_path
+from synth.publish.publisher import (PublishError, git_blob_sha1, parse_target, publish, shard_count, shard_of,
+                                     shard_path)
 from synth.publish.config import PublishConfig, ShardRows
 from synth.engine.records import SFT_SCHEMA, Question, Trace
 from flows.stages import BY_NAME
@@ -44,12 +49,18 @@ else:
 
         publish: PublishConfig = Field(default_factory=PublishConfig)
 
-LONGCTX_SCHEMA = pa.schema([pa.field("sample_id", pa.string(), nullable=False),
-                            pa.field("question_id", pa.string(), nullable=False),
-                            pa.field("prompt", pa.string(), nullable=False),
-                            pa.field("completion", pa.string(), nullable=False)])
-
 N_Q, N_SFT = 12, 20
+SFT_QS = 7  # q000..q006 are sft questions, q007..q009 rl, q010..q011 eval
+
+
+def split_of(i: int) -> str:
+    """The split of question ``q{i:03d}``."""
+    return "sft" if i < SFT_QS else "rl" if i < 10 else "eval"
+
+
+# rows per split of every config of build_dir (traces t000..t023 answer q{i % 12})
+SPLIT_ROWS = {"sft": {"sft": N_SFT}, "longctx": {"sft": 5}, "rl_pool": {"rl": 3},
+              "questions": {"sft": 7, "rl": 3, "eval": 2}, "traces": {"sft": 14, "rl": 6, "eval": 4}}
 TEACHER_Q = {"prompt_tokens": 1000, "completion_tokens": 400, "cached_prompt_tokens": 200,
              "cached_completion_tokens": 100, "cost_usd": 0.01, "cost_saved_by_cache_usd": 0.002}
 TEACHER_R = {"prompt_tokens": 5000, "completion_tokens": 1100, "cached_prompt_tokens": 0,
@@ -73,11 +84,58 @@ def _commit(store: Store, stage: str, tables: dict[str, pa.Table], report: dict,
 
 
 def sft_table(rubric_of: dict[str, float] | None = None, n: int = N_SFT) -> pa.Table:
+    """Kept traces of the sft questions only (the filter stage never keeps another split's)."""
     rows = []
     for i in range(n):
-        tr = make_trace(f"t{i:03d}", f"q{i % N_Q:03d}", teacher_model="teacher-a")
+        tr = make_trace(f"t{i:03d}", f"q{i % SFT_QS:03d}", teacher_model="teacher-a", split="sft")
         rows.append(sft_row(tr, (rubric_of or {}).get(tr.trace_id, 1.0)))
     return pa.Table.from_pylist(rows, schema=SFT_SCHEMA)
+
+
+def make_questions(n: int = N_Q, **edits: dict) -> list:
+    """``q000..`` with their fixed splits; ``edits`` maps a question id to fields to replace."""
+    out = []
+    for i in range(n):
+        qid = f"q{i:03d}"
+        out.append(make_question(qid, split=split_of(i), **edits.get(qid, {})))
+    return out
+
+
+def make_traces(n_q: int = N_Q, **answers: str) -> list:
+    """Two traces per question; ``answers`` maps a trace id to another final answer."""
+    return [make_trace(f"t{i:03d}", f"q{i % n_q:03d}", sample_index=i // n_q, split=split_of(i % n_q),
+                       answer=answers.get(f"t{i:03d}", "Delta City")) for i in range(2 * n_q)]
+
+
+def longctx_table(n: int = 5) -> pa.Table:
+    rows = [{"sample_id": f"q{i:03d}-1024", "question_id": f"q{i:03d}", "target_length": 1024,
+             "prompt": "Document [1] ...", "completion": "Delta City", "n_tokens": 900, "doc_page_ids": ["p0"],
+             "doc_tiers": [0], "doc_n_tokens": [900], "gold_positions": [0], "truncated_page_id": None,
+             "n_gold": 1, "n_tier1": 0, "n_tier2": 0, "answer_aliases": [], "split": "sft"} for i in range(n)]
+    return pa.Table.from_pylist(rows, schema=LONGCTX_SCHEMA)
+
+
+def rl_table(questions: list, which: tuple[int, ...] = (7, 8, 9)) -> pa.Table:
+    rl = [rl_row(questions[i], [{"role": "user", "content": "Q?"}], "[]", 2, 1, k) for k, i in enumerate(which)]
+    return pa.Table.from_pylist(rl, schema=RL_SCHEMA)
+
+
+def report(store: Store, stage: str) -> dict:
+    return json.loads((store.root / "reports" / f"{stage}.json").read_text())
+
+
+def recommit(store: Store, cfg: Config, tag: str, **tables: pa.Table) -> None:
+    """Commit questions, rollout, filter and assemble again (as a rerun would, with new keys), each with
+    its current tables unless ``tables`` replaces one (keys: questions, traces, sft, rl_pool, longctx)."""
+    t = lambda name: tables[name] if name in tables else store.read(name)  # noqa: E731
+    _commit(store, "questions", {"questions": t("questions")}, report(store, "questions"), cfg,
+            ("ingest", "walks"), tag=tag)
+    _commit(store, "rollout", {"traces": t("traces")}, report(store, "rollout"), cfg, ("questions",), tag=tag)
+    _commit(store, "filter", {"sft": t("sft"), "rl_pool": t("rl_pool")}, report(store, "filter"), cfg,
+            ("questions", "rollout"), tag=tag)
+    if (store.root / "longctx").exists():
+        _commit(store, "assemble", {"longctx": t("longctx")}, report(store, "assemble"), cfg, ("questions",),
+                tag=tag)
 
 
 def build_dir(root: Path, cfg: Config, *, longctx: bool = True, stop_before: str | None = None) -> Store:
@@ -89,27 +147,23 @@ def build_dir(root: Path, cfg: Config, *, longctx: bool = True, stop_before: str
              "links": {"input": 500, "output": 480, "dropped": {"self_link": 20}}}, cfg)
     _commit(store, "walks", {"walks": pa.table({"walk_id": ["w0"]})}, {"input": 30, "output": 30, "dropped": {}},
             cfg, ("ingest",))
-    questions = [make_question(f"q{i:03d}") for i in range(N_Q)]
+    questions = make_questions()
     _commit(store, "questions", {"questions": Question.to_table(questions)},
             {"input": 30, "output": N_Q, "dropped": {"shortcut": 18}, "teacher": TEACHER_Q}, cfg,
             ("ingest", "walks"))
     if stop_before == "rollout":
         return store
-    traces = [make_trace(f"t{i:03d}", f"q{i % N_Q:03d}", sample_index=i // N_Q) for i in range(2 * N_Q)]
-    _commit(store, "rollout", {"traces": Trace.to_table(traces)},
+    _commit(store, "rollout", {"traces": Trace.to_table(make_traces())},
             {"input": N_Q, "output": 2 * N_Q, "dropped": {}, "teacher": TEACHER_R}, cfg, ("questions",))
     if stop_before == "filter":
         return store
-    rl = [rl_row(questions[i], [{"role": "user", "content": "Q?"}], "[]", 2, 1, i) for i in range(3)]
-    _commit(store, "filter", {"sft": sft_table(), "rl_pool": pa.Table.from_pylist(rl, schema=RL_SCHEMA)},
+    _commit(store, "filter", {"sft": sft_table(), "rl_pool": rl_table(questions)},
             {"input": 24, "output": N_SFT, "dropped": {"wrong_answer": 2, "too_few_steps": 1, "not_best": 1},
              "chain": ["format", "correctness", "low_step"],
              "reason_order": ["format", "wrong_answer", "too_few_steps", "too_many_steps"], "bands": {"rl_pool": 3, "all_wrong": 1, "all_right": 8}},
             cfg, ("questions", "rollout"))
     if longctx:
-        lc = [{"sample_id": f"q{i:03d}-1024", "question_id": f"q{i:03d}", "prompt": "Document [1] ...",
-               "completion": "Delta City"} for i in range(5)]
-        _commit(store, "assemble", {"longctx": pa.Table.from_pylist(lc, schema=LONGCTX_SCHEMA)},
+        _commit(store, "assemble", {"longctx": longctx_table()},
                 {"input": 5, "output": 5, "dropped": {}}, cfg, ("questions",))
     return store
 
@@ -124,6 +178,15 @@ def files_of(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def data_of(root: Path) -> dict[str, bytes]:
+    return {n: b for n, b in files_of(root).items() if n.startswith("data/")}
+
+
+def snippet(card: str) -> str:
+    """The card's load snippet (its first ```python block)."""
+    return card.split("```python\n", 1)[1].split("```", 1)[0]
+
+
 @pytest.fixture()
 def secrets(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
@@ -134,14 +197,15 @@ def secrets(monkeypatch):
 
 def test_shard_rule():
     assert [shard_count(r, 4) for r in (0, 1, 4, 5, 8, 9, 16, 17, 33)] == [1, 1, 1, 2, 2, 4, 4, 8, 16]
-    assert shard_path("sft", 3, 8) == "data/sft/train-00003-of-00008.parquet"
+    assert shard_path("sft", "sft", 3, 8) == "data/sft/sft-00003-of-00008.parquet"
+    assert shard_path("questions", "eval", 0, 1) == "data/questions/eval-00000-of-00001.parquet"
     assert all(0 <= shard_of(f"t{i}", 8) < 8 for i in range(100))
     assert shard_of("t1", 8) == shard_of("t1", 8) and shard_of("x", 1) == 0
 
 
 # ---- local target --------------------------------------------------------------------------------
 
-def test_local_layout_card_and_load_dataset(tmp_path, secrets):
+def test_local_layout_per_split_and_load_dataset(tmp_path, secrets):
     import datasets
 
     cfg = run_config(sft=4, traces=10)
@@ -149,12 +213,33 @@ def test_local_layout_card_and_load_dataset(tmp_path, secrets):
     pub = tmp_path / "pub"
     s = publish(tmp_path / "run", f"local:{pub}", cfg)
     assert s["rows"] == {"sft": N_SFT, "longctx": 5, "rl_pool": 3, "questions": N_Q, "traces": 2 * N_Q}
-    assert s["shards"] == {"sft": 8, "longctx": 1, "rl_pool": 1, "questions": 1, "traces": 4}
+    # traces: sft 14 rows -> 2 shards, rl 6 -> 1, eval 4 -> 1
+    assert s["shards"] == {"sft": 8, "longctx": 1, "rl_pool": 1, "questions": 3, "traces": 4}
+    assert {c: {sp: v["rows"] for sp, v in per.items()} for c, per in s["splits"].items()} == SPLIT_ROWS
+    assert list(s["splits"]["questions"]) == ["sft", "rl", "eval"]
+    assert s["splits"]["traces"] == {"sft": {"rows": 14, "shards": 2}, "rl": {"rows": 6, "shards": 1},
+                                     "eval": {"rows": 4, "shards": 1}}
     assert s["skipped"] == {} and s["deleted"] == [] and s["unchanged"] == []
     names = set(files_of(pub))
     assert names == set(s["written"])
-    assert {f"data/sft/train-{i:05d}-of-00008.parquet" for i in range(8)} <= names
-    assert "data/questions/train-00000-of-00001.parquet" in names and "README.md" in names
+    expect_files = {"README.md"} | {shard_path("sft", "sft", i, 8) for i in range(8)} | {
+        shard_path("longctx", "sft", 0, 1), shard_path("rl_pool", "rl", 0, 1),
+        shard_path("questions", "sft", 0, 1), shard_path("questions", "rl", 0, 1),
+        shard_path("questions", "eval", 0, 1), shard_path("traces", "sft", 0, 2), shard_path("traces", "sft", 1, 2),
+        shard_path("traces", "rl", 0, 1), shard_path("traces", "eval", 0, 1)}
+    assert names == expect_files
+    assert not any("/train-" in n for n in names)
+    # every shard holds its split's rows only, sorted by id, in the hash bucket of its id
+    for n in names - {"README.md"}:
+        _, config, base = n.split("/")
+        split, i, _, count = base.removesuffix(".parquet").split("-")
+        t = pq.read_table(pub / n)
+        col = t["extra_info"].combine_chunks().field("split") if config == "rl_pool" else t["split"]
+        assert set(col.to_pylist()) == {split}, n
+        ids = (t["extra_info"].combine_chunks().field("question_id") if config == "rl_pool"
+               else t[{"sft": "trace_id", "traces": "trace_id", "longctx": "sample_id"}.get(config, "question_id")])
+        ids = ids.to_pylist()
+        assert ids == sorted(ids) and {shard_of(k, int(count)) for k in ids} == {int(i)}, n
     shard_rows = [pq.ParquetFile(pub / n).metadata.num_rows for n in names if n.startswith("data/sft/")]
     assert sum(shard_rows) == N_SFT
 
@@ -162,23 +247,87 @@ def test_local_layout_card_and_load_dataset(tmp_path, secrets):
     meta = front(card)
     assert meta["license"] == "cc-by-sa-3.0"
     assert [c["config_name"] for c in meta["configs"]] == ["sft", "longctx", "rl_pool", "questions", "traces"]
-    assert meta["configs"][0]["data_files"] == [{"split": "train", "path": "data/sft/train-*.parquet"}]
+    by_name = {c["config_name"]: c for c in meta["configs"]}
+    assert by_name["sft"]["data_files"] == [{"split": "sft", "path": "data/sft/sft-*.parquet"}]
+    assert by_name["sft"]["default"] is True
+    assert by_name["rl_pool"]["data_files"] == [{"split": "rl", "path": "data/rl_pool/rl-*.parquet"}]
+    assert by_name["questions"]["data_files"] == [{"split": s, "path": f"data/questions/{s}-*.parquet"}
+                                                  for s in ("sft", "rl", "eval")]
     assert "question-answering" in meta["task_categories"] and "wikipedia" in meta["tags"]
 
     cache = str(tmp_path / "hf-cache")
-    expect = {"sft": N_SFT, "longctx": 5, "rl_pool": 3, "questions": N_Q, "traces": 2 * N_Q}
-    for name, n in expect.items():
-        d = datasets.load_dataset(str(pub), name, split="train", cache_dir=cache)
-        assert d.num_rows == n, name
-    sft = datasets.load_dataset(str(pub), "sft", split="train", cache_dir=cache)
+    for name, per in SPLIT_ROWS.items():
+        for split, n in per.items():
+            d = datasets.load_dataset(str(pub), name, split=split, cache_dir=cache)
+            assert d.num_rows == n, (name, split)
+            got = [r["split"] for r in d["extra_info"]] if name == "rl_pool" else d["split"]
+            assert set(got) == {split}, (name, split)
+        assert set(datasets.load_dataset(str(pub), name, cache_dir=cache)) == set(per)  # no `train` split
+    with pytest.raises(ValueError, match="eval"):
+        datasets.load_dataset(str(pub), "sft", split="eval", cache_dir=cache)
+    held = datasets.load_dataset(str(pub), "questions", split="eval", cache_dir=cache)
+    assert sorted(held["question_id"]) == ["q010", "q011"]
+    sft = datasets.load_dataset(str(pub), "sft", split="sft", cache_dir=cache)
     assert sft.column_names == SFT_SCHEMA.names
     row = sft[0]
     assert isinstance(row["tools"], str) and isinstance(json.loads(row["tools"]), list)
     assert isinstance(row["messages"], list) and row["messages"][0]["role"] == "system"
     assert isinstance(row["messages"][2]["tool_calls"][0]["function"]["arguments"], str)
     assert sorted(sft["trace_id"]) == [f"t{i:03d}" for i in range(N_SFT)]
-    rl = datasets.load_dataset(str(pub), "rl_pool", split="train", cache_dir=cache)
+    rl = datasets.load_dataset(str(pub), "rl_pool", split="rl", cache_dir=cache)
     assert rl[0]["reward_model"]["ground_truth"]["target"] == ["Delta City"]
+
+
+def test_card_split_table_and_load_snippet(tmp_path, secrets, monkeypatch):
+    import datasets
+
+    cfg = run_config(sft=4, traces=10)
+    build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    publish(tmp_path / "run", f"local:{pub}", cfg)
+    card = (pub / "README.md").read_text()
+    assert "ORG/NAME" not in card
+    assert "| config | `sft` | `rl` | `eval` | total | holds |" in card
+    assert "| `sft` | 20 | - | - | 20 | training data: trajectories of `sft` questions only |" in card
+    assert "| `longctx` | 5 | - | - | 5 | training data: built from `sft` questions only |" in card
+    assert "| `rl_pool` | - | 3 | - | 3 | the `rl` questions in the difficulty band |" in card
+    assert "| `questions` | 7 | 3 | 2 | 12 | every split (provenance); evaluate on `eval`, never train on it |" in card
+    assert "| `traces` | 14 | 6 | 4 | 24 |" in card
+    assert "fractions `sft` 0.7, `rl` 0.2, `eval` 0.1" in card  # the config matches the questions stage
+    assert "- `eval`: held-out questions to evaluate on: never trained on" in card
+    assert "| `questions` | 12 | 3 | `sft`, `rl`, `eval` |" in card  # rows, shards, splits
+    assert "and of it only the `rl` questions" in card
+
+    # the snippet names the folder and the real splits, and runs as written
+    code = snippet(card)
+    where = json.dumps(str(pub.absolute()))
+    assert f'sft = load_dataset({where}, "sft", split="sft")' in code
+    assert f'rl = load_dataset({where}, "rl_pool", split="rl")' in code
+    assert f'eval_questions = load_dataset({where}, "questions", split="eval")' in code
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    scope: dict = {}
+    exec(code, scope)
+    assert (scope["sft"].num_rows, scope["longctx"].num_rows, scope["rl"].num_rows,
+            scope["eval_questions"].num_rows) == (20, 5, 3, 2)
+
+    # a relative local target is shown as the absolute folder (the snippet works from anywhere)
+    monkeypatch.chdir(tmp_path)
+    publish(tmp_path / "run", "local:rel-pub", cfg)
+    assert json.dumps(str(tmp_path / "rel-pub")) in snippet((tmp_path / "rel-pub" / "README.md").read_text())
+
+
+def test_card_with_shared_rl_pool(tmp_path, secrets):
+    cfg = run_config()
+    store = build_dir(tmp_path / "run", cfg)
+    recommit(store, cfg, "2", rl_pool=rl_table(make_questions(), which=(1, 7, 8, 9)))  # share_sft_rl
+    pub = tmp_path / "pub"
+    s = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert s["splits"]["rl_pool"] == {"sft": {"rows": 1, "shards": 1}, "rl": {"rows": 3, "shards": 1}}
+    card = (pub / "README.md").read_text()
+    assert "| `rl_pool` | 1 | 3 | - | 4 | the `rl` questions in the difficulty band, plus `sft` questions" in card
+    assert "and of it only the `sft` and `rl` questions" in card
+    by_name = {c["config_name"]: c for c in front(card)["configs"]}
+    assert [d["split"] for d in by_name["rl_pool"]["data_files"]] == ["sft", "rl"]
 
 
 def test_card_contents_and_no_secrets(tmp_path, secrets):
@@ -222,25 +371,69 @@ def test_republish_is_byte_identical_and_one_row_touches_one_shard(tmp_path, sec
     assert files_of(pub) == before
     assert {n: (pub / n).stat().st_mtime_ns for n in before} == mtimes
 
-    # a second build into a fresh folder gives the same bytes
+    # a second build into a fresh folder gives the same shards, and the same card but for the folder it names
     other = tmp_path / "pub2"
     publish(tmp_path / "run", f"local:{other}", cfg)
-    assert files_of(other) == before
+    assert data_of(other) == data_of(pub)
+    assert (other / "README.md").read_text().replace(str(other), str(pub)) == (pub / "README.md").read_text()
 
     # one sft row's rubric changes: only the shard holding it is rewritten (and the card, which names
     # the new filter stage key)
     _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
-            json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
+            report(store, "filter"), cfg, ("questions", "rollout"), tag="2")
     third = publish(tmp_path / "run", f"local:{pub}", cfg)
-    assert third["written"] == [shard_path("sft", shard_of("t007", 8), 8), "README.md"]
+    assert third["written"] == [shard_path("sft", "sft", shard_of("t007", 8), 8), "README.md"]
     after = files_of(pub)
     assert [n for n in before if before[n] != after[n]] == sorted(third["written"])
 
     # one sft row more (same shard count): again only its shard changes
     _commit(store, "filter", {"sft": sft_table({"t007": 0.5}, n=N_SFT + 1), "rl_pool": store.read("rl_pool")},
-            json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="3")
+            report(store, "filter"), cfg, ("questions", "rollout"), tag="3")
     fourth = publish(tmp_path / "run", f"local:{pub}", cfg)
-    assert set(fourth["written"]) == {shard_path("sft", shard_of(f"t{N_SFT:03d}", 8), 8), "README.md"}
+    assert set(fourth["written"]) == {shard_path("sft", "sft", shard_of(f"t{N_SFT:03d}", 8), 8), "README.md"}
+
+
+def test_republish_one_split_changes_only_its_shards(tmp_path, secrets):
+    cfg = run_config(questions=2, traces=2)  # questions: sft 7 -> 4 shards, rl 3 -> 2, eval 2 -> 1
+    store = build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    first = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert {s: v["shards"] for s, v in first["splits"]["questions"].items()} == {"sft": 4, "rl": 2, "eval": 1}
+    assert {s: v["shards"] for s, v in first["splits"]["traces"].items()} == {"sft": 8, "rl": 4, "eval": 2}
+    before = files_of(pub)
+
+    # an eval question and an eval trace are rewritten: only the eval shards holding them change
+    recommit(store, cfg, "2", questions=Question.to_table(make_questions(q011={"answer": "Echo Town"})),
+             traces=Trace.to_table(make_traces(t023="Echo Town")))
+    s = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert s["written"] == [shard_path("questions", "eval", 0, 1), shard_path("traces", "eval", shard_of("t023", 2), 2),
+                            "README.md"]
+    assert s["deleted"] == []
+    after = files_of(pub)
+    assert sorted(n for n in before if before[n] != after[n]) == sorted(s["written"])
+    assert pq.read_table(pub / shard_path("questions", "eval", 0, 1))["answer"].to_pylist() == ["Delta City",
+                                                                                                 "Echo Town"]
+
+    # one rl question edited: only its rl shard (of two)
+    recommit(store, cfg, "3", questions=Question.to_table(make_questions(q011={"answer": "Echo Town"},
+                                                                         q008={"question": "Which rl city?"})))
+    s = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert s["written"] == [shard_path("questions", "rl", shard_of("q008", 2), 2), "README.md"]
+
+    # the eval split doubles (2 -> 4 questions, 1 -> 2 shards): its shards are renamed and the old one removed;
+    # the sft and rl shards stay as they are
+    before = files_of(pub)
+    qs = make_questions(q011={"answer": "Echo Town"}, q008={"question": "Which rl city?"})
+    qs += [make_question(f"q9{k:02d}", split="eval") for k in range(2)]
+    recommit(store, cfg, "4", questions=Question.to_table(qs))
+    s = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert s["splits"]["questions"]["eval"] == {"rows": 4, "shards": 2}
+    assert s["deleted"] == [shard_path("questions", "eval", 0, 1)]
+    assert set(s["written"]) == {shard_path("questions", "eval", 0, 2), shard_path("questions", "eval", 1, 2),
+                                 "README.md"}
+    after = files_of(pub)
+    assert {n: b for n, b in after.items() if "/eval-" not in n and n != "README.md"} == \
+        {n: b for n, b in before.items() if "/eval-" not in n and n != "README.md"}
 
 
 def test_stale_shards_removed_and_missing_table_skipped(tmp_path, secrets):
@@ -248,11 +441,11 @@ def test_stale_shards_removed_and_missing_table_skipped(tmp_path, secrets):
     build_dir(tmp_path / "run", cfg, longctx=False)
     pub = tmp_path / "pub"
     (pub / "data" / "longctx").mkdir(parents=True)
-    (pub / "data" / "longctx" / "train-00000-of-00001.parquet").write_bytes(b"old")
+    (pub / "data" / "longctx" / "sft-00000-of-00001.parquet").write_bytes(b"old")
     (pub / "notes.txt").write_text("mine")
     s = publish(tmp_path / "run", f"local:{pub}", cfg)
     assert s["skipped"] == {"longctx": "no `longctx` table in DIR (the assemble stage has not run)"}
-    assert s["deleted"] == ["data/longctx/train-00000-of-00001.parquet"]
+    assert s["deleted"] == ["data/longctx/sft-00000-of-00001.parquet"]
     assert not (pub / "data" / "longctx").exists() and (pub / "notes.txt").read_text() == "mine"
     assert "longctx" not in [c["config_name"] for c in front((pub / "README.md").read_text())["configs"]]
     assert "`longctx` is not published" in (pub / "README.md").read_text()
@@ -260,7 +453,27 @@ def test_stale_shards_removed_and_missing_table_skipped(tmp_path, secrets):
     s2 = publish(tmp_path / "run", f"local:{pub}", run_config(sft=8))  # 20 rows / 8 -> 4 shards, not 8
     assert len([n for n in s2["deleted"] if n.startswith("data/sft/")]) == 8
     assert sorted(n for n in files_of(pub) if n.startswith("data/sft/")) == \
-        [shard_path("sft", i, 4) for i in range(4)]
+        [shard_path("sft", "sft", i, 4) for i in range(4)]
+
+
+def test_old_train_layout_is_replaced(tmp_path, secrets):
+    import datasets
+
+    cfg = run_config(sft=4)
+    build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    old = ["data/sft/train-00000-of-00008.parquet", "data/questions/train-00000-of-00001.parquet",
+           "data/rl_pool/train-00000-of-00001.parquet"]
+    for rel in old:
+        (pub / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pub / rel).write_bytes(b"the layout before splits")
+    (pub / "README.md").write_text("---\nconfigs: []\n---\nold card\n")
+    s = publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert s["deleted"] == sorted(old)
+    assert not [n for n in files_of(pub) if "/train-" in n]
+    assert "old card" not in (pub / "README.md").read_text()
+    d = datasets.load_dataset(str(pub), "questions", split="rl", cache_dir=str(tmp_path / "cache"))
+    assert sorted(d["question_id"]) == ["q007", "q008", "q009"]
 
 
 # ---- refusals -------------------------------------------------------------------------------------
@@ -270,6 +483,49 @@ def test_stale_shards_removed_and_missing_table_skipped(tmp_path, secrets):
 def test_bad_target(bad):
     with pytest.raises(PublishError, match=r"local:PATH .* hub:ORG/NAME"):
         parse_target(bad)
+
+
+def _nullable_split(schema: pa.Schema) -> pa.Schema:
+    i = schema.get_field_index("split")
+    return schema.set(i, schema.field(i).with_nullable(True))
+
+
+@pytest.mark.parametrize("case", ["bad_value", "null", "empty", "rl_pool_value", "eval_in_sft", "no_column"])
+def test_bad_split_is_refused(tmp_path, secrets, case):
+    cfg = run_config()
+    store = build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    publish(tmp_path / "run", f"local:{pub}", cfg)
+    before = files_of(pub)
+    qs = make_questions()
+    if case in ("bad_value", "null", "empty"):
+        rows = [q.to_row() for q in qs]
+        for i in (4, 9):
+            rows[i]["split"] = {"bad_value": "train", "null": None, "empty": ""}[case]
+        replaced = {"questions": pa.Table.from_pylist(rows, schema=_nullable_split(Question.SCHEMA))}
+        want = {"bad_value": r"table questions: row q004 \(question_id\) has split 'train'; .*sft, rl, eval "
+                             r"\(2 bad rows\)",
+                "null": r"table questions: row q004 \(question_id\) has no split",
+                "empty": r"table questions: row q004 \(question_id\) has split ''"}[case]
+    elif case == "rl_pool_value":
+        t = rl_table(qs)
+        rows = t.to_pylist()
+        rows[1]["extra_info"]["split"] = "test"
+        replaced = {"rl_pool": pa.Table.from_pylist(rows, schema=RL_SCHEMA)}
+        want = r"table rl_pool: row q008 \(extra_info.question_id\) has split 'test'.*`extra_info.split`"
+    elif case == "eval_in_sft":
+        rows = sft_table().to_pylist()
+        rows[3]["split"] = "eval"
+        replaced = {"sft": pa.Table.from_pylist(rows, schema=SFT_SCHEMA)}
+        want = r"table sft: row t003 \(trace_id\) is a question of the eval split.*never published as training"
+    else:
+        replaced = {"longctx": longctx_table().drop_columns(["split"])}
+        want = r"table longctx: no `split` column"
+    recommit(store, cfg, "2", **replaced)
+    with pytest.raises(PublishError, match=want):
+        publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert files_of(pub) == before  # nothing written, nothing removed
+    assert not list((tmp_path / "run").glob(".publish-*"))
 
 
 def test_refuses_incomplete_or_stale_dir(tmp_path):
@@ -376,16 +632,21 @@ def test_hub_uploads_only_changed_shards(tmp_path, secrets, monkeypatch, caplog)
     hub = FakeHub(monkeypatch)
     cfg = run_config(sft=4)
     store = build_dir(tmp_path / "run", cfg)
-    hub.files["data/sft/train-00000-of-00016.parquet"] = b"stale"  # from an older, bigger layout
+    hub.files["data/sft/train-00000-of-00016.parquet"] = b"stale"  # from the layout before splits
+    hub.files["data/traces/eval-00000-of-00004.parquet"] = b"stale"  # from an older, bigger eval split
 
     s = publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
     assert [c[0] for c in hub.calls] == ["create_repo", "list_repo_tree", "create_commit"]
     create = hub.calls[0][1]
     assert create["repo_type"] == "dataset" and create["exist_ok"] is True and create["private"] is True
     assert all(kw["token"] == HF_TOKEN for _, kw in hub.calls)
-    assert hub.commits[0]["deleted"] == ["data/sft/train-00000-of-00016.parquet"]
+    assert hub.commits[0]["deleted"] == ["data/sft/train-00000-of-00016.parquet",
+                                         "data/traces/eval-00000-of-00004.parquet"]
     assert sorted(hub.commits[0]["added"]) == sorted(s["written"])
     assert "notes/extra.parquet" in hub.files  # not a shard of ours: left alone
+    code = snippet(hub.files["README.md"].decode())
+    assert 'sft = load_dataset("my-org/hop-data", "sft", split="sft")' in code
+    assert 'eval_questions = load_dataset("my-org/hop-data", "questions", split="eval")' in code
     assert hub.commits[0]["message"] == "hopforge 0.1.0: publish sft=20 longctx=5 rl_pool=3 questions=12 traces=24"
     assert s["commit_url"].endswith("/commit/1")
     local = tmp_path / "pub"
@@ -401,7 +662,8 @@ def test_hub_uploads_only_changed_shards(tmp_path, secrets, monkeypatch, caplog)
     _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
             json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
     s3 = publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
-    assert hub.commits[-1]["added"] == [shard_path("sft", shard_of("t007", 8), 8), "README.md"] == s3["written"]
+    assert hub.commits[-1]["added"] == [shard_path("sft", "sft", shard_of("t007", 8), 8), "README.md"] == \
+        s3["written"]
     assert hub.commits[-1]["deleted"] == []
     assert HF_TOKEN not in caplog.text
 
@@ -460,16 +722,16 @@ def test_spill_passes_and_empty_table(tmp_path, secrets, monkeypatch):
     monkeypatch.setattr(P, "MAX_OPEN_SPILLS", 3)  # 8 shards in three passes over the table
     monkeypatch.setattr(P, "BATCH_ROWS", 5)
     publish(tmp_path / "run", f"local:{tmp_path / 'b'}", cfg)
-    assert files_of(tmp_path / "a") == files_of(tmp_path / "b")
+    assert data_of(tmp_path / "a") == data_of(tmp_path / "b")  # the cards differ only in the folder named
     assert not list((tmp_path / "run").glob(".publish-*"))  # the spill folder is gone
 
     _commit(store, "filter", {"sft": store.read("sft"), "rl_pool": RL_SCHEMA.empty_table()},
             json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
     s = publish(tmp_path / "run", f"local:{tmp_path / 'a'}", cfg)  # `datasets` cannot load an empty config
     assert s["skipped"] == {"rl_pool": "the table has no rows"} and "rl_pool" not in s["rows"]
-    assert s["deleted"] == ["data/rl_pool/train-00000-of-00001.parquet"]
+    assert s["deleted"] == ["data/rl_pool/rl-00000-of-00001.parquet"]
     assert "rl_pool" not in [c["config_name"] for c in front((tmp_path / "a" / "README.md").read_text())["configs"]]
-    sft = datasets.load_dataset(str(tmp_path / "a"), "sft", split="train", cache_dir=str(tmp_path / "cache"))
+    sft = datasets.load_dataset(str(tmp_path / "a"), "sft", split="sft", cache_dir=str(tmp_path / "cache"))
     assert sft.num_rows == N_SFT
 
 
