@@ -44,8 +44,9 @@ class HopforgeSFTArguments:
     tokenizer_path: str | None = field(default=None, metadata={
         "help": "Tokenizer folder or Hub id (default DIR/tokenizer if it exists, else model_name_or_path)."})
     chat_template: str = field(default="auto", metadata={
-        "help": "Training chat template: qwen2.5, tiny, a .jinja path, or auto (keep a template with generation "
-                "markers, else qwen2.5 for ChatML tool templates)."})
+        "help": "Training chat template: qwen2.5, qwen3, llama3, gemma3, mistral, tiny, a .jinja path, or auto (keep "
+                "a template with generation markers, else the shipped template of the tokenizer's family, else the "
+                "tokenizer's own with masks derived from prefix renders)."})
     init_config: dict | str | None = field(default=None, metadata={
         "help": "Build a fresh model from this config (mapping or JSON with model_type and sizes) instead of "
                 "loading model_name_or_path; vocab size and special-token ids come from the tokenizer."})
@@ -182,7 +183,7 @@ def prepare(script_args, training_args, model_args) -> dict[str, Any]:
     """Load the tokenizer, template and rows; check masks; split. Returns what :func:`main` trains on."""
     from synth.tokenizer.tokens import load_tokenizer
 
-    from synth.tokenizer.chat_templates import eot_token, resolve_template
+    from synth.tokenizer.chat_templates import has_generation_markers, resolve_template, stop_tokens
     from sft.masking import raise_on_failure, validate, write_report
     from sft.rows import heldout_questions, load_sft_dataset
 
@@ -194,14 +195,26 @@ def prepare(script_args, training_args, model_args) -> dict[str, Any]:
     _check_pinned(tokenizer, script_args)
     template_name, template = resolve_template(script_args.chat_template, tokenizer)
     tokenizer.chat_template = template
-    eot = eot_token(tokenizer)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if training_args.eos_token is None and tokenizer.eos_token != eot:
-        training_args.eos_token = eot  # generation must stop at the turn's end, not the document's
     data = load_sft_dataset(table)
     if script_args.max_rows:
         data = data.select(range(min(script_args.max_rows, len(data))))
+    eot, eos = stop_tokens(tokenizer, template, training_args.eos_token)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if eos != eot:
+        log.warning("eos_token %r is not the end-of-turn token %r of chat template %s: the model learns to end "
+                    "turns with %r, so generation that stops only at %r runs on", eos, eot, template_name, eot, eos)
+    if tokenizer.eos_token != eos:
+        # Generation must stop at the turn's end, not the document's.  TRL moves the eos onto the tokenizer
+        # and the model configs; it is set here too so a model built from init_config starts with it.
+        training_args.eos_token = tokenizer.eos_token = eos
+    if not has_generation_markers(template) and training_args.assistant_only_loss:
+        # The masks derived from prefix renders travel in the `assistant_masks` column, which TRL applies to
+        # the labels of a tokenized dataset whatever this flag says; left on, TRL would look for a marked
+        # template of its own and fail on a family it does not know.
+        log.info("chat template %s has no {%% generation %%} markers: training on masks derived from prefix "
+                 "renders", template_name)
+        training_args.assistant_only_loss = False
     held = heldout_questions(data["question_id"], script_args.eval_fraction)
     with training_args.main_process_first(desc="loss-mask check"):
         processed, mask_report = validate(data, tokenizer, template, eot, training_args.max_length,

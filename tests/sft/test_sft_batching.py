@@ -81,22 +81,34 @@ def test_packed_training_on_cpu(tmp_path):
     assert rep["mask"]["tool_tokens_trained"] == 0
 
 
-@pytest.mark.parametrize("name", ["tiny", "qwen2.5-7b-lora", "qwen2.5-1.5b-full"])
+RECIPE_MODELS = {"qwen2.5-7b-lora": ("Qwen/Qwen2.5-", "qwen2.5"), "qwen2.5-1.5b-full": ("Qwen/Qwen2.5-", "qwen2.5"),
+                 "qwen3-8b-lora": ("Qwen/Qwen3-", "qwen3"), "llama3.1-8b-lora": ("meta-llama/Llama-3.1-", "llama3"),
+                 "gemma3-1b-full": ("google/gemma-3-", "gemma3"), "mistral-7b-v0.3-lora": ("mistralai/Mistral-", "mistral")}
+
+
+@pytest.mark.parametrize("name", ["tiny", *RECIPE_MODELS])
 def test_recipes_parse(name):
+    from synth.tokenizer.chat_templates import TEMPLATES
     from sft.train import parse_args
 
     s, t, m = parse_args(["--config", str(ROOT / f"configs/sft/{name}.yaml"), "--output_dir", "/tmp/x",
                           "--bf16", "false"])
     assert t.assistant_only_loss and t.max_length >= 4096
+    assert s.chat_template in TEMPLATES  # every recipe names a shipped template
     if name == "tiny":
         assert s.init_config["num_hidden_layers"] == 2 and s.chat_template == "tiny"
     else:
-        assert m.model_name_or_path.startswith("Qwen/Qwen2.5-") and s.chat_template == "qwen2.5"
+        prefix, template = RECIPE_MODELS[name]
+        assert m.model_name_or_path.startswith(prefix) and s.chat_template == template
         assert m.attn_implementation == "flash_attention_2" and t.activation_checkpointing
     if name.endswith("lora"):
         assert m.use_peft and m.lora_r == 64 and 1e-4 <= t.learning_rate <= 2e-4 and s.merge_lora
     if name.endswith("full"):
         assert not m.use_peft and t.learning_rate == 1e-5
+    if name.startswith("gemma3"):
+        assert t.eos_token == "<end_of_turn>"
+    if name.startswith("llama3"):
+        assert t.pad_token == "<|finetune_right_pad_id|>"
 
 
 def test_accelerate_command_and_overrides():

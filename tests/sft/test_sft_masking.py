@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from synth.tokenizer.chat_templates import load_template
-from sft.masking import check_rows, message_spans, raise_on_failure
+from sft.masking import check_rows, raise_on_failure
+from synth.tokenizer.turns import conversation_turns
 from helpers.sftrows import make_rows
 from synth.engine.errors import InputError
 
@@ -48,9 +49,20 @@ def test_shipped_templates_train_only_the_agent(tok, rows, name):
     raise_on_failure(report)
 
 
-def test_template_without_markers_fails(tok, rows):
+def test_template_without_markers_trains_by_prefix_renders(tok, rows):
     bare = load_template("tiny").replace("{%- generation %}", "").replace("{%- endgeneration %}", "")
     report = check_rows(rows, tok, bare, "<|im_end|>")
+    assert report["ok"], report["failures"]
+    assert report["mask_source"] == "prefix renders"
+    marked = check_rows(rows, tok, load_template("tiny"), "<|im_end|>")
+    assert report["trained_tokens"] == marked["trained_tokens"]  # the markers cover exactly what the model writes
+
+
+def test_template_with_empty_markers_fails(tok, rows):
+    empty = load_template("tiny").replace("{%- generation %}", "{%- generation %}{%- endgeneration %}", 1)
+    empty = empty.replace("{%- endgeneration %}\n        {{- '\\n' }}", "{{- '\\n' }}")
+    assert empty.count("endgeneration") == 1
+    report = check_rows(rows, tok, empty, "<|im_end|>")
     assert not report["ok"] and report["rows_without_trained_tokens"] == len(rows)
     with pytest.raises(InputError, match=rf"trace_id={rows[0]['trace_id']}.*no token is trained"):
         raise_on_failure(report)
@@ -85,7 +97,8 @@ def test_message_spans_cover_each_message(tok, rows):
 
     row = rows[1]
     for name in ("tiny", "qwen2.5"):
-        full, spans = message_spans(tok, row["messages"], json.loads(row["tools"]), load_template(name))
+        turns = conversation_turns(tok, row["messages"], json.loads(row["tools"]), load_template(name), "<|im_end|>")
+        full, spans = turns.text, turns.spans
         assert spans[0][0] == 0 and spans[-1][1] == len(full)
         for m, (a, b) in zip(row["messages"], spans):
             if m["content"]:

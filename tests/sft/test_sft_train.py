@@ -168,15 +168,16 @@ def test_missing_table_and_bad_recipe_exit_2(tmp_path):
     assert res.exit_code == 2 and "no_such_key" in res.output
 
 
-def test_validate_only_fails_on_a_template_without_markers(run, tmp_path):
+def test_validate_only_fails_on_a_template_that_trains_nothing(run, tmp_path):
     from synth.tokenizer.chat_templates import load_template
     from sft.train import main
 
     d, _, _ = run
-    bare = tmp_path / "bare.jinja"
-    bare.write_text(load_template("tiny").replace("{%- generation %}", "").replace("{%- endgeneration %}", ""))
+    empty = tmp_path / "empty.jinja"  # markers around nothing: the template claims masks and gives none
+    empty.write_text(load_template("tiny").replace("{%- generation %}", "{%- generation %}{%- endgeneration %}", 1)
+                     .replace("{%- endgeneration %}\n        {{- '\\n' }}", "{{- '\\n' }}"))
     with pytest.raises(InputError, match="trace_id=.*no token is trained"):
-        main(*_args(d, tmp_path / "o", "--chat_template", str(bare), "--validate_only", "true"))
+        main(*_args(d, tmp_path / "o", "--chat_template", str(empty), "--validate_only", "true"))
     report = json.loads((tmp_path / "o" / "mask_report.json").read_text())
     assert report["ok"] is False and report["rows_without_trained_tokens"] == report["rows_checked"]
 
