@@ -168,7 +168,10 @@ def _check_teacher(cfg, config: str | None, via: Via, env: Mapping[str, str]) ->
 
 def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str]) -> list[str]:
     """The endpoint answers with this key and serves the model: ``GET /models`` (a one-token chat
-    request where a server has no model list), a few seconds at most."""
+    request where a server has no model list), a few seconds at most.  Then, unless a text tool
+    protocol is configured, one tiny tool-call request shows what the server does with tools
+    (:mod:`synth.teacher.probe`): a server that ignores or rejects them, or writes the calls as
+    text while ``native`` is set, is a problem that names the fix."""
     t = cfg.teacher
     if t.backend != "openai":
         return []
@@ -183,7 +186,12 @@ def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str]) -
         except openai.NotFoundError:  # no model list on this server: ask for one token instead
             client.chat.completions.create(model=t.model, max_tokens=1,
                                            messages=[{"role": "user", "content": "ping"}])
-            return []
+            served = []
+        if served and t.model not in served:
+            shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
+            return [f"{where} does not serve model {t.model!r} (it serves: {shown}): "
+                    f"{how_to_set('teacher.model', served[0], config, via)}"]
+        return _probe_tools(client, cfg, config, via, env)
     except openai.AuthenticationError:
         return [f"{where} rejected the API key (401): check the key in ${t.api_key_env} (teacher.api_key_env)"]
     except openai.PermissionDeniedError:
@@ -201,11 +209,45 @@ def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str]) -
         return [f"{where} answered {e.status_code} to GET /models: {str(e.message)[:160]}"]
     finally:
         client.close()
-    if served and t.model not in served:
-        shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
-        return [f"{where} does not serve model {t.model!r} (it serves: {shown}): "
-                f"{how_to_set('teacher.model', served[0], config, via)}"]
-    return []
+
+
+def _probe_tools(client, cfg, config: str | None, via: Via, env: Mapping[str, str]) -> list[str]:
+    """Part of :func:`_check_endpoint`: what the endpoint does with a tiny tool-call request."""
+    import logging
+
+    import httpx2
+    import openai
+
+    from synth.teacher import probe
+    from synth.teacher.openai_compat import request_body
+
+    t = cfg.teacher
+    if t.tool_protocol not in ("native", "auto"):
+        return []  # a text protocol needs nothing of the server
+    key = env.get(t.api_key_env) or ""
+    body = request_body(t, probe.TOOL_PROBE_MESSAGES, probe.TOOL_PROBE_TOOLS)
+    try:
+        answer = client.with_options(timeout=max(10.0, min(t.timeout_s, 60.0))).post(
+            "/chat/completions", cast_to=httpx2.Response, body=body)
+        found = probe.read_tool_probe(answer.json())
+    except openai.BadRequestError as e:
+        found = probe.rejected(400, str(e.message))
+    except openai.UnprocessableEntityError as e:
+        found = probe.rejected(422, str(e.message))
+    except (openai.APIError, ValueError) as e:  # slow or flaky now: the run's own calls will say more
+        logging.getLogger("hopforge").warning("preflight: the tool-call probe of %s got no answer (%s); "
+                                              "tool support is unchecked", t.display_url(), type(e).__name__)
+        return []
+    found = probe.Probe(found.found, found.detail.replace(key, "***") if len(key) >= 4 else found.detail)
+    probe.remember((t.base_url, t.model), "tools", found)
+    logging.getLogger("hopforge").info("preflight: %s answers a tool-call request: %s (%s)", t.display_url(),
+                                       found.found, found.detail)
+    problem = probe.tools_problem(t.tool_protocol, found)
+    if problem is None:
+        return []
+    what, suggest = problem
+    return [f"teacher.base_url {t.display_url()} (model {t.model!r}) {what} "
+            f"({how_to_set('teacher.tool_protocol', suggest, config, via)})"]
 
 
 def _check_runner(cfg, config: str | None, via: Via, network: bool) -> list[str]:

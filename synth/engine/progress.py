@@ -22,12 +22,13 @@ console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
 class Bar:
-    """A progress bar: ``update(n)``; use as a context manager."""
+    """A progress bar: ``update(n)``, and ``set_postfix(text)`` for what is under way; use as a context manager."""
 
     def __init__(self, desc: str, total: float | None = None, unit: str = "it", enabled: bool | None = None,
                  log_every_s: float = 10.0):
         self.desc, self.total, self.unit = desc, total, unit
         self.n = 0.0
+        self.postfix = ""
         self._t0 = time.monotonic()
         self._last_log = self._t0
         self._log_every = log_every_s
@@ -37,9 +38,9 @@ class Bar:
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.fields[unit]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                console=console, transient=False,
+                TextColumn("{task.fields[postfix]}"), console=console, transient=False,
             )
-            self._task = self._progress.add_task(desc, total=total, unit=unit)
+            self._task = self._progress.add_task(desc, total=total, unit=unit, postfix="")
             self._progress.start()
 
     def update(self, n: float = 1) -> None:
@@ -48,12 +49,25 @@ class Bar:
         if self._progress is not None:
             self._progress.update(self._task, advance=n)
             return
+        self._maybe_log()
+
+    def set_postfix(self, text: str) -> None:
+        """Show ``text`` after the counts (e.g. the teacher's ``"3 sending, 9 waiting"``); in logs it also
+        keeps a stage that completes nothing for minutes visibly alive."""
+        self.postfix = text
+        if self._progress is not None:
+            self._progress.update(self._task, postfix=text)
+        else:
+            self._maybe_log()
+
+    def _maybe_log(self) -> None:
         now = time.monotonic()
         if now - self._last_log >= self._log_every:
             self._last_log = now
             of = f"/{self.total:,.0f}" if self.total else ""
             rate = self.n / max(now - self._t0, 1e-9)
-            log.info("%s: %s%s %s (%.0f/s)", self.desc, f"{self.n:,.0f}", of, self.unit, rate)
+            log.info("%s: %s%s %s (%.0f/s)%s", self.desc, f"{self.n:,.0f}", of, self.unit, rate,
+                     f"; {self.postfix}" if self.postfix else "")
 
     def set_total(self, total: float) -> None:
         self.total = total

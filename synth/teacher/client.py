@@ -4,11 +4,17 @@
 ``openai``-compatible server) with, in order of what a call meets:
 
 1. the persistent call cache (a hit sends nothing and is not counted as a request);
-2. the in-flight gate (``cfg.concurrency`` requests at most, across threads and loops);
+2. the in-flight gate (``cfg.concurrency`` requests at most, across threads and loops),
+   capped further while requests time out (:class:`~synth.teacher.inflight.Throttle`), so
+   a slow server's backlog waits here, untimed, not in the server's queue;
 3. the rpm/tpm limiter (and any pause a server's Retry-After imposed);
 4. retries of 429, 5xx, timeouts, dropped connections and malformed bodies, with
-   full-jitter exponential backoff that never undercuts Retry-After;
+   full-jitter exponential backoff that never undercuts Retry-After, logged at the default
+   level (a line per 30 s at most);
 5. accounting (:class:`TeacherStats`).
+
+The per-request timeout runs from when a request is sent, never while it waits in 1-3; a
+request that times out is cancelled (its connection closed), so the server can drop it.
 
 Stage code is synchronous; it runs async work with :meth:`Teacher.map`, which keeps
 input order and returns a :class:`TeacherError` in the slot of an item that failed
@@ -41,18 +47,19 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, TypeVar
 import orjson
 
 from synth.engine.config import ConfigError
-from synth.engine.errors import StageFailed
 from synth.engine.faults import crash_point
 from synth.engine.stage import STOP
+from synth.teacher.breaker import Breaker, TeacherUnavailable, failure_kind, unavailable_message
 from synth.teacher.cache import CallCache, cache_key, canonical_json, shared_cache
 from synth.teacher.config import TeacherConfig
+from synth.teacher.inflight import Flight, RetryLog, Throttle
 from synth.teacher.limits import Gate, RateLimiter, backoff_delay
 from synth.teacher.stats import StatsSnapshot, TeacherStats, merge_reports
-from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError
+from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError, ToolsUnusable
 
 __all__ = ["BackendError", "Breaker", "ChatModel", "ChatResponse", "StatsSnapshot", "Teacher", "TeacherConfig",
-           "TeacherError", "TeacherStats", "TeacherUnavailable", "cache_path", "failure_kind", "make_backend",
-           "open_teacher", "register_backend"]
+           "TeacherError", "TeacherStats", "TeacherUnavailable", "ToolsUnusable", "cache_path", "failure_kind",
+           "make_backend", "open_teacher", "register_backend"]
 
 log = logging.getLogger("hopforge")
 T = TypeVar("T")
@@ -119,87 +126,27 @@ def _frozen_heap() -> Iterator[None]:
                 gc.unfreeze()
 
 
-# ---- the endpoint itself failing ---------------------------------------------------------------
-
-def failure_kind(reason: str) -> str | None:
-    """Whether a failed attempt says the endpoint itself is failing, and how: ``auth`` (401/403),
-    ``model`` (404: the model is not served), ``unreachable`` (nothing accepted the connection),
-    ``server`` (5xx, timeouts, dropped connections); None for a failure of the item alone."""
-    if reason in ("http_401", "http_403"):
-        return "auth"
-    if reason == "http_404":
-        return "model"
-    if reason == "unreachable":
-        return "unreachable"
-    if reason.startswith("http_5") or reason in ("timeout", "connection"):
-        return "server"
-    return None
-
-
-class TeacherUnavailable(StageFailed):
-    """The teacher's endpoint is failing as a whole, so the stage stops: nothing of it is committed,
-    finished shards are kept, and the message says what to fix.  Not a :class:`TeacherError`: it is
-    never dropped as an item's failure."""
-
-
-class Breaker:
-    """Trips once ``threshold`` failures in a row were the endpoint's own (see :func:`failure_kind`)
-    and it has not answered for ``grace_s`` seconds (or ever).  One per endpoint and process,
-    shared by every teacher of it, like the gate."""
-
-    def __init__(self, threshold: int, grace_s: float, clock: Callable[[], float] = time.monotonic):
-        self.threshold, self.grace_s, self.clock = threshold, grace_s, clock
-        self._lock = threading.Lock()
-        self.consecutive = 0
-        self.last_success: float | None = None
-        self.tripped: tuple[str, str, str] | None = None  # (kind, reason, detail) that tripped it
-
-    def success(self) -> None:
-        """An attempt was answered."""
-        with self._lock:
-            self.consecutive = 0
-            self.last_success = self.clock()
-
-    def failure(self, kind: str, reason: str, detail: str) -> bool:
-        """Count a failed attempt of kind ``kind``; True once the breaker has tripped."""
-        with self._lock:
-            if self.tripped is None:
-                self.consecutive += 1
-                recent = self.last_success is not None and self.clock() - self.last_success < self.grace_s
-                if self.consecutive >= self.threshold and not recent:
-                    self.tripped = (kind, reason, detail)
-            return self.tripped is not None
-
-
-def unavailable_message(cfg: TeacherConfig, kind: str, reason: str, detail: str) -> str:
-    """One line: what failed, at which endpoint and model, and the setting that fixes it."""
-    where = f"teacher endpoint {cfg.display_url()} (model {cfg.model!r})"
-    detail = " ".join(detail.split())[:200]
-    if kind == "auth":
-        return (f"{where} rejected the API key ({reason}: {detail}): check the key in ${cfg.api_key_env} "
-                "(teacher.api_key_env)")
-    if kind == "model":
-        return (f"{where} does not serve model {cfg.model!r} ({reason}: {detail}): set teacher.model to a name the "
-                "server lists at GET /models")
-    if kind == "unreachable":
-        return (f"nothing answers at {where} ({detail}): start the server or set teacher.base_url")
-    return (f"{where} keeps failing ({reason}: {detail}) after {cfg.max_retries} retries per call: check the server, "
-            "then rerun (finished shards are kept)")
-
-
 # Paid calls written to ledgers by this process, counted from 1: crash tests kill at "ledger:N".
 _LEDGER_LINES = itertools.count(1)
 
-_LIMITS: dict[tuple, tuple[Gate, RateLimiter, Breaker]] = {}
+_LIMITS: dict[tuple, tuple[Gate, RateLimiter, Breaker, Throttle, RetryLog]] = {}
 _LIMITS_LOCK = threading.Lock()
 
 
-def _shared_limits(cfg: TeacherConfig) -> tuple[Gate, RateLimiter, Breaker]:
+def _new_limits(cfg: TeacherConfig, clock: Callable[[], float] = time.monotonic,
+                sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> tuple:
+    """The flow control of one endpoint: gate, rate limiter, breaker, the gate's throttle, the retry log."""
+    gate = Gate(cfg.concurrency)
+    return (gate, RateLimiter(cfg.rpm, cfg.tpm, clock=clock, sleep=sleep),
+            Breaker(cfg.abort_after, cfg.abort_grace_s, clock), Throttle(gate, cfg.concurrency),
+            RetryLog(f"{cfg.display_url()} (model {cfg.model!r})"))
+
+
+def _shared_limits(cfg: TeacherConfig) -> tuple[Gate, RateLimiter, Breaker, Throttle, RetryLog]:
     key = (cfg.backend, cfg.base_url, cfg.model, cfg.concurrency, cfg.rpm, cfg.tpm)
     with _LIMITS_LOCK:
         if key not in _LIMITS:
-            _LIMITS[key] = (Gate(cfg.concurrency), RateLimiter(cfg.rpm, cfg.tpm, clock=time.monotonic, sleep=asyncio.sleep),
-                            Breaker(cfg.abort_after, cfg.abort_grace_s))
+            _LIMITS[key] = _new_limits(cfg)
         return _LIMITS[key]
 
 
@@ -239,21 +186,32 @@ class Teacher:
         if shared and sleep is None and clock is None:
             # Teachers of one process and endpoint share one gate and one rate limiter, so
             # concurrency and rpm/tpm hold across every shard and thread, each with its own stats.
-            self._gate, self._limiter, self.breaker = _shared_limits(cfg)
+            self._gate, self._limiter, self.breaker, self._throttle, self._retries = _shared_limits(cfg)
         else:
-            self._gate = Gate(cfg.concurrency)
-            self._limiter = RateLimiter(cfg.rpm, cfg.tpm, clock=clock or time.monotonic, sleep=self._sleep)
-            self.breaker = Breaker(cfg.abort_after, cfg.abort_grace_s, clock or time.monotonic)
+            self._gate, self._limiter, self.breaker, self._throttle, self._retries = _new_limits(
+                cfg, clock or time.monotonic, self._sleep)
         self._rng = rng or random.Random()
         self._reported: set[str] = set()
+        self._flight = Flight()
 
     # ---- one call ------------------------------------------------------------------------
-    def key(self, messages: list[dict], tools: list[dict] | None = None, sample_index: int = 0) -> str:
-        """The cache key of a call (the hint, the endpoint and the key never enter it)."""
+    @property
+    def tool_protocol(self) -> str:
+        """How tool calls travel to and from the backend (``native`` unless it says otherwise)."""
+        return getattr(self.backend, "tool_protocol", None) or "native"
+
+    def key(self, messages: list[dict], tools: list[dict] | None = None, sample_index: int = 0,
+            variant: str = "") -> str:
+        """The cache key of a call (the hint, the endpoint and the key never enter it).
+
+        ``variant`` is what the backend's request adds to the conversation (a text tool protocol,
+        a response format; see ``OpenAIBackend.prepare``): answers to different requests must
+        not replay for each other.  A plain request has none, so its key is what it always was.
+        """
         c = self.cfg
         # A scripted backend (the oracle) salts keys with its code version, so editing its
         # script never replays answers the old script gave; a real model has no salt.
-        model = c.model + getattr(self.backend, "cache_salt", "")
+        model = c.model + getattr(self.backend, "cache_salt", "") + (f"|{variant}" if variant else "")
         return cache_key(backend=c.backend, model=model, messages=messages, tools=tools, temperature=c.temperature,
                          top_p=c.top_p, max_tokens=c.max_tokens, extra_body=c.extra_body, sample_index=sample_index)
 
@@ -267,7 +225,7 @@ class Teacher:
         self.stats.enter()
         try:
             self.stats.add(calls=1)
-            key = self.key(messages, tools, sample_index)
+            key = self.key(messages, tools, sample_index, await self._variant(tools, hint))
             if self.cache is not None:
                 t0 = time.perf_counter()
                 rec = self.cache.get(key)
@@ -291,6 +249,24 @@ class Teacher:
         finally:
             self.stats.exit()
 
+    async def _variant(self, tools: list[dict] | None, hint: Any) -> str:
+        """The backend's variant of this call (``""`` for a backend without ``prepare``).  Preparing may
+        probe the endpoint once (``auto`` settings); a probe that fails fails this call like a request."""
+        prepare = getattr(self.backend, "prepare", None)
+        if prepare is None:
+            return ""
+        try:
+            return await prepare(tools, hint)
+        except BackendError as e:
+            detail = self._scrub(e.detail)
+            self.stats.add(attempt_errors=e.reason)
+            kind = failure_kind(e.reason)
+            if kind is not None and self.breaker.failure(kind, e.reason, detail):
+                self._raise_if_tripped()
+            self.stats.add(failed=1, failures=e.reason)
+            self._log_failure(e.reason, detail, 1, what="probe")
+            raise TeacherError(e.reason, detail) from None
+
     async def _send(self, messages: list[dict], tools: list[dict] | None, sample_index: int, hint: Any) -> ChatResponse:
         cfg = self.cfg
         tokens = self._estimate_tokens(messages, tools) if cfg.tpm else 1
@@ -300,11 +276,21 @@ class Teacher:
         attempt = 0
         while True:
             self._raise_if_tripped()
-            async with self._gate:
+            self._flight.move(waiting=1)
+            try:
+                await self._gate.acquire()
+            finally:
+                self._flight.move(waiting=-1)
+            withhold = False
+            try:
                 waited = await self._limiter.acquire(tokens)
                 self.stats.add(rate_wait_s=waited)
+                # The clock starts here, at the send: time spent waiting for a slot above is not the server's.
                 t0 = time.perf_counter()
+                self._flight.move(sending=1)
                 try:
+                    # Leaving this block on a timeout cancels the request: the connection is closed,
+                    # so the server can drop the work instead of finishing it for nobody.
                     async with asyncio.timeout(deadline):
                         resp = await self.backend.chat(messages, tools, sample_index=sample_index, hint=hint)
                     err = None
@@ -312,10 +298,18 @@ class Teacher:
                     err = e
                 except TimeoutError:
                     err = BackendError("timeout", f"no response within {deadline:g}s")
+                finally:
+                    self._flight.move(sending=-1)
                 latency = time.perf_counter() - t0
+                # A timeout means more was sent than the server keeps up with: keep this slot back.
+                withhold = err is not None and err.reason == "timeout" and self._throttle.timed_out()
+            finally:
+                if not withhold:
+                    self._gate.release()
             if err is None or err.reason != "unreachable":  # a request that never connected was not sent
                 self.stats.add(requests=1)
             if err is None:
+                self._throttle.answered()
                 self.breaker.success()
                 resp.latency_s, resp.cached = latency, False
                 if resp.model_latency_s is None:
@@ -341,7 +335,7 @@ class Teacher:
             if err.retry_after:
                 self._limiter.pause_for(err.retry_after)
             delay = backoff_delay(attempt, cfg.backoff_base_s, cfg.backoff_max_s, self._rng, err.retry_after)
-            log.debug("teacher: attempt %d failed (%s: %s); retrying in %.2fs", attempt + 1, err.reason, detail, delay)
+            self._retries.retry(err.reason, detail, delay, self._throttle.cap, cfg.concurrency)
             self.stats.add(retries=1, backoff_s=delay)
             await self._sleep(delay)
             attempt += 1
@@ -392,7 +386,8 @@ class Teacher:
         batch carries on.  Any other exception is a bug and propagates (completed calls are
         already cached, so a rerun pays nothing for them).  At most ``limit`` items run at
         once (default ``2 * concurrency``, so tool work overlaps requests); ``progress`` is
-        anything with ``update(n)``, e.g. ``ctx.bar(...)``.  Safe from worker threads; from a
+        anything with ``update(n)``, e.g. ``ctx.bar(...)``; if it has ``set_postfix(text)`` it is told
+        every second how many calls are being sent and how many wait for a slot.  Safe from worker threads; from a
         thread whose event loop is running it runs on a helper thread instead.
         """
         items = list(items)
@@ -424,11 +419,17 @@ class Teacher:
 
         tasks = [asyncio.create_task(worker()) for _ in range(min(limit, len(items)))]
 
+        postfix = getattr(progress, "set_postfix", None)
+
         async def watch() -> None:
             # The run was interrupted: stop this batch now (completed calls are cached, so the
             # rerun pays for none of them again), not when its last item is done.
+            tick = 0
             while not STOP.is_set():
                 await asyncio.sleep(0.2)
+                tick += 1
+                if postfix is not None and tick % 5 == 0:  # a slow endpoint shows as "sending" vs "waiting"
+                    postfix(self._flight.describe())
             for t in tasks:
                 t.cancel()
 

@@ -7,6 +7,13 @@ backend.  Each attempt either returns a :class:`ChatResponse` or raises a
 ``unreachable`` (the connection was never made), ``connection`` (it dropped) or
 ``bad_response``; messages are scrubbed of the API key.
 
+Tool calls travel as ``teacher.tool_protocol`` says (:mod:`synth.teacher.protocols`): a
+text protocol is applied here, on the way out and back, so callers always see OpenAI's
+``tool_calls``; ``auto`` asks the endpoint once (:mod:`synth.teacher.probe`).  JSON tasks
+may go out with ``response_format`` (``teacher.structured_output``).  What a call's request
+adds to the conversation (a protocol, a response format) is its *variant*
+(:meth:`OpenAIBackend.prepare`), which the call cache keys on.
+
 The key is read from ``os.environ[cfg.api_key_env]`` when the backend is built, so
 a run without it fails in its first second.  Servers without auth (a local vLLM,
 llama.cpp or Ollama) still need the variable set to any non-empty placeholder,
@@ -19,6 +26,7 @@ import asyncio
 import functools
 import hashlib
 import itertools
+import logging
 import ssl
 import os
 import weakref
@@ -32,11 +40,13 @@ import orjson
 from synth.engine.config import ConfigError
 from synth.teacher.cache import canonical_json
 from synth.teacher.config import TeacherConfig
+from synth.teacher import probe, protocols
 from synth.teacher.limits import parse_retry_after
-from synth.teacher.types import BackendError, ChatResponse, normalise_message
+from synth.teacher.types import BackendError, ChatResponse, ToolsUnusable, normalise_message
 
-
+log = logging.getLogger("hopforge")
 CONNECTIONS_PER_CLIENT = 8
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,6 +65,34 @@ def derived_seed(model: str, messages: list[dict], tools: list[dict] | None, sam
     """
     h = hashlib.sha256(canonical_json([model, messages, tools or None, sample_index])).digest()
     return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
+
+
+def request_body(cfg: TeacherConfig, messages: list[dict], tools: list[dict] | None, sample_index: int = 0,
+                 response_format: dict | None = None) -> dict[str, Any]:
+    """The chat-completions JSON body for one request (the preflight's probes are built with it too)."""
+    body: dict[str, Any] = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature,
+                            "seed": derived_seed(cfg.model, messages, tools, sample_index)}
+    if "max_completion_tokens" not in cfg.extra_body:
+        # Newer OpenAI reasoning models reject max_tokens; setting max_completion_tokens in
+        # extra_body is the way to reach them, and then max_tokens must not be sent too.
+        body["max_tokens"] = cfg.max_tokens
+    if cfg.top_p is not None:
+        body["top_p"] = cfg.top_p
+    if tools:
+        body["tools"] = tools
+    if response_format is not None:
+        body["response_format"] = response_format
+    body.update(cfg.extra_body)
+    return body
+
+
+def response_format_for(task: Any) -> dict:
+    """``response_format`` for a JSON task: its required keys as a JSON schema, else ``json_object``."""
+    if not task.required:
+        return {"type": "json_object"}
+    schema = {"type": "object", "properties": {k: {"type": _JSON_TYPES.get(t, "string")} for k, t in task.required},
+              "required": [k for k, _ in task.required]}
+    return {"type": "json_schema", "json_schema": {"name": task.name, "schema": schema}}
 
 
 class OpenAIBackend:
@@ -77,6 +115,8 @@ class OpenAIBackend:
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[openai.AsyncOpenAI]]" = \
             weakref.WeakKeyDictionary()
         self._turn = itertools.count()
+        self._endpoint = (cfg.base_url, cfg.model)
+        self._native = probe.NativeWatch()
 
     def _client(self) -> openai.AsyncOpenAI:
         # Requests are spread over several clients of about 8 connections each: httpcore's pool
@@ -86,7 +126,10 @@ class OpenAIBackend:
         clients = self._clients.get(loop)
         if clients is None:
             shards = max(1, -(-self.cfg.concurrency // CONNECTIONS_PER_CLIENT))
-            clients = [openai.AsyncOpenAI(api_key=self._key, base_url=self.cfg.base_url, timeout=self.cfg.timeout_s,
+            # The timeout runs from when a request is sent: waiting for a pooled connection is the
+            # client's own queue (bounded by the teacher's gate), not the server being slow.
+            timeout = httpx2.Timeout(self.cfg.timeout_s, connect=min(self.cfg.timeout_s, 10.0), pool=None)
+            clients = [openai.AsyncOpenAI(api_key=self._key, base_url=self.cfg.base_url, timeout=timeout,
                                           max_retries=0,
                                           http_client=openai.DefaultAsyncHttpxClient(verify=_ssl_context()))
                        for _ in range(shards)]
@@ -97,26 +140,98 @@ class OpenAIBackend:
         """``text`` with the API key replaced (servers may echo it back in error bodies)."""
         return text.replace(self._key, "***") if len(self._key) >= 4 else text
 
-    def _request(self, messages: list[dict], tools: list[dict] | None, sample_index: int) -> dict[str, Any]:
+    @property
+    def tool_protocol(self) -> str:
+        """The protocol tool calls travel in: the configured one, or what ``auto`` found (``native`` before)."""
+        if self.cfg.tool_protocol != "auto":
+            return self.cfg.tool_protocol
+        found = probe.recall(self._endpoint, "tools")
+        return found.found if found is not None and found.found in protocols.PROTOCOLS else "native"
+
+    async def prepare(self, tools: list[dict] | None, hint: Any = None) -> str:
+        """This call's variant: what its request adds to the conversation (a text tool protocol, a
+        ``response_format``), ``""`` for none.  Runs the ``auto`` probes the first time they are needed."""
+        protocol, rf = await self._plan(tools, hint)
+        parts = [f"tools={protocol}"] if protocol not in (None, "native") else []
+        if rf is not None:
+            parts.append("rf=" + hashlib.sha256(canonical_json(rf)).hexdigest()[:12])
+        return "|".join(parts)
+
+    async def _plan(self, tools: list[dict] | None, hint: Any) -> tuple[str | None, dict | None]:
         cfg = self.cfg
-        body: dict[str, Any] = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature,
-                                "seed": derived_seed(cfg.model, messages, tools, sample_index)}
-        if "max_completion_tokens" not in cfg.extra_body:
-            # Newer OpenAI reasoning models reject max_tokens; setting max_completion_tokens in
-            # extra_body is the way to reach them, and then max_tokens must not be sent too.
-            body["max_tokens"] = cfg.max_tokens
-        if cfg.top_p is not None:
-            body["top_p"] = cfg.top_p
+        protocol = None
         if tools:
-            body["tools"] = tools
-        body.update(cfg.extra_body)
-        return body
+            protocol = cfg.tool_protocol if cfg.tool_protocol != "auto" else await self._auto_protocol()
+        task = hint.get("task") if isinstance(hint, dict) else None
+        rf = None
+        if not tools and getattr(task, "output", None) == "json" and cfg.structured_output != "off":
+            if cfg.structured_output == "on" or await probe.once(self._endpoint, "format", self._probe_format):
+                rf = response_format_for(task)
+        return protocol, rf
+
+    async def _auto_protocol(self) -> str:
+        found = await probe.once(self._endpoint, "tools", self._probe_tools)
+        problem = probe.tools_problem("auto", found)
+        if problem is not None:
+            raise ToolsUnusable(f"teacher endpoint {self.cfg.display_url()} (model {self.cfg.model!r}) {problem[0]}")
+        return found.found
+
+    async def _probe_tools(self) -> probe.Probe:
+        body = request_body(self.cfg, probe.TOOL_PROBE_MESSAGES, probe.TOOL_PROBE_TOOLS)
+        try:
+            found = probe.read_tool_probe(await self._post(body))
+        except BackendError as e:
+            if e.reason not in ("http_400", "http_422"):
+                raise
+            found = probe.rejected(int(e.reason[5:]), e.detail)
+        log.info("teacher: %s answers a tool-call request: %s (%s)", self.cfg.display_url(), found.found, found.detail)
+        return found
+
+    async def _probe_format(self) -> bool:
+        body = request_body(self.cfg, probe.FORMAT_PROBE_MESSAGES, None,
+                            response_format=probe.FORMAT_PROBE_RESPONSE_FORMAT)
+        try:
+            ok = probe.read_format_probe(await self._post(body))
+        except BackendError as e:
+            if not e.reason.startswith("http_4") or e.reason == "http_429":
+                raise
+            ok = False
+        log.info("teacher: %s %s response_format (teacher.structured_output auto)", self.cfg.display_url(),
+                 "accepts" if ok else "does not honour")
+        return ok
 
     async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
                    hint: Any = None) -> ChatResponse:
-        """One chat-completions request; ``hint`` is ignored (it is for the offline oracle)."""
+        """One chat-completions request; ``hint`` is read only for the task's JSON schema (it is never sent)."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
+        protocol, rf = await self._plan(tools, hint)
+        if protocol in protocols.TEXT_PROTOCOLS:
+            body = request_body(self.cfg, protocols.to_text_messages(protocol, messages, tools), None, sample_index, rf)
+            if protocol == "react" and "stop" not in self.cfg.extra_body:
+                body["stop"] = ["\nObservation:"]  # the model must not write the tool's answer itself
+        else:
+            body = request_body(self.cfg, messages, tools, sample_index, rf)
+        resp = self._to_response(await self._post(body), loop.time() - t0)
+        if protocol in protocols.TEXT_PROTOCOLS:
+            self._read_calls(resp, protocol, tools, messages)
+        elif protocol == "native" and (warning := self._native.check(resp.message, tools)):
+            log.warning("teacher endpoint %s %s", self.cfg.display_url(), warning)
+        resp.tool_protocol = protocol
+        return resp
+
+    def _read_calls(self, resp: ChatResponse, protocol: str, tools: list[dict], messages: list[dict]) -> None:
+        """Move the calls a text protocol wrote in the content into ``tool_calls`` (OpenAI's shape)."""
+        text, calls = protocols.parse_calls(protocol, resp.message.get("content"), tools)
+        if calls:
+            turn = sum(1 for m in messages if m.get("role") == "assistant") + 1
+            resp.message["content"] = text or None
+            resp.message["tool_calls"] = protocols.to_openai_calls(calls, turn)
+            if resp.finish_reason == "stop":
+                resp.finish_reason = "tool_calls"
+
+    async def _post(self, body: dict[str, Any]) -> Any:
+        """POST one body to /chat/completions; the parsed JSON answer, or :class:`BackendError`."""
         err: BackendError | None = None
         try:
             # The client's generic ``post`` keeps its auth, timeouts, connection pool and error
@@ -124,10 +239,9 @@ class OpenAIBackend:
             # its model construction: that costs about 0.4 ms of CPU a call, a third of the client's
             # whole cost, and the body is already plain JSON.  The raw response is parsed here.
             # The body is encoded once with orjson (the client would re-encode it with json.dumps).
-            resp = await self._client().post("/chat/completions", cast_to=httpx2.Response,
-                                             content=orjson.dumps(self._request(messages, tools, sample_index)),
+            resp = await self._client().post("/chat/completions", cast_to=httpx2.Response, content=orjson.dumps(body),
                                              options={"headers": {"Content-Type": "application/json"}})
-            return self._to_response(orjson.loads(resp.content), loop.time() - t0)
+            return orjson.loads(resp.content)
         except openai.APITimeoutError:
             err = BackendError("timeout", f"no response within {self.cfg.timeout_s:g}s")
         except openai.APIConnectionError as e:
@@ -138,28 +252,31 @@ class OpenAIBackend:
             status = e.status_code
             ra = parse_retry_after(e.response.headers) if status in (429, 503) else None
             err = BackendError(f"http_{status}", self.scrub(str(e.message))[:500], retry_after=ra)
-        except (openai.OpenAIError, httpx2.HTTPError, ValueError, TypeError, KeyError, IndexError) as e:
-            # A body cut short, not JSON (orjson's error is a ValueError), or JSON of the wrong shape.
+        except (openai.OpenAIError, httpx2.HTTPError, ValueError, TypeError) as e:
+            # A body cut short or not JSON (orjson's error is a ValueError).
             err = BackendError("bad_response", self.scrub(f"{type(e).__name__}: {e}")[:500])
         # Raised here, outside the handlers, so the error carries no __context__: the client's
         # exception holds the request, and the request holds the Authorization header.
         raise err
 
     def _to_response(self, data: Any, latency: float) -> ChatResponse:
-        """A :class:`ChatResponse` from a chat-completions JSON body; a body of the wrong shape raises."""
-        choice = data["choices"][0]
-        raw = choice["message"]
-        if not isinstance(raw, dict):
-            raise TypeError("choices[0].message is not an object")
-        usage = data.get("usage") or {}
-        return ChatResponse(
-            message=normalise_message(raw),
-            usage={"prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                   "completion_tokens": int(usage.get("completion_tokens") or 0)},
-            finish_reason=choice.get("finish_reason"),
-            model=str(data.get("model") or self.cfg.model),
-            latency_s=latency,
-        )
+        """A :class:`ChatResponse` from a chat-completions JSON body (``bad_response`` for the wrong shape)."""
+        try:
+            choice = data["choices"][0]
+            raw = choice["message"]
+            if not isinstance(raw, dict):
+                raise TypeError("choices[0].message is not an object")
+            usage = data.get("usage") or {}
+            return ChatResponse(
+                message=normalise_message(raw),
+                usage={"prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                       "completion_tokens": int(usage.get("completion_tokens") or 0)},
+                finish_reason=choice.get("finish_reason"),
+                model=str(data.get("model") or self.cfg.model),
+                latency_s=latency,
+            )
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+            raise BackendError("bad_response", self.scrub(f"{type(e).__name__}: {e}")[:500]) from None
 
     async def aclose(self) -> None:
         """Close the client of the running loop (its connections die with the loop otherwise)."""

@@ -7,9 +7,11 @@ They live apart from :mod:`synth.teacher.client` so backends (``teacher_openai``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from synth.engine.errors import StageFailed
 from synth.engine.records import ToolCall
 
 # Failure reasons a backend reports.  Stages count dropped items by these names.
@@ -23,9 +25,12 @@ class ChatResponse:
     ``message`` is an OpenAI assistant message dict: ``role``, ``content`` (str or None),
     optionally ``tool_calls`` (``[{id, type: "function", function: {name, arguments}}]``,
     ``arguments`` always a JSON string) and ``reasoning_content`` (thinking models).
-    ``usage`` holds ``prompt_tokens`` and ``completion_tokens``.  ``cached`` is True when
-    the answer came from the call cache (no request was sent); ``latency_s`` is then the
-    lookup time.
+    ``usage`` holds ``prompt_tokens`` and ``completion_tokens``.  ``finish_reason`` is the
+    server's (``stop``, ``length`` when cut at max_tokens, ``tool_calls``), kept in the cache.
+    ``tool_protocol`` is how this turn's tool calls travelled (``native``, ``hermes``, ...; see
+    :mod:`synth.teacher.protocols`), None when the request offered no tools or the backend
+    does not say.  ``cached`` is True when the answer came from the call cache (no request was
+    sent); ``latency_s`` is then the lookup time.
     """
 
     message: dict[str, Any]
@@ -38,6 +43,7 @@ class ChatResponse:
     # so a trace's latency is the same whether its calls were sent or replayed.  A simulated
     # backend (the oracle) sets its own, deterministic value.
     model_latency_s: float | None = None
+    tool_protocol: str | None = None
 
     @property
     def content(self) -> str | None:
@@ -52,13 +58,13 @@ class ChatResponse:
     def to_record(self) -> dict[str, Any]:
         """The part of the response worth caching (everything but ``cached`` and ``latency_s``)."""
         return {"message": self.message, "usage": self.usage, "finish_reason": self.finish_reason, "model": self.model,
-                "model_latency_s": self.model_latency_s}
+                "model_latency_s": self.model_latency_s, "tool_protocol": self.tool_protocol}
 
     @classmethod
     def from_record(cls, rec: dict[str, Any], *, cached: bool, latency_s: float) -> "ChatResponse":
         """Rebuild a response from :meth:`to_record` output."""
         return cls(rec["message"], rec["usage"], rec.get("finish_reason"), rec.get("model", ""), cached, latency_s,
-                   rec.get("model_latency_s"))
+                   rec.get("model_latency_s"), rec.get("tool_protocol"))
 
 
 @runtime_checkable
@@ -118,18 +124,53 @@ def _rebuild_backend_error(reason: str, detail: str, retryable: bool, retry_afte
     return BackendError(reason, detail, retryable=retryable, retry_after=retry_after)
 
 
+class ToolsUnusable(StageFailed):
+    """The endpoint cannot be given tools the way ``teacher.tool_protocol`` asks (it ignores or
+    rejects them); the message names the fix.  Stops the stage: every rollout would otherwise
+    end without a tool call."""
+
+
+_THINK = re.compile(r"<think>(.*?)</think>", re.S)
+
+
+def split_reasoning(text: str | None) -> tuple[str | None, str]:
+    """``(text without its reasoning, the reasoning)`` for a reply that thinks in ``<think>`` tags.
+
+    Qwen3 served without a reasoning parser and DeepSeek-R1 put their thinking in the content.
+    Their templates often open ``<think>`` in the prompt, so a reply may hold only the closing
+    tag; a reply cut short while thinking has only the opening one.  Text without tags is
+    returned unchanged.
+    """
+    if not text or "think>" not in text:
+        return text, ""
+    parts: list[str] = []
+    head, sep, tail = text.partition("</think>")
+    if sep and "<think>" not in head:
+        parts.append(head)
+        text = tail
+    parts += _THINK.findall(text)
+    text = _THINK.sub("", text)
+    if "<think>" in text:
+        text, _, rest = text.partition("<think>")
+        parts.append(rest)
+    return text.strip(), "\n\n".join(p.strip() for p in parts if p.strip())
+
+
 def normalise_message(raw: dict[str, Any]) -> dict[str, Any]:
     """An assistant message in the one shape hopforge stores.
 
     Servers differ in their tool calls (see :meth:`ToolCall.from_openai`), and some call the
-    thinking field ``reasoning``.  Arrow merges dict keys across rows, so the shape must not
-    vary with the server.
+    thinking field ``reasoning``; ``<think>`` blocks in the content move to ``reasoning_content``
+    too, so parsers read the answer alone.  Arrow merges dict keys across rows, so the shape
+    must not vary with the server.
     """
-    msg: dict[str, Any] = {"role": "assistant", "content": raw.get("content")}
+    content, thought = split_reasoning(raw.get("content"))
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
     calls = [ToolCall.from_openai(tc, i).to_openai() for i, tc in enumerate(raw.get("tool_calls") or [])]
     if calls:
         msg["tool_calls"] = calls
     reasoning = raw.get("reasoning_content") or raw.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
+    reasoning = "\n\n".join(r for r in (reasoning if isinstance(reasoning, str) else "", thought) if r)
+    if reasoning:
         msg["reasoning_content"] = reasoning
     return msg

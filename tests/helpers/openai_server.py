@@ -14,6 +14,14 @@ Each request takes the next scripted action from the queue, else ``handler(reque
 default: an echo of the last message's content as JSON.  Every request is recorded
 with its headers; ``count`` and ``max_in_flight`` are kept.
 
+``slots=N`` makes it a server with N generation slots (llama.cpp ``--parallel N``): each
+request holds a slot for ``latency`` seconds and the rest queue *in the server*.  A client
+that gives up (closes the connection) while its request is queued or generating is
+noticed and counted in ``cancelled``; ``max_busy`` is the most slots ever in use.
+
+:func:`text_tools_handler` answers as a model whose server has no tool parser: the calls
+are written in the content in one of the text formats (hermes, llama3, mistral, react).
+
 ``python tests/helpers/openai_server.py --latency 0.2`` serves in the foreground
 (prints ``PORT <n>``), for benches that want the server out of their own process.
 """
@@ -99,8 +107,13 @@ def default_handler(req: dict) -> Reply:
 class OpenAIServer:
     """The server; use :func:`serve` to run one for a ``with`` block."""
 
-    def __init__(self, latency: float = 0.0, handler: Callable[[dict], Any] | None = None, record: bool = True):
+    def __init__(self, latency: float = 0.0, handler: Callable[[dict], Any] | None = None, record: bool = True,
+                 slots: int | None = None):
         self.latency = latency
+        self.slots = slots
+        self._slots: asyncio.Semaphore | None = None  # made on the server's loop
+        self.cancelled = 0
+        self.busy = self.max_busy = 0
         self.handler = handler
         self.record = record
         self.queue: deque = deque()
@@ -133,7 +146,7 @@ class OpenAIServer:
         with self._lock:
             self.queue.clear()
             self.requests.clear()
-            self.count = self.max_in_flight = 0
+            self.count = self.max_in_flight = self.cancelled = self.max_busy = 0
             self._epoch += 1
 
     # ---- serving --------------------------------------------------------------------------
@@ -187,7 +200,11 @@ class OpenAIServer:
                 self.requests.append(Recorded(path, headers, body))
             action = self.queue.popleft() if self.queue else None
         try:
-            if self.latency:
+            if self.slots is not None:
+                if not await self._generate(reader):
+                    writer.transport.abort()
+                    return False
+            elif self.latency:
                 await asyncio.sleep(self.latency)
             if action is None:
                 action = (self.handler or default_handler)(body or {})
@@ -215,6 +232,41 @@ class OpenAIServer:
             with self._lock:
                 self._flight[epoch] -= 1
 
+    async def _generate(self, reader: asyncio.StreamReader) -> bool:
+        """Queue for a slot, then hold it for ``latency``; False (counted in ``cancelled``) when the
+        client closed the connection first."""
+        gone = asyncio.ensure_future(reader.read(1))  # b"" once the client closes
+        held = False
+        try:
+            slot = asyncio.ensure_future(self._slots.acquire())
+            await asyncio.wait([slot, gone], return_when=asyncio.FIRST_COMPLETED)
+            if not slot.done() or slot.cancelled():
+                slot.cancel()
+                self.cancelled += 1
+                return False
+            held = True
+            with self._lock:
+                self.busy += 1
+                self.max_busy = max(self.max_busy, self.busy)
+            if gone.done():
+                self.cancelled += 1
+                return False
+            work = asyncio.ensure_future(asyncio.sleep(self.latency))
+            await asyncio.wait([work, gone], return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                work.cancel()
+                self.cancelled += 1
+                return False
+            return True
+        finally:
+            gone.cancel()
+            # Let the cancelled read finish before the connection reads its next request.
+            await asyncio.gather(gone, return_exceptions=True)
+            if held:
+                with self._lock:
+                    self.busy -= 1
+                self._slots.release()
+
     def _render(self, action: Any, req: dict) -> tuple[int, dict, bytes]:
         if isinstance(action, Status):
             err = {"error": {"message": action.message, "type": "scripted", "code": str(action.code)}}
@@ -240,6 +292,8 @@ class OpenAIServer:
         return 200, {}, orjson.dumps(out)
 
     async def _start(self) -> None:
+        if self.slots is not None:
+            self._slots = asyncio.Semaphore(self.slots)
         self._server = await asyncio.start_server(self._client, "127.0.0.1", 0, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -276,9 +330,9 @@ class OpenAIServer:
 
 @contextmanager
 def serve(latency: float = 0.0, handler: Callable[[dict], Any] | None = None,
-          record: bool = True) -> Iterator[OpenAIServer]:
+          record: bool = True, slots: int | None = None) -> Iterator[OpenAIServer]:
     """Run an :class:`OpenAIServer` for the duration of a ``with`` block."""
-    srv = OpenAIServer(latency=latency, handler=handler, record=record).start()
+    srv = OpenAIServer(latency=latency, handler=handler, record=record, slots=slots).start()
     try:
         yield srv
     finally:
@@ -297,6 +351,52 @@ def react_handler(turns: int) -> Callable[[dict], Reply]:
         words = question.split()
         query = " ".join(words[(turn * 2) % max(len(words), 1):][:3]) or "page"
         return Reply(content=f"Step {turn}: searching.", tool_calls=[call("search", {"query": query}, id=f"c{turn}")])
+
+    return handler
+
+
+def tool_text(protocol: str, name: str, arguments: dict) -> str:
+    """One tool call written as text the way a model of ``protocol``'s family writes it."""
+    args = json.dumps(arguments)
+    if protocol == "hermes":
+        return f'<tool_call>\n{{"name": "{name}", "arguments": {args}}}\n</tool_call>'
+    if protocol == "llama3":
+        return f'<|python_tag|>{{"name": "{name}", "parameters": {args}}}'
+    if protocol == "mistral":
+        return f'[TOOL_CALLS][{{"name": "{name}", "arguments": {args}}}]'
+    if protocol == "react":
+        return f"Action: {name}\nAction Input: {args}"
+    raise ValueError(protocol)
+
+
+# What each text protocol's instructions say, so the fake model knows it was taught the format.
+_TAUGHT = {"hermes": "<tool_call>", "llama3": '"parameters"', "mistral": "[TOOL_CALLS]", "react": "Action Input"}
+
+
+def text_tools_handler(protocol: str, turns: int = 3, think: bool = False,
+                       renders_tools: bool = False) -> Callable[[dict], Reply]:
+    """A model behind a server without a tool parser, writing its calls as text in ``protocol``'s format.
+
+    The model calls tools when its system prompt taught the format (a text protocol's instructions)
+    or, with ``renders_tools``, when the request carries ``tools`` (a server whose chat template
+    shows them but that parses nothing back); otherwise it answers in prose, as a model whose
+    server dropped the tools does (llama.cpp without --jinja).  It searches for ``turns - 1``
+    turns, then answers; ``think`` puts a ``<think>`` block before every reply.
+    """
+
+    def handler(req: dict) -> Reply:
+        msgs = req.get("messages") or []
+        system = msgs[0].get("content", "") if msgs and msgs[0].get("role") == "system" else ""
+        names = [t["function"]["name"] for t in req.get("tools") or []]
+        head = "<think>The user wants facts; a tool would help.</think>\n" if think else ""
+        if not (_TAUGHT[protocol] in system or renders_tools and names):
+            return Reply(content=head + "I cannot look that up, but Paris is usually mild.")
+        if "get_weather" in names or "get_weather" in system:  # the preflight's probe
+            return Reply(content=head + tool_text(protocol, "get_weather", {"city": "Paris"}))
+        turn = sum(1 for m in msgs if m.get("role") == "assistant") + 1
+        if turn >= turns:
+            return Reply(content=head + "Found it. <answer>done</answer>")
+        return Reply(content=head + f"Step {turn}: searching.\n" + tool_text(protocol, "search", {"query": f"q{turn}"}))
 
     return handler
 

@@ -1,0 +1,202 @@
+"""What an endpoint does with tools and with ``response_format``, found by one tiny request each.
+
+A server may answer a request with tools by calling them (``native``), by writing the call
+as text in some model's format (``hermes``, ``llama3``, ``mistral``, ``react``), by ignoring
+the tools (``ignored``: HTTP 200, no call; llama.cpp without ``--jinja``, vLLM without a tool
+parser), or by refusing them (``rejected``: HTTP 400).  The preflight asks once and names the
+fix; with ``teacher.tool_protocol: auto`` the openai backend asks once per process and
+endpoint and uses what it found.  Requests are built by the caller (it owns the client and
+the sampling settings); this module only says what to send and how to read the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from synth.teacher.prompting import read_json
+from synth.teacher.protocols import VLLM_PARSERS, detect
+from synth.teacher.types import split_reasoning
+
+TOOL_PROBE_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city."}},
+                   "required": ["city"]}}}]
+TOOL_PROBE_MESSAGES = [{"role": "user", "content": "What is the weather in Paris right now? Use the get_weather tool."}]
+
+FORMAT_PROBE_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+FORMAT_PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true}.'}]
+FORMAT_PROBE_RESPONSE_FORMAT = {"type": "json_schema",
+                                "json_schema": {"name": "probe", "schema": FORMAT_PROBE_SCHEMA}}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the endpoint did: ``found`` is ``native``, a text protocol, ``ignored``, ``rejected`` or
+    ``truncated`` (cut at max_tokens before any call: nothing learnt); ``detail`` says more."""
+
+    found: str
+    detail: str = ""
+
+
+def read_tool_probe(data: dict[str, Any]) -> Probe:
+    """Classify a 200 answer to the tool probe (a chat-completions body)."""
+    try:
+        choice = data["choices"][0]
+        msg = choice["message"] or {}
+    except (KeyError, IndexError, TypeError):
+        return Probe("ignored", "the answer has no choices[0].message")
+    if msg.get("tool_calls"):
+        return Probe("native", "answered with tool_calls")
+    text = split_reasoning(msg.get("content"))[0] or ""
+    protocol = detect(text, TOOL_PROBE_TOOLS)
+    if protocol is not None:
+        return Probe(protocol, f"wrote the call as text: {_clip(text)}")
+    if choice.get("finish_reason") == "length":
+        return Probe("truncated", "the reply was cut at max_tokens before any tool call")
+    return Probe("ignored", f"HTTP 200 with no tool call; it wrote: {_clip(text) or '(nothing)'}")
+
+
+def rejected(status: int, message: str) -> Probe:
+    """The probe for an HTTP error answer to the tool probe (400/422: the server refuses tools)."""
+    return Probe("rejected", f"HTTP {status}: {_clip(message)}")
+
+
+def read_format_probe(data: dict[str, Any]) -> bool:
+    """Whether a 200 answer to the ``response_format`` probe is the JSON object it asked for."""
+    try:
+        msg = data["choices"][0]["message"] or {}
+    except (KeyError, IndexError, TypeError):
+        return False
+    objs, _, _ = read_json(msg.get("content"))
+    return bool(objs) and isinstance(objs[0].get("ok"), bool)
+
+
+def _clip(text: str, n: int = 120) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def tools_problem(configured: str, probe: Probe) -> tuple[str, str] | None:
+    """``(what is wrong, the tool_protocol to suggest)`` when ``probe`` shows that tools will not work
+    with ``teacher.tool_protocol: configured``; None when they will."""
+    if configured not in ("native", "auto"):
+        return None  # a text protocol never relies on the server's tool support
+    found = probe.found
+    if found == "native":
+        return None
+    if found in VLLM_PARSERS or found == "react":
+        if configured == "auto":
+            return None
+        parser = VLLM_PARSERS.get(found)
+        server = f"start vLLM with `--enable-auto-tool-choice --tool-call-parser {parser}`, or " if parser else ""
+        return (f"returns tool calls as text ({found} format: {probe.detail}) instead of tool_calls, so every call "
+                f"would be lost: {server}set teacher.tool_protocol to {found} (or auto)", found)
+    if found == "truncated":
+        if configured == "native":
+            return None  # nothing learnt, and native may well work: the run's own replies will tell (NativeWatch)
+        return (f"did not finish a tiny tool-call request within teacher.max_tokens ({probe.detail}): raise "
+                "teacher.max_tokens, or set teacher.tool_protocol to the model's format (hermes, llama3, mistral, "
+                "react)", "hermes")
+    how = "ignores the tools it is sent" if found == "ignored" else "rejects requests with tools"
+    return (f"{how} ({probe.detail}), so rollouts would make no tool call: serve the model with tool calling "
+            "(vLLM: `--enable-auto-tool-choice --tool-call-parser hermes`, or the parser of the model's family; "
+            "llama.cpp: `--jinja`), or set teacher.tool_protocol to a text protocol hopforge parses itself "
+            "(hermes for Qwen/Hermes, llama3, mistral, or react for any model)", "react")
+
+
+class NativeWatch:
+    """Notices, in a ``native`` run's replies, that tool calling is not working: calls that arrive as
+    text, or ``SILENT_AFTER`` replies to requests with tools and never a call.  Says each once."""
+
+    SILENT_AFTER = 8
+
+    def __init__(self) -> None:
+        self._silent = 0  # replies without a call, until the first call shows tools work (-1)
+        self._said: set[str] = set()
+        self._lock = threading.Lock()
+
+    def check(self, message: dict, tools: list[dict]) -> str | None:
+        """A warning (said once per kind) when ``message``, a reply to a request with ``tools``, shows
+        that tool calls are lost; None otherwise."""
+        if message.get("tool_calls"):
+            self._silent = -1
+            return None
+        found = detect(message.get("content"), tools)
+        if found is not None:
+            return self._once("text", tools_problem("native", Probe(found, "seen in a reply"))[0])
+        with self._lock:
+            if self._silent < 0:
+                return None
+            self._silent += 1
+            if self._silent < self.SILENT_AFTER:
+                return None
+        return self._once("silent", f"was sent tools {self._silent} times and never called one; it may be ignoring "
+                          "them. `hopforge check` probes it; teacher.tool_protocol auto, or a text protocol "
+                          "(hermes, llama3, mistral, react), works without the server's tool support")
+
+    def _once(self, kind: str, text: str) -> str | None:
+        with self._lock:
+            if kind in self._said:
+                return None
+            self._said.add(kind)
+        return text
+
+
+# ---- what this process already found ----------------------------------------------------------
+_FOUND: dict[tuple, Any] = {}
+_PENDING: dict[tuple, concurrent.futures.Future] = {}
+_LOCK = threading.Lock()
+
+
+async def once(endpoint: tuple, kind: str, run: Callable[[], Awaitable[Any]]) -> Any:
+    """What ``await run()`` finds for ``(endpoint, kind)``, probed once per process.
+
+    Calls that arrive while a probe is under way wait for it (from any thread or loop) instead
+    of sending their own; a probe that fails is not remembered, so the next call tries again.
+    """
+    key = (*endpoint, kind)
+    while True:
+        with _LOCK:
+            if key in _FOUND:
+                return _FOUND[key]
+            fut = _PENDING.get(key)
+            owner = fut is None
+            if owner:
+                fut = _PENDING[key] = concurrent.futures.Future()
+        if not owner:
+            await asyncio.wrap_future(fut)
+            continue
+        try:
+            value = await run()
+        except BaseException:
+            with _LOCK:
+                _PENDING.pop(key, None)
+            fut.set_result(None)  # wake the waiters: one of them probes again
+            raise
+        with _LOCK:
+            _FOUND[key] = value
+            _PENDING.pop(key, None)
+        fut.set_result(None)
+        return value
+
+
+def remember(endpoint: tuple, kind: str, value: Any) -> None:
+    """Keep what a probe of ``kind`` (``tools``, ``format``) found at ``endpoint`` for this process."""
+    with _LOCK:
+        _FOUND[(*endpoint, kind)] = value
+
+
+def recall(endpoint: tuple, kind: str) -> Any:
+    """What a probe of ``kind`` found at ``endpoint`` earlier in this process, or None."""
+    with _LOCK:
+        return _FOUND.get((*endpoint, kind))
+
+
+def forget() -> None:
+    """Forget every probe result of this process (a long-lived process whose server was reconfigured; tests)."""
+    with _LOCK:
+        _FOUND.clear()
