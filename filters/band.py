@@ -1,4 +1,4 @@
-"""The difficulty band (LiteResearcher) and the ``rl_pool`` table in the verl / Search-R1 layout.
+"""The difficulty band (LiteResearcher) and the ``rl_pool`` table in verl's RL layout.
 
 For each question, ``n`` is its number of rollouts and ``c`` how many of them are
 correct (rule or judge, see :mod:`filters.correctness`) -- whatever the other filters
@@ -6,21 +6,29 @@ said, since a correct answer reached in two steps still tells RL the question is
 ``c = 0`` (``all_wrong``) and ``c = n`` (``all_right``) give a GRPO group no gradient;
 ``1 <= c <= n - 1`` goes to ``rl_pool``.
 
-An ``rl_pool`` row is what verl's RL trainer reads (``examples/data_preprocess/
-preprocess_search_r1_dataset.py``; reward ``search_r1_like_qa_em`` reads
-``reward_model.ground_truth["target"]``)::
+An ``rl_pool`` row is what verl's ``RLHFDataset`` and its multi-turn tool rollout read::
 
-    data_source   "hopforge"
-    prompt        [{role, content}]: the rollout harness's system prompt and user turn
+    data_source   "hopforge" (verl's default_compute_score does not know it: configure
+                  custom_reward_function = filters/reward.py:compute_score, see README "RL with verl")
+    prompt        [{role, content}]: the harness's system prompt and the question, exactly the first
+                  two messages of the SFT rows (the teacher's rollout harness)
     ability       "multihop_search"
     reward_model  {style: "rule", ground_truth: {target: [answer, *aliases]}}
-    extra_info    {question_id, index, path, n, c, split}
-    tools         the rollout's tool schemas as a JSON string
+    extra_info    {question_id, index, path, n, c, split,
+                   tools_kwargs: {search: {create_kwargs: {exclude: [answer_page_id]}}},
+                   need_tools_kwargs: true}
+    tools         the rollout's tool schemas as a JSON string (the ``tools`` of the SFT rows)
 
 The prompt is the messages before the first assistant turn of the question's first
 rollout (lowest ``sample_index``), so RL starts from exactly the harness the teacher
-saw.  Nested fields are Arrow structs (verl indexes ``reward_model["ground_truth"]``);
-``tools`` stays a JSON string (Arrow would merge the keys of different schemas).
+saw and the student was trained on.  verl renders the tools from its tool config, not
+from ``tools``: ``configs/rl/tools.yaml`` names :class:`synth.tools.verl_tool.HopforgeTool`,
+whose schemas are :func:`synth.tools.schema.tool_schemas` (the same JSON, key for key).
+``tools_kwargs`` is what verl hands the tool's ``create`` per question: the search masks
+the answer page, as the rollout's ``Toolbox(mask_page_ids=[answer_page_id])`` did (and,
+like it, only when ``tools.mask_answer_page``).  Nested fields are Arrow structs (verl
+indexes ``reward_model["ground_truth"]``); ``tools`` stays a JSON string (Arrow would
+merge the keys of different schemas).
 """
 
 from __future__ import annotations
@@ -48,26 +56,41 @@ def band(c: int, n: int) -> str:
 
 
 def prompt_messages(messages: Iterable[Message]) -> list[dict]:
-    """The system and user messages before the first assistant turn, as ``{role, content}``."""
+    """The system and user messages before the first assistant turn, as ``{role, content}``.
+
+    Content is read as the SFT rows read it (:attr:`Message.text`: content parts joined), so the
+    prompt is the SFT rows' first messages character for character."""
     out = []
     for m in messages:
         if m.role == "assistant":
             break
         if m.role in ("system", "user"):
-            out.append({"role": m.role, "content": m.content if isinstance(m.content, str) else ""})
+            out.append({"role": m.role, "content": m.text or ""})
     return out
 
 
+def tools_kwargs(question: Question) -> dict:
+    """``extra_info.tools_kwargs`` of a question: verl passes ``create_kwargs`` to the tool's ``create``.
+
+    The search never returns the answer page, as in the question's rollouts (the rollout stage builds
+    ``Toolbox(index, cfg.tools, mask_page_ids=[question.answer_page_id])``); the tool server takes the
+    pages as ``exclude``.  ``open`` and ``find`` take nothing: a rollout may open the answer page once it
+    has found its name through the hops."""
+    return {"search": {"create_kwargs": {"exclude": [question.answer_page_id]}}}
+
+
 def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int) -> dict:
-    """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`)."""
+    """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`); ``prompt`` is the harness of the
+    question's first rollout (:func:`prompt_messages`), ``tools`` its tool schemas JSON."""
     target = [question.answer, *[a for a in (question.answer_aliases or []) if a]]
     return {
         "data_source": DATA_SOURCE,
-        "prompt": prompt,
+        "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": {"target": target}},
         "extra_info": {"question_id": question.question_id, "index": index, "path": list(question.path),
-                       "n": n, "c": c, "split": question.split},
+                       "n": n, "c": c, "split": question.split,
+                       "tools_kwargs": tools_kwargs(question), "need_tools_kwargs": True},
         "tools": tools,
     }
 
@@ -101,4 +124,4 @@ def pass_stats(counts: Iterable[tuple[int, int]]) -> dict:
 
 
 __all__ = ["ABILITY", "BANDS", "DATA_SOURCE", "band", "pass_at_k", "pass_stats",
-           "prompt_messages", "rl_row"]
+           "prompt_messages", "rl_row", "tools_kwargs"]

@@ -21,11 +21,10 @@ Both verdicts are recorded (``filter/verdicts``: ``rule_correct``, ``f1``,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from synth.engine.records import Question, Trace
 from synth.text.answers import best_match
-from synth.teacher.tasks import JUDGE
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
 from filters.config import FiltersConfig
@@ -58,16 +57,30 @@ def golds(question: Question) -> list[str]:
 
 def grade(prediction: str | None, question: Question | None, min_f1: float) -> Grade:
     """The rule's grade of ``prediction`` against ``question``'s answer and aliases."""
-    if question is None or prediction is None or not prediction.strip():
+    if question is None:
         return Grade(False, False, 0.0)
-    em, f1 = best_match(prediction, golds(question))
+    return grade_answer(prediction, golds(question), min_f1)
+
+
+def grade_answer(prediction: str | None, gold_answers: Iterable[str], min_f1: float) -> Grade:
+    """The rule's grade of ``prediction`` against gold answers: exact match after normalisation, or
+    token F1 against the best of them ``>= min_f1``.  The one matching rule of the filter and of the
+    RL reward (:mod:`filters.reward`); an empty prediction is wrong."""
+    if prediction is None or not prediction.strip():
+        return Grade(False, False, 0.0)
+    em, f1 = best_match(prediction, [g for g in gold_answers if g])
     return Grade(bool(em or f1 >= min_f1), bool(em), float(f1))
 
 
 # ---- the judge ----------------------------------------------------------------------------
 
+# The judge's Task is imported where it is used: the answer matching above is also the RL reward's
+# (filters/reward.py), which verl's workers load, and it needs none of the teacher's machinery.
+
 def judge_messages(question: Question, prediction: str) -> list[dict]:
     """The judge prompt for one answer."""
+    from synth.teacher.tasks import JUDGE
+
     aliases = [a for a in (question.answer_aliases or []) if a]
     return JUDGE.format_input(question=question.question, answer=question.answer, aliases=aliases,
                               prediction=prediction)
@@ -75,6 +88,8 @@ def judge_messages(question: Question, prediction: str) -> list[dict]:
 
 def parse_judge(text: str | None) -> bool | None:
     """The judge's verdict from its reply (``{"correct": true|false}``); None when it cannot be read."""
+    from synth.teacher.tasks import JUDGE
+
     return JUDGE.format_output(text).value
 
 
@@ -84,6 +99,7 @@ def run_judge(teacher: Any, items: list[tuple[Question, str]], progress: Any = N
     The counts say how many calls ``failed`` (teacher error) or were ``unparsed``.
     """
     from synth.teacher.client import TeacherError
+    from synth.teacher.tasks import JUDGE
 
     async def ask(item: tuple[Question, str]):
         q, pred = item
@@ -136,4 +152,5 @@ class CorrectnessFilter(BaseFilter):
                                        f"F1 {g.f1:.2f}{judge}")
 
 
-__all__ = ["CorrectnessFilter", "Grade", "combine", "golds", "grade", "judge_messages", "parse_judge", "run_judge"]
+__all__ = ["CorrectnessFilter", "Grade", "combine", "golds", "grade", "grade_answer", "judge_messages", "parse_judge",
+           "run_judge"]

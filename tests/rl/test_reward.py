@@ -1,0 +1,127 @@
+"""filters/reward.py on hand-written solutions: format, the correctness filter's matching, the evidence term.
+
+Solutions are written as verl hands them to the reward: the response decoded with
+``skip_special_tokens=True`` under the Qwen2.5 template (so ``<|im_start|>``/``<|im_end|>`` are gone,
+the role names stay as words, and observations sit in ``<tool_response>`` blocks).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from filters.correctness import grade, grade_answer
+from filters.reward import MIN_F1, compute_score, evidence_share, parse_solution
+from helpers.traces import make_question
+
+GT = {"target": ["Delta City", "Delta"]}
+EXTRA = {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "split": "rl"}
+
+
+def call(name: str, **args) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
+
+
+def observation(obj) -> str:
+    return "user\n<tool_response>\n" + json.dumps(obj, ensure_ascii=False) + "\n</tool_response>\nassistant\n"
+
+
+def solution(*turns: str, answer: str | None = "Delta City") -> str:
+    final = f"I have it. <answer>{answer}</answer>" if answer is not None else "I am not sure."
+    return "".join(turns) + final
+
+
+SEARCH = call("search", query="Alpha Station") + observation([{"page_id": "p0", "title": "Alpha Station",
+                                                                "snippet": "..."}])
+OPEN = call("open", page="p1") + observation({"page_id": "p1", "title": "Bravo Harbour", "offset": 0,
+                                               "next_offset": None, "total_chars": 10, "text": "Bravo"})
+
+
+def score(text: str, **kw) -> dict:
+    return compute_score("hopforge", text, GT, EXTRA, **kw)
+
+
+def test_a_correct_well_formed_solution_scores_one_and_a_wrong_one_zero() -> None:
+    good = score(solution(SEARCH, OPEN))
+    assert good["score"] == 1.0 and good["acc"] == 1.0 and good["format_ok"] == 1.0 and good["em"] == 1.0
+    assert good["tool_calls"] == 2 and good["bad_tool_calls"] == 0
+    wrong = score(solution(SEARCH, OPEN, answer="Echo Town"))
+    assert wrong["score"] == 0.0 and wrong["acc"] == 0.0 and wrong["format_ok"] == 1.0
+    assert score(solution(answer="delta"))["score"] == 1.0  # an alias, after normalisation
+    assert score(solution(answer="the Delta City."))["score"] == 1.0  # articles and punctuation
+
+
+def test_answer_matching_is_the_correctness_filters() -> None:
+    q = make_question(answer="Delta City", aliases=["Delta"])
+    for pred in ("Delta City", "delta city", "Delta City Harbour", "Delta Harbour", "Echo", ""):
+        for min_f1 in (0.5, MIN_F1, 1.0):
+            rule = grade(pred, q, min_f1).rule_correct
+            assert grade_answer(pred, GT["target"], min_f1).rule_correct == rule
+            got = score(solution(answer=pred), min_f1=min_f1)
+            assert got["acc"] == (1.0 if rule else 0.0), (pred, min_f1)
+    assert MIN_F1 == 0.8  # filters.min_f1's default
+    # F1("Delta City Harbour", "Delta City") = 0.8: correct at the default threshold, not at a stricter one
+    assert score(solution(answer="Delta City Harbour"))["score"] == 1.0
+    assert score(solution(answer="Delta City Harbour"), min_f1=0.9)["score"] == 0.0
+
+
+@pytest.mark.parametrize("text, why", [
+    (solution(SEARCH, answer=None), "the last turn has no <answer>"),
+    (solution("<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"x\"\n</tool_call>" + observation([])),
+     "not a JSON object"),
+    (solution(call("browse", url="x") + observation({"error": "?"})), "unknown tool 'browse'"),
+    (solution("<tool_call>\n{\"name\": \"open\", \"arguments\": \"p1\"}\n</tool_call>" + observation({})),
+     "arguments are not a JSON object"),
+    (SEARCH + "<answer>Delta City</answer> then <tool_call>\n{\"name\": \"open\"", "never closed"),
+    (SEARCH + call("open", page="p1") + "<answer>Delta City</answer>", "the last turn makes a tool call"),
+    # cut inside an observation (the response ran out of tokens)
+    (SEARCH + "I will open it." + call("open", page="p1") + "user\n<tool_response>\n{\"page_id\": \"p1\", \"ti",
+     "no <answer>"),
+])
+def test_a_malformed_solution_scores_zero_whatever_its_answer(text: str, why: str) -> None:
+    got = score(text)
+    assert got["score"] == 0.0 and got["format_ok"] == 0.0 and got["acc"] == 0.0
+    assert any(why in p for p in parse_solution(text).problems), parse_solution(text).problems
+
+
+def test_answers_in_observations_or_reasoning_do_not_count() -> None:
+    # a page that happens to contain "<answer>" is an observation, not the student's answer
+    trap = call("open", page="p3") + observation({"page_id": "p3", "title": "Delta City", "offset": 0,
+                                                  "text": "<answer>Delta City</answer>"})
+    assert score(solution(trap, answer=None))["score"] == 0.0
+    thinking = solution(SEARCH, answer=None).replace("I am not sure.",
+                                                     "<think>maybe <answer>Delta City</answer></think> no idea")
+    assert score(thinking)["score"] == 0.0
+    last = solution(SEARCH).replace("I have it.", "<think><answer>Echo</answer></think>")
+    assert score(last)["score"] == 1.0
+
+
+def test_evidence_term_counts_gold_pages_read() -> None:
+    by_title = call("open", page="Charlie (planet)") + observation(
+        {"page_id": "p2", "title": "Charlie (planet)", "offset": 0, "next_offset": 2000, "total_chars": 5000,
+         "text": "...(truncated)..."})
+    found = call("find", page="p3", text="harbour") + observation(
+        {"page_id": "p3", "title": "Delta City", "text": "harbour", "total": 0, "passages": []})
+    sol = parse_solution(solution(SEARCH, OPEN, by_title, found))
+    # p1 by id in the call, p2 by the observation of an open by title, p3 by find; p0 only searched
+    assert set(sol.read_page_ids) >= {"p1", "p2", "p3"} and "p0" not in sol.read_page_ids
+    assert evidence_share(sol.read_page_ids, EXTRA["path"]) == 0.75
+    off = score(solution(SEARCH, OPEN, by_title, found))
+    assert off["score"] == 1.0 and off["evidence"] == 0.75  # measured, not rewarded, by default
+    on = score(solution(SEARCH, OPEN, by_title, found), evidence_weight=0.2)
+    assert on["score"] == pytest.approx(1.15)
+    wrong = score(solution(SEARCH, OPEN, answer="Echo"), evidence_weight=0.2)
+    assert wrong["score"] == pytest.approx(0.2 * 0.25) and wrong["acc"] == 0.0
+    malformed = score(solution(SEARCH, OPEN, answer=None), evidence_weight=0.2)
+    assert malformed["score"] == 0.0  # no shaping for a solution that never answers
+
+
+def test_ground_truth_and_path_as_verl_batches_hand_them_over() -> None:
+    np = pytest.importorskip("numpy")
+    gt = {"target": np.array(["Delta City", "Delta"], dtype=object)}
+    extra = dict(EXTRA, path=np.array(EXTRA["path"], dtype=object))
+    got = compute_score("hopforge", solution(SEARCH, OPEN), gt, extra, evidence_weight=1.0)
+    assert got["acc"] == 1.0 and got["evidence"] == 0.25
+    assert compute_score("hopforge", solution(), ["Delta City"])["score"] == 1.0
+    assert compute_score("hopforge", solution(), "Delta City", None)["score"] == 1.0

@@ -1,0 +1,41 @@
+"""A real ``rl_pool`` (the pipeline on the demo corpus) against the SFT rows and the questions it came from.
+
+RL must start from the harness SFT trained on: the prompt is the SFT rows' system prompt plus the
+question, the tools are the same JSON, and each row tells verl's tool which page to mask.
+"""
+
+from __future__ import annotations
+
+import json
+
+from synth.tools.schema import tool_schemas
+
+
+def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_rows, questions) -> None:
+    for i, row in enumerate(rl_rows):
+        q = questions[row["extra_info"]["question_id"]]
+        assert row["data_source"] == "hopforge" and row["ability"] == "multihop_search"
+        assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": [q["answer"], *q["answer_aliases"]]}}
+        info = row["extra_info"]
+        assert info["index"] == i and info["split"] == q["split"] == "rl" and info["path"] == q["path"]
+        assert 1 <= info["c"] <= info["n"] - 1
+        # verl's tool rollout: `need_tools_kwargs`, and the search masks the answer page as the rollout did
+        assert info["need_tools_kwargs"] is True
+        assert info["tools_kwargs"] == {"search": {"create_kwargs": {"exclude": [q["answer_page_id"]]}}}
+        assert q["answer_page_id"] == q["path"][-1]
+
+
+def test_the_prompt_and_tools_are_those_the_sft_rows_trained_on(rl_rows, sft_rows, questions) -> None:
+    systems = {r["messages"][0]["content"] for r in sft_rows}
+    assert len(systems) == 1 and all(r["messages"][0]["role"] == "system" for r in sft_rows)
+    (system,) = systems
+    for r in sft_rows:  # SFT: the system prompt, then the question as the user turn
+        assert r["messages"][1] == {"role": "user", "content": questions[r["question_id"]]["question"],
+                                    "tool_calls": None, "tool_call_id": None, "name": None}
+    sft_tools = {r["tools"] for r in sft_rows}
+    assert len(sft_tools) == 1
+    for row in rl_rows:
+        question = questions[row["extra_info"]["question_id"]]["question"]
+        assert row["prompt"] == [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        assert row["tools"] in sft_tools
+        assert json.loads(row["tools"]) == tool_schemas()  # the run's tools config is the default
