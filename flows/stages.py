@@ -54,7 +54,9 @@ EXPAND = Stage("expand", "synth.graph.expand:run_expand", reads=("ingest", "grap
 INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs=("index",), command="index")
 
 QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, must_produce=True,
-                  reads=("ingest", "walks"), optional_reads=("expand", "index"),  # the index: shortcut checks
+                  # the index: shortcut checks; the graph: skippable and ambiguous hops (every pipeline has it,
+                  # since walks need it; a store made by hand may not, and then corpus/links stands in)
+                  reads=("ingest", "walks"), optional_reads=("expand", "index", "graph"),
                   sections=("questions", "teacher"), outputs=("questions", "rejects/questions"), command="questions")
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),

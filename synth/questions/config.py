@@ -33,8 +33,12 @@ class QuestionsConfig(Section):
     check_closed_book: bool = Field(False, description="Drop a question the teacher answers without tools (`too_easy`).")
     check_solvable: bool = Field(False, description="Drop a question the teacher fails with the gold pages in context (`unsolvable`).")
     shard_size: int = operational("Sources per shard (a unit of work for a flow task, and of resume).", 256, ge=1)
-    check_shortcut: bool = Field(True, description="Drop a question when one search for its text returns the answer page in the top `shortcut_k` (`shortcut`).")
-    shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut search.")
+    check_shortcut: bool = Field(True, description="Shortcut checks (need the `index`): drop a question when one "
+                                 "search for its text (`shortcut`), for one of its sub-questions or for its final clue "
+                                 "alone (`clue_shortcut`) returns the answer page in the top `shortcut_k`.")
+    shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut searches.")
+    repair: bool = Field(True, description="Give a question that fails a validator one repair request naming the "
+                         "reason; it is dropped only if the rewrite fails too.")
     splits: SplitFractions = Field(default_factory=SplitFractions, description="Each question's split "
                                    "(sft / rl / eval), decided once when it is written and carried by every table.")
     share_sft_rl: bool = Field(False, description="Let `rl_pool` take sft questions as well as rl ones (by default "

@@ -8,14 +8,21 @@ its aliases, and one ``{sub_question, bridge}`` per hop.  For each subgraph it g
 with its reason.  Every check below is a counted drop reason:
 
 ``teacher_failed`` the call failed after its retries
-``parse_error``    no JSON object in the reply
+``empty`` / ``truncated`` / ``prose`` / ``invalid_json``  no readable JSON object in the reply
+                   (:data:`synth.teacher.prompting.PARSE_REASONS`)
 ``schema_error``   JSON without the required keys and types
 ``hop_missing``    a bridging entity missing, unknown or out of order
 ``wrong_answer``   the answer is not the last entity's title or alias
-``answer_leak``    the answer or an alias appears in the question
+``answer_leak``    the answer, an alias, or a distinctive token of them (a year, a number, a
+                   symbol: :func:`synth.teacher.question_text.answer_tokens`) appears in the question
 ``length``         the question is too short or too long
 ``duplicate``      the same question as an earlier one, after normalisation
 ``too_easy`` / ``unsolvable`` / ``obfuscate_failed`` / ``shortcut``  the optional checks
+
+The validators that need the corpus (``answer_description``, ``skippable_hop``,
+``ambiguous_hop``, ``clue_shortcut``) are in :mod:`synth.questions.validate`; a question
+that fails one of them, or one of the checks above it can be fixed by a rewrite, gets
+one repair request (:mod:`synth.questions.write`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from synth.text.answers import mentions, names_of, normalize_answer
+from synth.text.answers import names_of, normalize_answer
+from synth.teacher.question_text import leaked
 from synth.engine.stage import StageContext
 from synth.teacher.tasks import QUESTION, SUBGRAPH_QUESTION, Source, Task
 from synth.engine.records import Evidence, Hop, Question, Subgraph, Walk
@@ -48,7 +56,7 @@ def format_request(src: Source, qcfg) -> tuple[Task, list[dict], dict]:
     else:
         task, inputs = SUBGRAPH_QUESTION, {"entities": ents, "edges": views, "min_hops": qcfg.min_subgraph_hops,
                                            "max_words": qcfg.max_words}
-    hint = task.hint(source=src, seed=src.seed, min_hops=qcfg.min_subgraph_hops)
+    hint = task.hint(source=src, seed=src.seed, min_hops=qcfg.min_subgraph_hops, max_words=qcfg.max_words)
     return task, task.format_input(**inputs), hint
 
 
@@ -58,9 +66,11 @@ def _is_str_list(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
-def parse_question(src: Source, content: str | None, qcfg, teacher_model: str, task: Task) -> tuple[Question | None, str | None, str]:
-    """Parse and validate a reply into a :class:`Question`, or ``(None, reason, detail)``. Never raises."""
-    obj, reason, detail = task.format_output(content)
+def parse_question(src: Source, reply: Any, qcfg, teacher_model: str,
+                   task: Task) -> tuple[Question | None, str | None, str]:
+    """Parse and validate a reply (its text, or the whole response) into a :class:`Question`, or
+    ``(None, reason, detail)``. Never raises."""
+    obj, reason, detail = task.format_output(reply)
     if obj is None:
         return None, reason, detail
     q, ans, aliases, hops = obj.get("question"), obj.get("answer"), obj.get("answer_aliases", []), obj.get("hops")
@@ -79,9 +89,9 @@ def parse_question(src: Source, content: str | None, qcfg, teacher_model: str, t
         return None, "wrong_answer", f"answer {ans!r} is not {target['title']!r}"
     all_aliases = list(dict.fromkeys([a.strip() for a in aliases if a.strip()] + names_of(target)[1:]))
     all_aliases = [a for a in all_aliases if normalize_answer(a) != normalize_answer(target["title"])]
-    leak = next((n for n in [target["title"], ans, *all_aliases] if mentions(q, n)), None)
+    leak = leaked(q, target, [ans, *all_aliases], named=[chain[0]["title"]])
     if leak is not None:
-        return None, "answer_leak", f"question names {leak!r}"
+        return None, "answer_leak", f"question gives away {leak!r}"
     n_words = len(q.split())
     if not qcfg.min_words <= n_words <= qcfg.max_words:
         return None, "length", f"{n_words} words, allowed {qcfg.min_words}..{qcfg.max_words}"

@@ -1,5 +1,11 @@
 """The ``questions`` stage: write, validate, and optionally harden and check questions.
 
+Each shard writes its questions, validates them and repairs the failures once
+(:mod:`synth.questions.write`, :mod:`synth.questions.validate`), then runs the optional
+checks.  The report's extras say what the validators cost (``validators``), the repairs
+attempted and passed per reason (``repairs``), and how varied the phrasing is
+(``phrasing``, :mod:`synth.questions.skeletons`).
+
 The stage is sharded (``questions.shard_size`` sources a shard): each shard runs its
 rounds of teacher calls concurrently through :meth:`Teacher.map`, which keeps input
 order, and the shards share one teacher, so ``teacher.concurrency`` is global.
@@ -11,31 +17,25 @@ the table depends on neither concurrency nor sharding.  Every source ends either
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from synth.text.answers import is_correct, mentions, names_of, normalize_answer
+from synth.text.answers import is_correct, normalize_answer
 from synth.engine.stage import Shards, StageContext, StageResult
-from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
-from synth.questions.sources import format_request, load_sources, page_meta, parse_question
+from synth.teacher.question_text import leaked
+from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, REPAIR, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
+from synth.questions.links import LinkView, load_graph
+from synth.questions.skeletons import count_skeletons, vocabulary
+from synth.questions.sources import load_sources, page_meta
+from synth.questions.validate import Validator
+from synth.questions.write import Funnel, Repairs, write_questions
 from synth.engine.records import REJECT_SCHEMA, Question
 from synth.engine.store import write_parquet_atomic
 from synth.teacher.client import Teacher, TeacherError, merged_usage, shard_usage, stage_teacher
-
-
-class _Funnel:
-    """Survivors of each round, and rejects with their reasons."""
-
-    def __init__(self) -> None:
-        self.dropped: Counter[str] = Counter()
-        self.rejects: list[dict] = []
-
-    def drop(self, qid: str, source_id: str, reason: str, detail: str = "", raw: str | None = None) -> None:
-        self.dropped[reason] += 1
-        self.rejects.append({"record_id": qid, "source_id": source_id, "reason": reason, "detail": detail, "raw": raw})
 
 
 def _sources(ctx: StageContext) -> list[Source]:
@@ -58,16 +58,37 @@ def plan(ctx: StageContext) -> list[list[int]]:
     return [[a, min(a + size, n)] for a in range(0, n, size)]
 
 
+def _index(ctx: StageContext):
+    from synth.tools.search import SearchIndex
+
+    return ctx.resource("index", lambda: SearchIndex.open(ctx.store.path("index")))
+
+
+def _validator(ctx: StageContext, sources: list[Source]) -> Validator:
+    """The shard's validator: the link view of its pages, and the index when shortcut checks are on."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    graph = ctx.resource("graph", lambda: load_graph(ctx.store))
+    pages = {e["page_id"] for s in sources for e in s.entities}
+    backward = {e["page_id"] for s in sources if s.kind == "subgraph" for e in s.entities}
+    links = LinkView.open(ctx.store, graph, pages, backward)
+    qcfg = ctx.cfg.questions
+    v = Validator(links, _index(ctx) if qcfg.check_shortcut else None, qcfg.shortcut_k)
+    v.seconds += time.perf_counter() - t0  # loading what the checks read is part of their cost
+    v.cpu_seconds += time.thread_time() - c0
+    return v
+
+
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
-    """Write, validate and check the questions of one shard; its rows go to shard parts."""
+    """Write, validate (repairing once) and check the questions of one shard; its rows go to shard parts."""
     qcfg = ctx.cfg.questions
     sources = _sources(ctx)[span[0]:span[1]]
     teacher = stage_teacher(ctx)
-    funnel = _Funnel()
-    total = len(_sources(ctx))
-    kept = _write(ctx, teacher, sources, funnel, ctx.shared_bar("write", total, "questions"))
+    funnel, repairs = Funnel(), Repairs()
+    validator = _validator(ctx, sources)
+    bar = ctx.shared_bar("write", len(_sources(ctx)), "questions")
+    kept = write_questions(ctx, teacher, sources, funnel, validator, repairs, bar)
     if qcfg.obfuscate:
-        kept = _obfuscate(ctx, teacher, kept, funnel)
+        kept = _obfuscate(ctx, teacher, kept, funnel, validator)
     if qcfg.check_closed_book:
         kept = _check(ctx, teacher, kept, funnel, CLOSED_BOOK, "too_easy", _closed_book_messages, want_correct=False)
     if qcfg.check_solvable:
@@ -77,8 +98,10 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     if qcfg.check_shortcut:
         kept = _shortcut(ctx, kept, funnel)
     write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
-    write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA), ctx.shard_out("rejects/questions", i))
-    return {"input": len(sources), "kept": len(kept), "dropped": dict(funnel.dropped), **shard_usage(teacher)}
+    write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA),
+                         ctx.shard_out("rejects/questions", i))
+    return {"input": len(sources), "kept": len(kept), "dropped": dict(funnel.dropped), "repairs": repairs.as_dict(),
+            "validators": validator.stats(), **shard_usage(teacher)}
 
 
 def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
@@ -107,37 +130,43 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     rw.close()
     n_in = sum(s["input"] for s in summaries)
     extra = {"kinds": dict(Counter(q.kind for q in kept)), "shards": len(summaries),
-             "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION)},
-             **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
+             "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION, REPAIR)},
+             "repairs": _merged_repairs(summaries), "validators": _merged_validators(summaries),
+             "phrasing": _phrasing(ctx, kept), **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
     return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra)
+
+
+def _merged_repairs(summaries: list[dict]) -> dict[str, dict[str, int]]:
+    out: dict[str, Counter] = {}
+    for s in summaries:
+        for reason, counts in (s.get("repairs") or {}).items():
+            out.setdefault(reason, Counter()).update(counts)
+    return {r: dict(c) for r, c in sorted(out.items())}
+
+
+def _merged_validators(summaries: list[dict]) -> dict:
+    total: Counter = Counter()
+    for s in summaries:
+        total.update(s.get("validators") or {})
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in total.items()}
+
+
+def _phrasing(ctx: StageContext, kept: list[Question]) -> dict:
+    """Distinct sentence skeletons of the kept questions (:mod:`synth.questions.skeletons`)."""
+    by_id = {s.question_id: s for s in _sources(ctx)}
+    items = []
+    for q in kept:
+        src = by_id.get(q.question_id)
+        if src is not None:
+            texts = [e["title"] for e in src.entities] + [e.get("description") for e in src.entities]
+            items.append((q.question, vocabulary(texts + [l.paragraph for l in src.links]), q.titles))
+    return count_skeletons(items)
 
 
 SHARDS = Shards(plan=plan, run=run_shard, finish=finish)
 
 
-def _write(ctx: StageContext, teacher: Teacher, sources: list[Source], funnel: _Funnel, bar) -> list[tuple[Source, Question]]:
-    qcfg = ctx.cfg.questions
-
-    async def write(src: Source) -> tuple[str, Any]:
-        task, messages, hint = format_request(src, qcfg)
-        return task, await teacher.chat(messages, hint=hint)
-
-    results = teacher.map(write, sources, progress=bar)
-    kept = []
-    for src, res in zip(sources, results):
-        if isinstance(res, TeacherError):
-            funnel.drop(src.question_id, src.source_id, "teacher_failed", res.reason)
-            continue
-        task, resp = res
-        q, reason, detail = parse_question(src, resp.content, qcfg, ctx.cfg.teacher.model, task)
-        if q is None:
-            funnel.drop(src.question_id, src.source_id, reason or "parse_error", detail, resp.content)
-            continue
-        kept.append((src, q))
-    return kept
-
-
-def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel) -> list:
+def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, validator: Validator) -> list:
     """Rewrite pass: blur entity names into descriptions; the rewrite must keep every rule."""
     qcfg = ctx.cfg.questions
 
@@ -157,13 +186,17 @@ def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel)
         target = src.entity(q.answer) or {"title": q.answer, "aliases": q.answer_aliases}
         if not isinstance(new, str) or not new.strip():
             funnel.drop(q.question_id, src.source_id, "obfuscate_failed", "no rewritten question", res.content)
-        elif any(mentions(new, n) for n in names_of(target) + q.answer_aliases):
+        elif leaked(new, target, q.answer_aliases, named=[q.titles[0]]):
             funnel.drop(q.question_id, src.source_id, "answer_leak", "rewrite names the answer", new)
         elif not qcfg.min_words <= len(new.split()) <= qcfg.max_words:
             funnel.drop(q.question_id, src.source_id, "length", f"rewrite has {len(new.split())} words", new)
         else:
             q.question = new.strip()
-            out.append((src, q))
+            failure = validator.check(q)  # a rewrite must pass every check the question passed
+            if failure is None:
+                out.append((src, q))
+            else:
+                funnel.drop(q.question_id, src.source_id, failure.reason, f"rewrite: {failure.detail}", new)
     return out
 
 
@@ -176,7 +209,7 @@ def _solvable_messages(q: Question, metas: dict[str, dict]) -> list[dict]:
     return SOLVABLE.format_input(question=q.question, pages=pages)
 
 
-def _check(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel, task: Task, reason: str,
+def _check(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, task: Task, reason: str,
            make_messages: Callable[[Source, Question], list[dict]], want_correct: bool) -> list:
     """Ask the teacher to answer; keep the question when correctness equals ``want_correct``."""
 
@@ -199,12 +232,11 @@ def _check(ctx: StageContext, teacher: Teacher, kept: list, funnel: _Funnel, tas
     return out
 
 
-def _shortcut(ctx: StageContext, kept: list, funnel: _Funnel) -> list:
+def _shortcut(ctx: StageContext, kept: list, funnel: Funnel) -> list:
     """LiteResearcher's shortcut filter: one search for the question must not surface the answer page."""
-    from synth.tools.search import SearchIndex
     from synth.tools.toolbox import is_shortcut
 
-    index = SearchIndex.open(ctx.store.path("index"))
+    index = _index(ctx)
     k = ctx.cfg.questions.shortcut_k
     out = []
     for src, q in kept:

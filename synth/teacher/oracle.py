@@ -7,8 +7,9 @@ writing, ``tool_calls`` during rollouts -- so every stage runs unchanged on it.
 
 It dispatches on the call's :class:`~synth.teacher.tasks.Task` (``hint["task"]``):
 
-- ``question`` / ``subgraph_question``: a question from templates over the page
-  descriptions and the evidence, through every entity of the chain.
+- ``question`` / ``subgraph_question``: a question through every entity of the chain, each
+  hop's clue quoted from that hop's evidence (:mod:`synth.teacher.oracle_questions`).
+- ``repair``: the same question with other clue choices for the hop a validator named.
 - ``obfuscate``: blurs the named start entity into its description.
 - ``closed_book``: knows the answer only for chains of at most two hops.
 - ``solvable``: answers when every gold page is in the context.
@@ -23,83 +24,17 @@ import random
 from typing import Any
 
 from synth.text.answers import mentions, names_of
+from synth.teacher.oracle_questions import chain_question, subgraph_chain
 from synth.teacher.tasks import Source, json_message
 from synth.engine.seeding import derive_seed
 from synth.teacher.config import TeacherConfig
 from synth.teacher.types import ChatResponse
 
-OPENERS = ["Start from the Wikipedia article on {t}.", "Begin with the article about {t}.", "Open the article on {t}."]
-FIRST = ["It mentions {d}.", "That article links to {d}.", "Its text refers to {d}."]
-NEXT = ["The latter's article mentions {d}.", "That article in turn links to {d}.", "Its article refers to {d}.",
-        "From there, the article mentions {d}."]
-BACK = ["It is mentioned in the article on {d}.", "It is linked from the article on {d}.",
-        "The article on {d} refers to it."]
-CLOSERS = ["What is the title of the last article in this chain?", "Which article is reached at the end of the chain?",
-           "Name the final entity of this chain."]
 
-
-def _article(desc: str) -> str:
-    return ("an " if desc[:1].lower() in "aeiou" else "a ") + desc
-
-
-def describe(entity: dict, avoid: list[str]) -> str:
-    """A description phrase for an entity that never names anything in ``avoid``."""
+def describe(entity: dict) -> str | None:
+    """The entity's description as a noun phrase ("the simplest aldehyde"), or None when it has none."""
     d = (entity.get("description") or "").strip()
-    if not d or any(mentions(d, n) for n in avoid):
-        return "another topic"
-    return _article(d[0].lower() + d[1:])
-
-
-def chain_question(chain: list[dict], rnd: random.Random, backward: list[bool] | None = None) -> tuple[str, list[dict]]:
-    """Question text and hops (sub-question + bridge) for a chain of entities, from templates.
-
-    ``backward[i]`` says hop i follows a link from the next entity to the current one.
-    """
-    answer_names = names_of(chain[-1])
-    parts = [rnd.choice(OPENERS).format(t=chain[0]["title"])]
-    hops = []
-    for i, e in enumerate(chain[1:], start=1):
-        d = describe(e, answer_names)
-        prev = chain[i - 1]["title"]
-        if backward and backward[i - 1]:
-            parts.append(rnd.choice(BACK).format(d=d.split(" ", 1)[-1] if d != "another topic" else d))
-            sub = f"Which entity, {d}, has an article that mentions {prev}?"
-        else:
-            parts.append(rnd.choice(FIRST if i == 1 else NEXT).format(d=d))
-            sub = f"Which entity, {d}, does the article on {prev} mention?"
-        hops.append({"sub_question": sub, "bridge": e["title"]})
-    parts.append(rnd.choice(CLOSERS))
-    return " ".join(parts), hops
-
-
-def subgraph_chain(src: Source, min_hops: int, rnd: random.Random) -> tuple[list[dict], list[bool]] | None:
-    """A simple path along the subgraph's links (either direction) with at least ``min_hops`` hops:
-    the longest found from seeded starts, with whether each hop runs against its link."""
-    by_id = {e["page_id"]: e for e in src.entities}
-    adj: dict[str, list[str]] = {}
-    forward = {(l.src_id, l.dst_id) for l in src.links}
-    for a, b in sorted(forward):
-        adj.setdefault(a, []).append(b)
-        adj.setdefault(b, []).append(a)
-    best: list[str] = []
-    starts = sorted(by_id)
-    rnd.shuffle(starts)
-    for s in starts:
-        stack = [[s]]
-        while stack:
-            path = stack.pop()
-            if len(path) > len(best):
-                best = path
-            if len(best) > min_hops + 2:
-                break
-            nxt = [n for n in adj.get(path[-1], []) if n not in path and n in by_id]
-            rnd.shuffle(nxt)
-            stack.extend(path + [n] for n in nxt)
-        if len(best) > min_hops + 2:
-            break
-    if len(best) - 1 < min_hops:
-        return None
-    return [by_id[p] for p in best], [(a, b) not in forward for a, b in zip(best, best[1:])]
+    return "the " + d[0].lower() + d[1:] if d else None
 
 
 class OracleModel:
@@ -132,30 +67,42 @@ class OracleModel:
         return ChatResponse(message=message, usage=usage, finish_reason=finish, model=self.name,
                             model_latency_s=simulated)
 
-    # ---- tasks ---------------------------------------------------------------------------
+    # ---- tasks ----------------------------------------------------------------------------
     def _question(self, messages, tools, sample_index, hint) -> dict:
         src: Source = hint["source"]
-        rnd = random.Random(derive_seed(hint["seed"], "oracle-question", sample_index))
-        text, hops = chain_question(src.entities, rnd)
-        answer = src.entities[-1]
-        return json_message({"question": text, "answer": answer["title"], "answer_aliases": names_of(answer)[1:],
-                              "hops": hops})
+        return _written(src.entities, src.links, derive_seed(hint["seed"], "oracle-question", sample_index),
+                        max_words=hint.get("max_words", 220))
 
     def _subgraph_question(self, messages, tools, sample_index, hint) -> dict:
+        return self._from_subgraph(hint, sample_index, "oracle-subgraph")
+
+    def _from_subgraph(self, hint: dict, sample_index: int, stream: str, **fixes: Any) -> dict:
         src: Source = hint["source"]
-        rnd = random.Random(derive_seed(hint["seed"], "oracle-subgraph", sample_index))
-        found = subgraph_chain(src, hint["min_hops"], rnd)
+        found = subgraph_chain(src.entities, src.links, hint["min_hops"],
+                               random.Random(derive_seed(hint["seed"], stream, sample_index)))
         if found is None:
             return {"role": "assistant", "content": "This group has no chain of links long enough for a question."}
-        chain, backward = found
-        text, hops = chain_question(chain, rnd, backward)
-        return json_message({"question": text, "start": chain[0]["title"], "answer": chain[-1]["title"],
-                              "answer_aliases": names_of(chain[-1])[1:], "hops": hops})
+        return _written(found[0], src.links, derive_seed(hint["seed"], "oracle-question", sample_index),
+                        start=True, max_words=hint.get("max_words", 220), **fixes)
+
+    def _repair(self, messages, tools, sample_index, hint) -> dict:
+        """Rewrite a rejected question with other clue choices: a new window for the hop the check
+        named (every hop when it named none), short clues for ``length``, another chain for a
+        subgraph's ``skippable_hop``."""
+        src: Source = hint["source"]
+        hop = hint.get("hop")
+        fixes = {"fix": frozenset([hop]) if isinstance(hop, int) else None, "short": hint["reason"] == "length"}
+        if src.kind == "walk":
+            return _written(src.entities, src.links, derive_seed(hint["seed"], "oracle-question", sample_index),
+                            max_words=hint.get("max_words", 220), **fixes)
+        stream = "oracle-subgraph-repair" if hint["reason"] == "skippable_hop" else "oracle-subgraph"
+        return self._from_subgraph(hint, sample_index, stream, **fixes)
 
     def _obfuscate(self, messages, tools, sample_index, hint) -> dict:
         src: Source = hint["source"]
         start = src.entities[0]
-        blurred = hint["question"].replace(start["title"], "the " + describe(start, []).split(" ", 1)[-1])
+        phrase = describe(start)
+        blurred = hint["question"].replace(start["title"], phrase) if phrase else hint["question"]
         return json_message({"question": blurred})
 
     def _closed_book(self, messages, tools, sample_index, hint) -> dict:
@@ -178,6 +125,16 @@ class OracleModel:
         from synth.teacher.oracle_agent import next_turn
 
         return next_turn(messages, sample_index, hint)
+
+
+def _written(chain: list[dict], links: list, seed: int, start: bool = False, **fixes: Any) -> dict:
+    """The JSON reply for a question through ``chain`` (with ``start`` for a subgraph question)."""
+    text, hops = chain_question(chain, links, seed, **fixes)
+    answer = chain[-1]
+    obj = {"question": text, "answer": answer["title"], "answer_aliases": names_of(answer)[1:], "hops": hops}
+    if start:
+        obj = {"question": text, "start": chain[0]["title"], **{k: v for k, v in obj.items() if k != "question"}}
+    return json_message(obj)
 
 
 def make_oracle(cfg: TeacherConfig, **kw: Any) -> OracleModel:

@@ -18,7 +18,8 @@ from typing import Any, Callable, NamedTuple
 
 from synth.engine.records import Evidence
 from synth.engine.seeding import short_hash
-from synth.teacher.prompting import extract_answer, extract_json, prompt_sha, render
+from synth.teacher.prompting import extract_answer, extract_json, prompt_sha, read_json, render
+from synth.teacher.types import split_reasoning
 from synth.text.answers import names_of, normalize_answer
 
 
@@ -54,22 +55,42 @@ class Task:
         """The chat messages (system, user) for ``inputs``."""
         return render(self.template.removesuffix(".jinja2"), **inputs)
 
-    def format_output(self, content: str | None) -> Parsed:
-        """The reply read as this task's output, or why it cannot be (``parse_error``: nothing
-        to parse; ``schema_error``: the wrong shape)."""
+    def format_output(self, reply: Any, finish_reason: str | None = None) -> Parsed:
+        """The reply read as this task's output, or why it cannot be.
+
+        ``reply`` is the reply text, or the whole :class:`~synth.teacher.types.ChatResponse`
+        (then its ``finish_reason`` is used, so a reply cut at max_tokens is ``truncated``, not
+        a parse failure).  Reasons are those of :data:`~synth.teacher.prompting.PARSE_REASONS`:
+        ``empty``, ``truncated``, ``prose``, ``invalid_json``, ``schema_error``.  Reasoning
+        (``<think>`` blocks) is never read as output.  Of several JSON objects, the first with
+        the ``required`` keys is taken.
+        """
+        content = getattr(reply, "content", reply)
+        if finish_reason is None:
+            finish_reason = getattr(reply, "finish_reason", None)
+        if self.output == "json":
+            objs, reason, detail = read_json(content, finish_reason)
+            if reason is not None:
+                return Parsed(None, reason, detail)
+            if self.parse is not None:
+                return self.parse(content)
+            for obj in objs:
+                if all(isinstance(obj.get(key), typ) for key, typ in self.required):
+                    return Parsed(obj)
+            key, typ = next((k, t) for k, t in self.required if not isinstance(objs[0].get(k), t))
+            return Parsed(None, "schema_error", f"`{key}` must be {typ.__name__}")
         if self.parse is not None:
             return self.parse(content)
         if self.output == "answer":
             answer = extract_answer(content)
-            return Parsed(answer) if answer is not None else Parsed(None, "parse_error", "no <answer> tag")
-        if self.output == "json":
-            obj, reason = extract_json(content)
-            if obj is None:
-                return Parsed(None, reason, "no JSON object")
-            for key, typ in self.required:
-                if not isinstance(obj.get(key), typ):
-                    return Parsed(None, "schema_error", f"`{key}` must be {typ.__name__}")
-            return Parsed(obj)
+            if answer is not None:
+                return Parsed(answer)
+            text = split_reasoning(content)[0]
+            if finish_reason == "length":
+                return Parsed(None, "truncated", "cut at max_tokens before <answer>...</answer>")
+            if not text or not text.strip():
+                return Parsed(None, "empty", "no text outside the reasoning")
+            return Parsed(None, "prose", "no <answer>...</answer> tag")
         return Parsed(content)
 
     def hint(self, **facts: Any) -> dict:
@@ -82,6 +103,8 @@ SUBGRAPH_QUESTION = Task("subgraph_question", "subgraph_question.jinja2", "json"
 OBFUSCATE = Task("obfuscate", "obfuscate.jinja2", "json", required=(("question", str),))
 CLOSED_BOOK = Task("closed_book", "closed_book.jinja2", "answer")
 SOLVABLE = Task("solvable", "solvable.jinja2", "answer")
+# One rewrite of a question a validator rejected: the original request, the rejected reply, the reason and its rule.
+REPAIR = Task("repair", "repair.jinja2", "json")
 def _judge_verdict(content: str | None) -> Parsed:
     """The judge's verdict (``{"correct": true|false}``, or the words yes/no/correct/incorrect)."""
     obj, reason = extract_json(content)
@@ -99,7 +122,7 @@ def _judge_verdict(content: str | None) -> Parsed:
 JUDGE = Task("judge", "judge.jinja2", "json", parse=_judge_verdict)
 AGENT = Task("agent", "agent.jinja2", "turn")
 
-TASKS = {t.name: t for t in (QUESTION, SUBGRAPH_QUESTION, OBFUSCATE, CLOSED_BOOK, SOLVABLE, JUDGE, AGENT)}
+TASKS = {t.name: t for t in (QUESTION, SUBGRAPH_QUESTION, REPAIR, OBFUSCATE, CLOSED_BOOK, SOLVABLE, JUDGE, AGENT)}
 
 
 @dataclass(slots=True)

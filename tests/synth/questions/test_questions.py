@@ -77,10 +77,14 @@ def _handler(req, mode=None):
     ents = ENTITY.findall(user)
     titles = [t for _, t, _ in ents]
     c = int(ents[0][2])
-    valid = {"question": f"Starting from {titles[0]}, follow each linked article in turn through every place it "
-                         f"leads to; which place do you reach at the very end?",
+    # One sentence per hop, each with a clue that tells its place apart (a clue of no content words is
+    # an ambiguous hop), between a first sentence naming the start and a last one asking for the end.
+    hop = "Then find the place closely associated with it that locals visit often."
+    valid = {"question": f"Start from the article on {titles[0]}. " + " ".join([hop] * (len(titles) - 1))
+                         + " Which place do you reach at the very end?",
              "answer": titles[-1], "answer_aliases": [],
-             "hops": [{"sub_question": f"hop {i}", "bridge": t} for i, t in enumerate(titles[1:], 1)]}
+             "hops": [{"sub_question": "Which place closely associated with the previous one do locals visit often?",
+                       "bridge": t} for t in titles[1:]]}
     mode = c % 10 if mode is None else mode
     if mode == 1:
         return Reply(content="Sure, here is a great question for you!")
@@ -117,15 +121,20 @@ def test_openai_backend_every_reason_counted_and_nothing_leaked(tmp_path, monkey
         cfg = _openai_cfg(srv.base_url)
         out = run_stage(QUESTIONS, cfg, store)
         rep = out.report
-        assert rep["dropped"] == {"parse_error": 1, "schema_error": 1, "answer_leak": 1, "wrong_answer": 1,
+        assert rep["dropped"] == {"prose": 1, "schema_error": 1, "answer_leak": 1, "wrong_answer": 1,
                                   "hop_missing": 1, "length": 1, "duplicate": 1, "teacher_failed": 1}
         assert rep["output"] == 2 and rep["input"] == 10
+        assert rep["input"] == rep["output"] + sum(rep["dropped"].values())
+        # A parsed question that fails a check gets one repair request; this server never fixes it.
+        fixable = ("answer_leak", "hop_missing", "length", "wrong_answer")
+        assert rep["repairs"] == {r: {"attempted": 1, "repaired": 0} for r in fixable}
         # Chain 8 always answers 500: one try plus one retry, then it fails with its reason.
         assert rep["teacher"]["failures"] == {"http_500": 1} and rep["teacher"]["retries"] == 1
-        assert rep["teacher"]["requests"] == 11
+        assert rep["teacher"]["requests"] == 11 + len(fixable)
         rejects = _rejects(tmp_path)
         assert sorted(r["reason"] for r in rejects) == sorted(rep["dropped"])
-        assert next(r for r in rejects if r["reason"] == "parse_error")["raw"].startswith("Sure")
+        assert next(r for r in rejects if r["reason"] == "prose")["raw"].startswith("Sure")
+        assert all(r["detail"].startswith("after repair") for r in rejects if r["reason"] in fixable)
         first = _questions(tmp_path)
         _check_valid(first, cfg.questions)
         # The key went only into the Authorization header.
@@ -134,7 +143,7 @@ def test_openai_backend_every_reason_counted_and_nothing_leaked(tmp_path, monkey
 
         # A rerun (forced) pays nothing for completed calls: only the failed one is retried.
         out2 = run_stage(QUESTIONS, cfg, store, force=True)
-        assert srv.count - n_sent == 2 and out2.report["teacher"]["cache_hits"] == 9
+        assert srv.count - n_sent == 2 and out2.report["teacher"]["cache_hits"] == 9 + len(fixable)
         assert _questions(tmp_path) == first
 
     for path in tmp_path.rglob("*"):

@@ -1,0 +1,231 @@
+"""Question validators that hold for any teacher: each failure is a named, counted drop reason.
+
+They run on a parsed :class:`~synth.engine.records.Question` (after the schema, chain,
+answer, leak and length checks of :func:`~synth.questions.sources.parse_question`), first
+to last; the first one that fails names the reason.  A *hop's clue* is its ``sub_question``
+plus, when the question has exactly one sentence per hop between its first and last
+sentences (the layout the prompts ask for), that hop's sentence; the *final clue* is the
+question's second-to-last sentence when it has three or more (in that layout, the last
+hop's sentence, the last sentence asking for the answer).  Sentences are split by
+:func:`synth.teacher.question_text.sentences`, words read by
+:func:`~synth.teacher.question_text.content_words`.
+
+``answer_description``
+    The question, or its last hop's ``sub_question``, repeats the answer page's own
+    description (the whole of it, or the part before its first ``;`` ``,`` or ``(``, two
+    words or longer, compared after SQuAD normalisation).  The last clue must come from the
+    evidence of the last hop, the paragraph that links to the answer.
+``skippable_hop``
+    An entity of the chain links straight to one two or more steps further along, in the
+    order the question uses, in the corpus's link graph (walks and subgraphs alike); the
+    hops between them can be skipped.
+``ambiguous_hop``
+    A hop's clue tells its bridge apart from nothing: it has fewer than two content words
+    once the words of the titles already reached are set aside; or it also fits another
+    page linked from the same article (for a hop that runs against its link, another page
+    linking to the same article), the chain's own pages aside.  A clue *fits* a page when
+    it holds at least three quarters of the content words of the page's description, and at
+    least two of them (one, for a one-word description), all its words counted: two pages
+    with the same normalised description always fit a clue equally.  It is ambiguous when
+    such a page fits at least as well as the bridge itself (Gas and Liquid are both "state
+    of matter"), or fits a clue the bridge's description does not fit at all (a quote that
+    holds "subregion of Oceania" points at the article's other link, Micronesia, too).
+``clue_shortcut``
+    One search of the unmasked index for a hop's ``sub_question``, or for the final clue,
+    returns the answer page in the top ``questions.shortcut_k`` (the whole question is the
+    stage's ``shortcut`` check).  A query none of whose terms the answer page holds cannot
+    return it and is not sent; a query already answered for the same answer page (a
+    repaired question repeats most of its clues) is not sent again.
+
+:data:`RULES` says each reason in words: the repair request quotes it to the teacher.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+from synth.engine.records import Question
+from synth.teacher.question_text import content_words, repeats_description, sentences
+from synth.teacher.tasks import Source
+
+RULES = {
+    "answer_leak": "the question names the answer, one of its names, or a number, year or symbol of it.",
+    "wrong_answer": "the answer is not the title of the chain's last entity.",
+    "hop_missing": "the hops do not bridge the chain's entities one by one, in order.",
+    "length": "the question is too short or too long.",
+    "answer_description": "the question repeats the answer's own description; give the last clue from the "
+                          "evidence of the last hop (what the previous article says where it links to the answer).",
+    "skippable_hop": "an entity of the chain links straight to a later one, so the hops between them can be "
+                     "skipped; chain the entities so that each links only to the next.",
+    "ambiguous_hop": "a hop's clue does not tell its entity apart from the other pages the same article links "
+                     "to; give a clue from that hop's evidence that fits only its entity.",
+    "clue_shortcut": "one search for a single clue (a sub-question, or the final clue alone) already finds the "
+                     "answer page; choose clues that share fewer words with the answer's own page.",
+}
+FIT = 0.75  # share of a description's content words a clue must hold to fit that page
+_title_words = lru_cache(maxsize=1 << 14)(content_words)  # titles recur across a shard's chains
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a question fails: the drop reason, a detail for people, and the hop it concerns (0-based)."""
+
+    reason: str
+    detail: str
+    hop: int | None = None
+
+
+def repairable(src: Source, failure: Failure) -> bool:
+    """Whether a rewrite can fix it: a walk's chain is fixed, so nothing removes its skippable hop."""
+    return failure.reason in RULES and not (failure.reason == "skippable_hop" and src.kind == "walk")
+
+
+def hop_clues(q: Question) -> tuple[list[str], str | None]:
+    """Each hop's clue text and the final clue (module docstring)."""
+    sents = sentences(q.question, protect=q.titles)
+    aligned = len(sents) == len(q.hops) + 2
+    clues = [h.sub_question + (" " + sents[i + 1] if aligned else "") for i, h in enumerate(q.hops)]
+    return clues, (sents[-2] if len(sents) >= 3 else None)
+
+
+def fits(clue_words: set[str], description: str | set[str]) -> float:
+    """How well a clue fits a page by its description (or the description's content words): the share of
+    those words it holds, or 0 when that is under :data:`FIT` or fewer than two (one, for a one-word one)."""
+    d = content_words(description) if isinstance(description, str) else description
+    if not d:
+        return 0.0
+    hit = len(d & clue_words)
+    share = hit / len(d)
+    return share if hit >= min(2, len(d)) and share >= FIT else 0.0
+
+
+class Validator:
+    """The checks of the module docstring over one shard's questions, with what they cost."""
+
+    def __init__(self, links, index=None, k: int = 5):
+        self.links, self.index, self.k = links, index, k
+        self.seconds = 0.0  # wall time, and CPU time of the checking thread (steadier on shared cores)
+        self.cpu_seconds = 0.0
+        self.by_check: dict[str, float] = {}
+        self.checked = 0
+        self.searches = 0
+        self.pruned = 0
+        # (terms, title key, answer page) -> in the top k: a repaired question repeats most of its clues
+        self._verdicts: dict[tuple, bool] = {}
+        self._held: dict[str, set[str]] = {}  # answer page -> the index terms it holds
+
+    def check(self, q: Question) -> Failure | None:
+        """The first check ``q`` fails, or None."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            self.checked += 1
+            clues, final = hop_clues(q)
+            return (self._timed("answer_description", self._description, q)
+                    or self._timed("skippable_hop", self._skippable, q)
+                    or self._timed("ambiguous_hop", self._ambiguous, q, clues)
+                    or (self._timed("clue_shortcut", self._shortcut, q, final) if self.index is not None else None))
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.cpu_seconds += time.thread_time() - c0
+
+    def _timed(self, name: str, fn, *args) -> Failure | None:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.by_check[name] = self.by_check.get(name, 0.0) + time.perf_counter() - t0
+
+    def stats(self) -> dict:
+        """Questions checked, seconds spent (in all, loading included, and per check), searches sent and
+        skipped, and graph lookups."""
+        return {"checked": self.checked, "seconds": round(self.seconds, 4), "cpu_seconds": round(self.cpu_seconds, 4),
+                **{f"seconds_{k}": round(v, 4) for k, v in self.by_check.items()},
+                "searches": self.searches, "searches_pruned": self.pruned, "graph_lookups": self.links.lookups}
+
+    # ---- the checks, in order -------------------------------------------------------------
+    def _description(self, q: Question) -> Failure | None:
+        desc = self.links.description(q.answer_page_id)
+        if not desc:
+            return None
+        for where, text in (("question", q.question), ("last sub-question", q.hops[-1].sub_question)):
+            core = repeats_description(text, desc)
+            if core is not None:
+                return Failure("answer_description", f"the {where} repeats the answer's description {core!r}",
+                               len(q.hops) - 1)
+        return None
+
+    def _skippable(self, q: Question) -> Failure | None:
+        found = self.links.skips(q.path)
+        if found is None:
+            return None
+        i, j = found
+        return Failure("skippable_hop", f"{q.titles[i]!r} links straight to {q.titles[j]!r}", i)
+
+    def _ambiguous(self, q: Question, clues: list[str]) -> Failure | None:
+        known: set[str] = set()
+        chain = set(q.path)
+        for i, clue in enumerate(clues):
+            here, bridge = q.path[i], q.path[i + 1]
+            known |= _title_words(q.titles[i])  # the reader has reached these titles: their words tell nothing new
+            words = content_words(clue)
+            if len(words - known) < 2:
+                return Failure("ambiguous_hop", f"hop {i + 1}: the clue names nothing that tells "
+                                                f"{q.titles[i + 1]!r} apart", i)
+            backward = not self.links.links(here, bridge)
+            own = fits(words, self.links.description_words(bridge))
+            # A page can fit only if its description holds some clue word, and a word begins with its
+            # stem less the last letter ("citi" of "cities" and "city"): a substring test rules most out.
+            probes = [" " + (w[:-1] if len(w) >= 3 else w) for w in words]
+            for other in self.links.neighbours(here, backward):
+                if other in chain:
+                    continue
+                text = self.links.description_text(other)
+                if len(text) < 2 or not any(p in text for p in probes):
+                    continue
+                f = fits(words, self.links.description_words(other))
+                if f and f >= own:
+                    side = "linking to" if backward else "linked from"
+                    return Failure("ambiguous_hop", f"hop {i + 1}: the clue also fits {self.links.title(other)!r} "
+                                                    f"({self.links.description(other)!r}), also {side} "
+                                                    f"{q.titles[i]!r}", i)
+        return None
+
+    def _shortcut(self, q: Question, final: str | None) -> Failure | None:
+        from synth.tools.text import analyze, query_terms, title_key
+        from synth.tools.toolbox import is_shortcut
+
+        held = self._held.get(q.answer_page_id)
+        if held is None:
+            page = self.index.get_page(q.answer_page_id)
+            held = self._held[q.answer_page_id] = (
+                set(analyze(page["title"] + "\n" + "\n".join(page["paragraphs"]))) if page else set())
+        if not held:  # not indexed: no search can return it
+            return None
+        k = len(q.hops) - 1
+        queries = [(h.sub_question, i) for i, h in enumerate(q.hops)]
+        if final:
+            queries.append((final, k))
+        seen: set[tuple] = set()
+        for text, hop in queries:
+            terms = query_terms(text)
+            if not terms:
+                continue
+            if not held.intersection(terms):
+                self.pruned += 1
+                continue
+            key = (frozenset(terms), title_key(text), q.answer_page_id)  # the same bag of terms ranks the same
+            if key in seen:
+                continue
+            seen.add(key)
+            if key not in self._verdicts:
+                self.searches += 1
+                self._verdicts[key] = is_shortcut(self.index, text, q.answer_page_id, self.k)
+            if self._verdicts[key]:
+                what = "the final clue" if hop == k and text != q.hops[k].sub_question else f"hop {hop + 1}'s clue"
+                return Failure("clue_shortcut", f"{what} {text!r} finds the answer page in the top {self.k}", hop)
+        return None
+
+
+__all__ = ["RULES", "FIT", "Failure", "Validator", "hop_clues", "fits", "repairable"]

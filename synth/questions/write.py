@@ -1,0 +1,109 @@
+"""The write round of the questions stage: ask the teacher, parse, validate, and repair once.
+
+Every source gets one question request.  The reply is parsed
+(:func:`~synth.questions.sources.parse_question`) and the parsed question validated
+(:class:`~synth.questions.validate.Validator`).  A question that fails a check a rewrite can
+fix (:func:`~synth.questions.validate.repairable`) gets ONE repair request (the ``repair``
+Task): the original request, the rejected reply, the reason and its rule.  The rewrite
+goes through the same parsing and checks and is dropped only if it still fails, under the
+reason it fails with then.  Nothing is retried twice, so a teacher that never fixes its
+question costs one extra call per rejected question, no more.
+
+:class:`Repairs` counts, per first reason, the repairs attempted and those that passed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from synth.engine.records import Question
+from synth.questions.sources import format_request, parse_question
+from synth.questions.validate import RULES, Failure, Validator, repairable
+from synth.teacher.client import Teacher, TeacherError
+from synth.teacher.tasks import REPAIR, Source, Task
+
+
+class Funnel:
+    """Rejects with their reasons (every source ends either kept or here, once)."""
+
+    def __init__(self) -> None:
+        self.dropped: Counter[str] = Counter()
+        self.rejects: list[dict] = []
+
+    def drop(self, qid: str, source_id: str, reason: str, detail: str = "", raw: str | None = None) -> None:
+        """Count one drop and keep its record for ``rejects/questions``."""
+        self.dropped[reason] += 1
+        self.rejects.append({"record_id": qid, "source_id": source_id, "reason": reason, "detail": detail, "raw": raw})
+
+
+class Repairs:
+    """Repairs attempted and repaired, per the reason that asked for them."""
+
+    def __init__(self) -> None:
+        self.attempted: Counter[str] = Counter()
+        self.repaired: Counter[str] = Counter()
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        """``{reason: {"attempted": n, "repaired": m}}``."""
+        return {r: {"attempted": n, "repaired": self.repaired[r]} for r, n in sorted(self.attempted.items())}
+
+
+def judge(src: Source, reply: Any, task: Task, ctx, validator: Validator) -> tuple[Question | None, Failure | None]:
+    """The reply parsed and validated: ``(question, None)`` or ``(None, failure)``."""
+    q, reason, detail = parse_question(src, reply, ctx.cfg.questions, ctx.cfg.teacher.model, task)
+    if q is None:
+        return None, Failure(reason or "parse_error", detail)
+    failure = validator.check(q)
+    return (q, None) if failure is None else (None, failure)
+
+
+def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel, validator: Validator,
+                    repairs: Repairs, bar=None) -> list[tuple[Source, Question]]:
+    """One question per source, validated and repaired once where it can be; kept in source order."""
+    qcfg = ctx.cfg.questions
+
+    async def write(src: Source):
+        task, messages, hint = format_request(src, qcfg)
+        return task, messages, await teacher.chat(messages, hint=hint)
+
+    kept: dict[int, Question] = {}
+    pending = []
+    for i, (src, res) in enumerate(zip(sources, teacher.map(write, sources, progress=bar))):
+        if isinstance(res, TeacherError):
+            funnel.drop(src.question_id, src.source_id, "teacher_failed", res.reason)
+            continue
+        task, messages, resp = res
+        q, failure = judge(src, resp, task, ctx, validator)
+        if q is not None:
+            kept[i] = q
+        elif qcfg.repair and repairable(src, failure):
+            pending.append((i, src, task, messages, resp.content, failure))
+        else:
+            funnel.drop(src.question_id, src.source_id, failure.reason, failure.detail, resp.content)
+
+    async def repair(item):
+        _, src, task, messages, raw, failure = item
+        msgs = REPAIR.format_input(request=messages[-1]["content"], previous=raw or "", reason=failure.reason,
+                                   rule=RULES[failure.reason], detail=failure.detail)
+        hint = REPAIR.hint(source=src, seed=src.seed, of=task.name, reason=failure.reason, hop=failure.hop,
+                           min_hops=qcfg.min_subgraph_hops, max_words=qcfg.max_words)
+        return await teacher.chat(msgs, hint=hint)
+
+    for item, res in zip(pending, teacher.map(repair, pending)):
+        i, src, task, _, raw, first = item
+        repairs.attempted[first.reason] += 1
+        if isinstance(res, TeacherError):
+            funnel.drop(src.question_id, src.source_id, first.reason, f"{first.detail} (repair failed: {res.reason})",
+                        raw)
+            continue
+        q, failure = judge(src, res, task, ctx, validator)
+        if q is None:
+            funnel.drop(src.question_id, src.source_id, failure.reason, f"after repair: {failure.detail}", res.content)
+            continue
+        repairs.repaired[first.reason] += 1
+        kept[i] = q
+    return [(sources[i], kept[i]) for i in sorted(kept)]
+
+
+__all__ = ["Funnel", "Repairs", "judge", "write_questions"]
