@@ -25,8 +25,8 @@ from synth.engine.records import Question, Trace
 Verdict = Union[bool, tuple]
 
 # The modules that define filter families; imported on first use of the registry.
-FAMILIES = ("filters.format", "filters.correctness", "filters.low_step", "filters.repeats", "filters.length",
-            "filters.decontaminate")
+FAMILIES = ("filters.format", "filters.correctness", "filters.low_step", "filters.repeats", "filters.grounded",
+            "filters.length", "filters.decontaminate")
 
 REGISTRY: dict[str, type] = {}
 

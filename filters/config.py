@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from synth.engine.config import Section
 
-DEFAULT_CHAIN = ["format", "correctness", "low_step", "repeats", "length", "decontaminate"]
+DEFAULT_CHAIN = ["format", "correctness", "low_step", "repeats", "grounded", "length", "decontaminate"]
 
 
 class FiltersConfig(Section):
@@ -20,7 +20,7 @@ class FiltersConfig(Section):
     chain: list[str] = Field(
         default_factory=lambda: list(DEFAULT_CHAIN),
         description="Filters applied to every trace, in this order; a trace stops at the first that drops it. "
-        "Names: format, correctness, low_step, repeats, length, decontaminate. `correctness` runs last when "
+        "Names: format, correctness, low_step, repeats, grounded, length, decontaminate. `correctness` runs last when "
         "not listed (SFT keeps correct traces only); best-of-n (`not_best`) runs after the chain.",
     )
     min_f1: float = Field(
@@ -41,6 +41,13 @@ class FiltersConfig(Section):
         1, ge=1,
         description="A trace that makes the same tool call (same name, same canonical arguments) more than this "
         "many times is dropped (`repeated_calls`).",
+    )
+    min_grounding: float = Field(
+        0.8, ge=0, le=1,
+        description="The grounded filter (`ungrounded`): a search query (or find text) is grounded when at least this "
+        "share of its content terms (the index's analyzer, stop words dropped) were in the question or an earlier "
+        "observation; an opened or found page must have been shown (its id, or its title's terms in order). A trace "
+        "with any ungrounded call is dropped.",
     )
     max_tokens: int = Field(
         32768, ge=1,

@@ -9,7 +9,8 @@ Pass 2 reads back only the survivors, writes the kept ones to ``sft`` and the ot
 to the rejects as ``not_best``.  Memory holds no conversation beyond one batch.
 
 Funnel: input = traces, output = ``sft`` rows, dropped by reason = the chain's reasons
-plus ``not_best``.  ``filter/verdicts`` has one row per trace.
+plus ``not_best``.  ``filter/verdicts`` has one row per trace, with its count of ungrounded
+tool calls (:mod:`filters.grounded`) whichever filter dropped it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from filters.base import FilterContext, FilterRunner, build_chain
 from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
 from filters.correctness import CorrectnessFilter, grade, run_judge
+from filters.grounded import ungrounded_steps
 from filters.sftrows import sft_row
 
 BATCH_ROWS = 512
@@ -133,7 +135,7 @@ def run_filter(ctx: StageContext) -> StageResult:
                 if teacher is not None:
                     _judge_batch(teacher, recs, questions, fctx.grades, judge_counts)
                 for t in recs:
-                    _pass_one(t, fctx, runner, per_q, candidates, verdicts)
+                    _pass_one(t, fctx, runner, per_q, candidates, verdicts, fcfg.min_grounding)
                 rejects.write(pending)
                 pending.clear()
                 for tid, m in fctx.measures.items():
@@ -183,7 +185,7 @@ def _judge_batch(teacher: Any, traces: list[Trace], questions: dict[str, Questio
 
 
 def _pass_one(trace: Trace, fctx: FilterContext, runner: FilterRunner, per_q: dict, candidates: list,
-              verdicts: dict) -> None:
+              verdicts: dict, min_grounding: float) -> None:
     tid, qid = trace.trace_id, trace.question_id
     g = fctx.grades[tid]
     per_q.setdefault(qid, _PerQuestion()).add(trace, g.correct)
@@ -196,10 +198,12 @@ def _pass_one(trace: Trace, fctx: FilterContext, runner: FilterRunner, per_q: di
     elif keep:
         rubric = rubric_raw(trace, fctx.questions[qid])
         candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric))
+    # Counted for every trace, whichever filter dropped it (the report's grounding histogram reads it).
+    ungrounded = len(ungrounded_steps(trace, min_grounding))
     verdicts[tid] = {"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
                      "split": trace.split, "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1, "judge_correct": g.judge_correct,
                      "correct": g.correct, "rubric_raw": rubric, "rubric": None, "n_tokens": None,
-                     "kept": False, "reason": reason}
+                     "ungrounded_steps": ungrounded, "kept": False, "reason": reason}
 
 
 def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate], kept_ids: set[str],

@@ -368,7 +368,7 @@ class Trace(Record):
     messages: str
     tools: str
     final_answer: str | None
-    stop_reason: str  # answer | max_turns | max_tokens | teacher_failed | no_answer
+    stop_reason: str  # answer | max_turns | max_tokens | truncated | teacher_failed | no_answer
     n_turns: int
     n_tool_calls: int
     n_search: int
@@ -385,6 +385,9 @@ class Trace(Record):
     teacher_model: str
     error: str | None  # teacher failure reason when stop_reason == teacher_failed
     split: str  # the question's split, carried so no table needs a join to know it
+    # How tool calls travelled: native (the server's tool_calls) or a text protocol (hermes, llama3,
+    # mistral, react) parsed back into the same shape; see synth/teacher/protocols.py.
+    tool_protocol: str = "native"
 
     SCHEMA: ClassVar[pa.Schema] = pa.schema(
         [
@@ -411,6 +414,7 @@ class Trace(Record):
             pa.field("teacher_model", pa.string(), nullable=False),
             pa.field("error", pa.string()),
             pa.field("split", pa.string(), nullable=False),
+            pa.field("tool_protocol", pa.string(), nullable=False),
         ]
     )
 
@@ -484,6 +488,7 @@ VERDICT_SCHEMA = pa.schema(
         pa.field("rubric_raw", pa.float64()),  # only for traces that passed the chain (positive-only)
         pa.field("rubric", pa.float64()),  # rubric_raw / group max
         pa.field("n_tokens", pa.int64()),  # rendered length, when the length filter measured it
+        pa.field("ungrounded_steps", pa.int64(), nullable=False),  # tool calls acting on what was not yet seen
         pa.field("kept", pa.bool_(), nullable=False),
         pa.field("reason", pa.string()),  # drop reason; null when kept
     ]
@@ -492,6 +497,12 @@ VERDICT_SCHEMA = pa.schema(
 
 # The `rl_pool` table in the verl / Search-R1 layout.
 PROMPT_MESSAGE_TYPE = pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])
+# extra_info.tools_kwargs: {tool name: {"create_kwargs": {...}}}; only `search` takes any (the pages it never returns).
+RL_TOOLS_KWARGS_TYPE = pa.struct([
+    pa.field("search", pa.struct([
+        pa.field("create_kwargs", pa.struct([pa.field("exclude", pa.list_(pa.string()))])),
+    ])),
+])
 RL_SCHEMA = pa.schema(
     [
         pa.field("data_source", pa.string(), nullable=False),
@@ -508,6 +519,10 @@ RL_SCHEMA = pa.schema(
             pa.field("n", pa.int32()),
             pa.field("c", pa.int32()),
             pa.field("split", pa.string()),
+            # verl's multi-turn tool rollouts: per tool, the kwargs of its ``create`` (the search masks the
+            # answer page, as the rollout's Toolbox did); see filters/band.py and synth/tools/verl_tool.py.
+            pa.field("tools_kwargs", RL_TOOLS_KWARGS_TYPE),
+            pa.field("need_tools_kwargs", pa.bool_()),
         ]), nullable=False),
         pa.field("tools", pa.string(), nullable=False),
     ]

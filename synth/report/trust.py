@@ -65,7 +65,11 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
         md.append("")
         repairs = q.get("repairs")
         if isinstance(repairs, dict) and repairs:
-            md += ["Repairs: " + ", ".join(f"{k} {v}" for k, v in sorted(repairs.items())) + ".", ""]
+            md += ["| repaired reason | attempted | repaired |", "| --- | ---: | ---: |"]
+            for reason, r in sorted(repairs.items()):
+                if isinstance(r, dict):
+                    md.append(f"| `{reason}` | {r.get('attempted', 0):,} | {r.get('repaired', 0):,} |")
+            md.append("")
         summary["question_drops"] = dict(q.get("dropped") or {})
     else:
         skipped.append("question validators")

@@ -2,10 +2,12 @@
 
 A trajectory is ``system, user, (assistant [+ tool_calls], tool*)*, assistant <answer>``.
 It ends when the assistant replies with ``<answer>…</answer>`` and no tool call
-(``answer``), with neither (``no_answer``), at ``rollout.max_turns`` (``max_turns``),
-when the context reaches ``rollout.max_tokens`` (``max_tokens``), or when a teacher
-call fails for good (``teacher_failed``).  A malformed or unknown tool call becomes a
-tool message with the error; it never aborts the run.
+(``answer``), with neither (``no_answer``; ``truncated`` when the reply was cut at the
+teacher's max_tokens), at ``rollout.max_turns`` (``max_turns``), when the context
+reaches ``rollout.max_tokens`` (``max_tokens``), or when a teacher call fails for good
+(``teacher_failed``).  Tool calls reach the loop in OpenAI's shape whatever protocol
+carried them; the trace records which (``tool_protocol``).  A malformed or unknown
+tool call becomes a tool message with the error; it never aborts the run.
 
 With ``rollout.compress_observations`` only the latest observation is sent in full
 (earlier ones become a short placeholder, past actions are kept); the stored trace
@@ -26,16 +28,6 @@ from synth.teacher.client import Teacher, TeacherError
 from synth.tools.toolbox import Toolbox
 
 PLACEHOLDER = "[earlier observation omitted to save context; call the tool again if you need it]"
-
-
-@dataclass(slots=True)
-class Gold:
-    """What only the oracle may read about a question: its gold chain and the clue of every hop."""
-
-    question: Question
-    anchors: list[str]  # anchors[i]: the text in path[i] that names path[i+1]
-    descriptions: list[str]  # description of every path page ("" when none)
-    seed: int
 
 
 @dataclass
@@ -75,9 +67,12 @@ def _assistant_message(resp_message: dict, turn: int) -> tuple[dict, list[ToolCa
     return msg, calls
 
 
-async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sample_index: int, cfg,
-                      gold: Gold | None = None) -> Trace:
-    """Run one trajectory for ``question`` and return its :class:`Trace` (never raises TeacherError)."""
+async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sample_index: int, cfg) -> Trace:
+    """Run one trajectory for ``question`` and return its :class:`Trace` (never raises TeacherError).
+
+    The teacher's hint is only a persona seed for the question (what the offline oracle varies its
+    samples by); it reads the question from the conversation and never sees the gold chain.
+    """
     rcfg = cfg.rollout
     messages = AGENT.format_input(question=question.question, max_turns=rcfg.max_turns)
     tools = toolbox.schemas()
@@ -85,8 +80,8 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
     first_seen = [-1] * len(gold_ids)
     where = {pid: j for j, pid in enumerate(gold_ids)}
     t = _Tally()
-    stop, answer, error = "max_turns", None, None
-    hint = AGENT.hint(gold=gold) if gold is not None else None
+    stop, answer, error, protocol = "max_turns", None, None, None
+    hint = AGENT.hint(seed=derive_seed(cfg.seed, "rollout", question.question_id))
     while t.n_turns < rcfg.max_turns:
         context = compress(messages) if rcfg.compress_observations else messages
         try:
@@ -95,6 +90,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
             stop, error = "teacher_failed", e.reason
             break
         t.n_turns += 1
+        protocol = resp.tool_protocol or protocol
         t.latency += resp.model_latency_s or 0.0
         t.prompt_tokens += resp.usage.get("prompt_tokens", 0)
         t.completion_tokens += resp.usage.get("completion_tokens", 0)
@@ -102,7 +98,8 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         messages.append(msg)
         if not calls:
             answer = extract_answer(msg["content"])
-            stop = "answer" if answer is not None else "no_answer"
+            # A reply cut at max_tokens is not the model declining to answer: count it apart.
+            stop = "answer" if answer is not None else "truncated" if resp.finish_reason == "length" else "no_answer"
             break
         for tc in calls:
             obs, info = toolbox.call(tc.name, tc.arguments)
@@ -130,14 +127,6 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         opened_page_ids=list(dict.fromkeys(t.opened)), gold_page_ids=gold_ids, gold_first_seen=first_seen,
         prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
         latency_s=round(t.latency, 6), teacher_model=teacher.cfg.model, error=error, split=question.split,
+        tool_protocol=protocol or teacher.tool_protocol,
     )
 
-
-def gold_for(question: Question, meta: dict[str, dict], evidence: dict[tuple[str, str], str], run_seed: int) -> Gold:
-    """The oracle's view of a question: the anchor naming each next page (or its title when the link runs
-    backwards or is unknown) and every page's description."""
-    anchors = []
-    for a, b in zip(question.path, question.path[1:]):
-        anchors.append(evidence.get((a, b)) or meta.get(b, {}).get("title") or b)
-    descriptions = [(meta.get(p, {}).get("description") or "") for p in question.path]
-    return Gold(question, anchors, descriptions, derive_seed(run_seed, "rollout", question.question_id))

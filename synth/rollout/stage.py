@@ -13,29 +13,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-import pyarrow.compute as pc
-
 from synth.engine.stage import Shards, StageContext, StageResult
-from synth.questions.sources import page_meta
 from synth.engine.records import Question, Trace
-from synth.rollout.loop import gold_for, rollout_one
+from synth.rollout.loop import rollout_one
 from synth.tools.search import SearchIndex
 from synth.engine.store import write_parquet_atomic
 from synth.teacher.client import merged_usage, shard_usage, stage_teacher
 from synth.tools.toolbox import Toolbox
-
-
-def hop_evidence(store) -> dict[tuple[str, str], str]:
-    """Anchor text of every walk hop and subgraph edge, keyed by (src_id, dst_id)."""
-    out: dict[tuple[str, str], str] = {}
-    for rel, col in (("walks", "hops"), ("subgraphs", "edges")):
-        if store.exists(rel):
-            # Three columns of the flattened evidence structs, not a record per walk: walks can be millions.
-            ev = pc.list_flatten(store.read(rel, columns=[col])[col])
-            cols = (pc.struct_field(ev, name).to_pylist() for name in ("src_id", "dst_id", "anchor_text"))
-            for src, dst, anchor in zip(*cols):
-                out.setdefault((src, dst), anchor)
-    return out
 
 
 def load_questions(store, limit: int | None = None) -> list[Question]:
@@ -44,23 +28,21 @@ def load_questions(store, limit: int | None = None) -> list[Question]:
     return [Question.from_row(r) for r in rows[:limit]]
 
 
-_CACHE: dict[tuple[str, str], tuple[list[Question], dict, SearchIndex]] = {}
+_CACHE: dict[tuple[str, str], tuple[list[Question], SearchIndex]] = {}
 _LOCK = threading.Lock()
 
 
-def _inputs(ctx: StageContext) -> tuple[list[Question], dict, SearchIndex]:
-    # Loaded once per process and stage run; every shard uses them.
+def _inputs(ctx: StageContext) -> tuple[list[Question], SearchIndex]:
+    # Loaded once per process and stage run; every shard uses them.  Nothing of the gold chain beyond
+    # the question record is loaded: the teacher is handed the question text and a persona seed only.
     key = (str(ctx.store.root), ctx.key)
     with _LOCK:
         if key not in _CACHE:
             _CACHE.clear()
             cfg = ctx.cfg
             questions = load_questions(ctx.store, cfg.rollout.max_questions)
-            meta = page_meta(ctx.store, {p for q in questions for p in q.path})
-            evidence = hop_evidence(ctx.store)
-            golds = {q.question_id: gold_for(q, meta, evidence, cfg.seed) for q in questions}
             index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
-            _CACHE[key] = (questions, golds, index)
+            _CACHE[key] = (questions, index)
         return _CACHE[key]
 
 
@@ -73,14 +55,14 @@ def plan(ctx: StageContext) -> list[list[int]]:
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     """``rollout.n`` trajectories for each question of one shard, written as one part of ``traces``."""
     cfg = ctx.cfg
-    questions, golds, index = _inputs(ctx)
+    questions, index = _inputs(ctx)
     items = [(q, s) for q in questions[span[0]:span[1]] for s in range(cfg.rollout.n)]
     teacher = stage_teacher(ctx)
 
     async def one(item: tuple[Question, int]) -> Trace:
         q, s = item
         toolbox = Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id])
-        return await rollout_one(teacher, toolbox, q, s, cfg, golds[q.question_id])
+        return await rollout_one(teacher, toolbox, q, s, cfg)
 
     bar = ctx.shared_bar("trajectories", len(questions) * cfg.rollout.n, "traces")
     traces = teacher.map(one, items, progress=bar)

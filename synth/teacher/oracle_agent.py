@@ -1,206 +1,231 @@
-"""The oracle's rollout policy: a ReAct agent that follows the gold path through the real tools.
+"""The oracle's rollout policy: an honest ReAct agent that acts only on what it has read.
 
-It knows the question's gold chain and the clue of every hop (the call's ``hint``),
-but everything it sees of the corpus comes from the real tools: it searches, opens,
-finds and answers.  Like a real teacher it varies across samples and makes mistakes:
-each sample draws a "persona" (how often it picks a wrong search result, opens a
-clue directly, double-checks with ``find``, repeats a call, backtracks, or gives up).
-A wrong pick is always one of the results the real index returned, so the later
-filters have real work to do.
+It knows nothing of the gold chain: its hint is a persona seed.  It reads the question
+by the writer's contract (:mod:`synth.teacher.oracle_agent_reading`): the first sentence
+names the start, then one quoted clue per hop, then the closing question.  It searches
+for the start and opens the result whose title the first sentence holds; then, hop by
+hop, it finds the clue's quoted passage in the page it stands on and opens the name
+standing where the quote has its blank (a quote without a blank is a passage of the page
+sought, so it searches for it).  Leads come from the question and observations only
+(:mod:`synth.teacher.oracle_agent_leads`).  It checks every page it opens: a page is
+kept when it holds the passage the *next* clue quotes (the last page, when the clue
+framed its name); otherwise it backtracks to its next lead and, when none is left,
+continues from the best page it saw.  So it can fail, for the reasons a real agent fails.
 
-The policy is stateless: its state is re-derived from its own past actions, which
-stay in the context even when observations are compressed, and from the latest
-observation; every draw is seeded by (question, sample, turn).  So a rollout
-resumed from the call cache continues exactly as it would have.
+Its words say why: each turn quotes the clue and the passage of the observation that
+matches it, in wordings drawn per turn (:mod:`synth.teacher.oracle_agent_phrases`).
+Samples differ by a seeded persona (how often it picks the runner-up, searches before
+opening, double-checks with ``find``, opens by id, how strict its check is, whether it
+gives up); every draw is seeded by (question, sample, turn) through ``derive_seed``.  The
+policy is stateless: :class:`synth.teacher.oracle_agent_memory.Memory` re-derives what it
+has read and where it stands from the conversation, so a rollout resumed from the call
+cache continues exactly as it would have.  (With ``rollout.compress_observations`` earlier
+observations reach it as placeholders; it cannot re-derive what they said, so it stops
+with "unknown" rather than act on a remembered guess.)
 """
 
 from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+import re
 
-from synth.text.answers import normalize_answer
-from synth.engine.records import Conversation
 from synth.engine.seeding import derive_seed
+from synth.teacher.oracle_agent_leads import FLOOR, MAX_OPENS, MAX_SEARCHES, Cand, Persona
+from synth.teacher.oracle_agent_memory import Memory, read_steps, remembered
+from synth.teacher.oracle_agent_pages import mentions
+from synth.teacher.oracle_agent_phrases import say
+from synth.teacher.oracle_agent_reading import excerpt
+
+_TURNS = re.compile(r"at most (\d+) turns")
 
 
-@dataclass(slots=True)
-class Persona:
-    """How one sample behaves."""
-
-    p_wrong: float  # pick a non-gold search result
-    p_direct: float  # open the clue as a title instead of searching for it
-    p_find: float  # confirm the clue with `find` before moving on
-    p_repeat: float  # repeat the previous search verbatim
-    backtracks: bool  # after a wrong page, search again instead of carrying on
-    give_up_turn: int | None  # answer "unknown" from this turn on
-
-
-def persona(seed: int, sample_index: int, hops: int) -> Persona:
+def persona(seed: int, sample_index: int) -> Persona:
     """The seeded behaviour of one sample."""
     r = random.Random(derive_seed(seed, "persona", sample_index))
     return Persona(
-        p_wrong=r.choice([0.0, 0.05, 0.1, 0.25]),
-        p_direct=r.choice([0.0, 0.3, 0.6]),
-        p_find=r.choice([0.0, 0.3, 0.7]),
-        p_repeat=r.choice([0.0, 0.0, 0.1]),
-        backtracks=r.random() < 0.7,
-        give_up_turn=r.randint(2, 3 * hops) if r.random() < 0.08 else None,
+        p_wrong=r.choice([0.0, 0.0, 0.1, 0.2]),
+        p_search=r.choice([0.0, 0.3, 0.6]),
+        p_find=r.choice([0.0, 0.15, 0.3]),
+        p_ids=r.choice([0.0, 0.5, 1.0]),
+        strict=r.choice([0.34, 0.4, 0.5]),
+        query_order=tuple(r.sample(range(3), 3)),
+        give_up_turn=r.randint(6, 30) if r.random() < 0.03 else None,
     )
-
-
-def _actions(messages: list[dict]) -> list[tuple[str, dict]]:
-    return [(tc.name, tc.args() or {}) for _, tc in Conversation.from_openai(messages).tool_calls()]
-
-
-def _last_observation(messages: list[dict]):
-    if not messages or messages[-1].get("role") != "tool":
-        return None
-    try:
-        return json.loads(messages[-1]["content"])
-    except (json.JSONDecodeError, TypeError):
-        return None
-
-
-def _article_phrase(desc: str) -> str:
-    if not desc:
-        return "the entity the clue points to"
-    d = desc[0].lower() + desc[1:]
-    return ("an " if d[:1] in "aeiou" else "a ") + d
 
 
 def _call(name: str, turn: int, **args) -> dict:
     return {"id": f"call_{turn}_0", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
 
-def _say(text: str, call: dict | None = None) -> dict:
+def _msg(text: str, call: dict | None = None) -> dict:
     msg = {"role": "assistant", "content": text}
     if call is not None:
         msg["tool_calls"] = [call]
     return msg
 
 
-class _Chain:
-    """The gold chain and where the agent stands on it, re-derived from its actions."""
-
-    def __init__(self, gold, actions: list[tuple[str, dict]]):
-        q = gold.question
-        self.ids, self.titles, self.anchors, self.desc = list(q.path), list(q.titles), gold.anchors, gold.descriptions
-        self.k = len(self.ids) - 1
-        self._index = {pid: j for j, pid in enumerate(self.ids)}
-        self._index.update({normalize_answer(t): j for j, t in enumerate(self.titles)})
-        self.pos, self.lost, self.current, self.opens = -1, False, None, 0
-        self.wrong_opens = 0
-        self.searches_since_open = 0
-        for name, args in actions:
-            if name == "open":
-                self.opens += 1
-                self.searches_since_open = 0
-                j = self.gold_index(args.get("page"))
-                self.current = args.get("page")
-                if j is not None and j >= self.pos:
-                    self.pos, self.lost, self.wrong_opens = j, False, 0
-                elif j is None:
-                    self.lost, self.wrong_opens = True, self.wrong_opens + 1
-            elif name == "search":
-                self.searches_since_open += 1
-
-    def gold_index(self, page) -> int | None:
-        if not isinstance(page, str):
-            return None
-        j = self._index.get(page)
-        return j if j is not None else self._index.get(normalize_answer(page))
-
-    def target(self) -> int:
-        return min(self.pos + 1, self.k)
-
-    def queries(self, j: int) -> list[str]:
-        """Ways to search for gold page ``j``."""
-        if j == 0:
-            return [self.titles[0], f"{self.titles[0]} {self.desc[0]}".strip()]
-        clue, d = self.anchors[j - 1], self.desc[j]
-        return [clue, f"{clue} {d}".strip(), d or clue, f"{self.titles[j - 1]} {clue}"]
+def _max_turns(messages: list[dict]) -> int:
+    # The harness states the budget in its system prompt; a reader of the prompt knows it too.
+    m = _TURNS.search(str(messages[0].get("content") or "")) if messages else None
+    return int(m.group(1)) if m else 40
 
 
 def next_turn(messages: list[dict], sample_index: int, hint: dict) -> dict:
-    """The oracle agent's next assistant message for the conversation so far."""
-    gold = hint["gold"]
-    actions = _actions(messages)
+    """The oracle agent's next assistant message for the conversation so far.
+
+    ``hint`` holds only ``seed``, the persona seed of this question; the question is
+    read from the conversation like any model reads it.
+    """
+    question = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+    seed = int(hint.get("seed", 0))
     turn = sum(1 for m in messages if m.get("role") == "assistant") + 1
-    c = _Chain(gold, actions)
-    me = persona(gold.seed, sample_index, c.k)
-    rnd = random.Random(derive_seed(gold.seed, "turn", sample_index, turn))
-    obs = _last_observation(messages)
-    last = actions[-1] if actions else None
-    used = {(n, json.dumps(a, sort_keys=True)) for n, a in actions}
+    me = persona(seed, sample_index)
+    mem = remembered(question, me, read_steps(messages))
+    rnd = random.Random(derive_seed(seed, "turn", sample_index, turn))
+    return _Turn(mem, me, rnd, turn, _max_turns(messages)).decide()
 
-    def search(text: str, query_options: list[str], start: int = 0) -> dict | None:
-        # Like a careful agent, never send the very same search twice (the repeat persona aside).
-        for k in range(len(query_options)):
-            q = query_options[(start + k) % len(query_options)]
-            if ("search", json.dumps({"query": q}, sort_keys=True)) not in used:
-                return _say(text, _call("search", turn, query=q))
-        return None
 
-    def open_clue(text: str) -> dict:
-        return _say(text, _call("open", turn, page=c.anchors[j - 1]))
+class _Turn:
+    """One decision: the memory, the persona and this turn's draws."""
 
-    if me.give_up_turn is not None and turn >= me.give_up_turn:
-        return _say("I cannot pin down the remaining links with confidence. <answer>unknown</answer>")
-    if last is None:
-        return _say(f"I start from {c.titles[0]}. Let me search for it.", _call("search", turn, query=c.queries(0)[0]))
-    name, args = last
-    if name == "search" and me.p_repeat and rnd.random() < me.p_repeat:
-        return _say("Let me run that search once more.", _call("search", turn, **args))
+    def __init__(self, mem: Memory, me: Persona, rnd: random.Random, turn: int, max_turns: int):
+        self.m, self.me, self.rnd, self.turn, self.max_turns = mem, me, rnd, turn, max_turns
+        self.prefix = self._reaction()
 
-    j = c.target()
-    fallback = (open_clue(f"Searching does not surface it; the page should be titled '{c.anchors[j - 1]}', "
-                          "so let me open it directly.") if j > 0 else
-                _say("I could not find the starting page. <answer>unknown</answer>"))
-    if name == "search":
-        results = [r.get("page_id") for r in obs] if isinstance(obs, list) else []
-        if c.ids[j] in results:
-            others = [p for p in results if p != c.ids[j] and p not in c.ids[: j + 1]
-                      and ("open", json.dumps({"page": p})) not in used]
-            pick = rnd.choice(others) if others and rnd.random() < me.p_wrong else c.ids[j]
-            return _say("One of these results looks like the entity I need; let me read it.",
-                        _call("open", turn, page=pick))
-        if c.searches_since_open < 2:
-            again = search("The results do not show it; let me rephrase the search.", c.queries(j),
-                           rnd.randrange(len(c.queries(j))))
-            if again is not None:
-                return again
-        if j == 0 and results and ("open", json.dumps({"page": results[0]})) not in used:
-            return _say("I will try the best result.", _call("open", turn, page=results[0]))
-        return fallback
+    def say(self, kind: str, **slots: str) -> str:
+        """A wording of ``kind``, after the agent's reaction to the last observation."""
+        text = say(kind, self.rnd, **slots)
+        return f"{self.prefix} {text}" if self.prefix else text
 
-    if name == "open" and (not isinstance(obs, dict) or "error" in obs):
-        return search("That page did not open; let me search instead.", c.queries(j)) or \
-            _say("I cannot reach the next page. <answer>unknown</answer>")
+    def act(self, kind: str, tool: str, args: dict, **slots: str) -> dict:
+        """An assistant turn that says ``kind`` and calls ``tool`` with ``args``."""
+        return _msg(self.say(kind, **slots), _call(tool, self.turn, **args))
 
-    if name == "open" and c.lost:
-        page_title = obs.get("title", "") if isinstance(obs, dict) else ""
-        if c.opens > c.k or c.wrong_opens >= 2 or not me.backtracks and rnd.random() < 0.5:
-            return _say(f"The chain seems to end at {page_title}. <answer>{page_title}</answer>")
-        text = (f"{page_title} does not fit the clue. Let me go back and search again." if me.backtracks else
-                "This page may still lead on; let me look for the next clue.")
-        return search(text, c.queries(j), rnd.randrange(len(c.queries(j)))) or fallback
+    def clue(self, h: int) -> str:
+        """Clue ``h``'s quote, shortened for quoting it back."""
+        c = self.m.q.clues[h - 1]
+        return excerpt(c.quote, c.terms, 16)
 
-    # On the gold chain at position c.pos (after an open or a find).
-    if c.pos == c.k:
-        if name == "open" and rnd.random() < me.p_find * 0.5:
-            return _say("Let me confirm this is the entity the last clue describes.",
-                        _call("find", turn, page=c.ids[c.k], text=c.titles[c.k].split(" (")[0]))
-        return _say(f"Following every link of the chain leads to {c.titles[c.k]}. <answer>{c.titles[c.k]}</answer>")
-    clue = c.anchors[c.pos]
-    if name == "open" and rnd.random() < me.p_find:
-        return _say(f"{c.titles[c.pos]} should mention the next entity; let me find the passage.",
-                    _call("find", turn, page=c.ids[c.pos], text=clue))
-    nxt = c.pos + 1
-    if nxt == c.k or rnd.random() < me.p_direct:  # the answer page is masked from search: open it by name
-        return _say(f"The article mentions {clue}; let me open that page.", _call("open", turn, page=clue))
-    qs = c.queries(nxt)
-    j = nxt
-    return search(f"Next I need {_article_phrase(gold.descriptions[nxt])}; let me search for it.", qs,
-                  rnd.randrange(len(qs))) or open_clue(f"The article mentions {clue}; let me open that page.")
+    def _reaction(self) -> str:
+        """What the agent makes of the last observation, when it decided something."""
+        m, ev = self.m, self.m.event
+        if ev is None or ev[0] not in ("accept", "reject", "forced", "failed", "recall_accept", "recall_reject"):
+            return ""
+        if ev[0] == "failed":
+            return self.rnd.choice([f'There is no page titled "{ev[1]}".', f'"{ev[1]}" is not a page title here.',
+                                    f'Opening "{ev[1]}" failed.'])
+        kind, pid, h = ev
+        title = m.pages[pid].title
+        if kind.endswith("accept") and h >= m.k or m.k == 0:
+            return ""
+        kind = {"recall_accept": "recall", "recall_reject": "reject"}.get(kind, kind)
+        if kind == "forced":
+            return say("accept_weak", self.rnd, page=title, clue=self.clue(max(h, 1)))
+        nxt = min(h + 1, m.k)
+        passage = m.best_passage(pid, nxt) if kind in ("accept", "recall") else ""
+        return say(kind, self.rnd, page=title, clue=self.clue(nxt), passage=excerpt(passage, m.q.clues[nxt - 1].terms))
+
+    def decide(self) -> dict:
+        """The next assistant message: give up, answer, find the start, or follow the next clue."""
+        m, me = self.m, self.me
+        h = len(m.chain)
+        if me.give_up_turn is not None and self.turn >= me.give_up_turn or self.turn >= self.max_turns - 1:
+            return self.give_up(h)
+        if m.omitted:
+            # Earlier observations were compressed away: what they said cannot be re-derived, and acting on a
+            # remembered guess is what this agent never does.
+            return _msg(say("lost", self.rnd) + " <answer>unknown</answer>")
+        if m.k == 0 or h > m.k:
+            return self.answer()
+        if h == 0:
+            return self.start()
+        return self.hop(h)
+
+    def give_up(self, h: int) -> dict:
+        """Say so and answer "unknown" (the correctness filter drops the trace)."""
+        clue = self.clue(min(max(h, 1), self.m.k)) if self.m.k else ""
+        return _msg(self.say("give_up", clue=clue) + " <answer>unknown</answer>")
+
+    def answer(self) -> dict:
+        """Every clue followed: answer with the title of the page reached, quoting the last link."""
+        m = self.m
+        title = m.pages[m.chain[-1]].title
+        if m.k == 0 or len(m.chain) < 2:
+            return _msg(f"The question names no hop to follow, so the answer is where I stand. <answer>{title}</answer>")
+        prev = m.pages[m.chain[-2]]
+        passage = next((s for s in prev.sentences() if mentions(s, title)), "")
+        text = say("answer", self.rnd, clue=self.clue(m.k), prev=prev.title, title=title,
+                   passage=excerpt(passage, m.q.clues[-1].terms) or title)
+        return _msg(f"{text} <answer>{title}</answer>")
+
+    def start(self) -> dict:
+        """Find the start: open a result the first sentence names, else search, else open the name."""
+        m, opening = self.m, excerpt(self.m.q.opening, frozenset(), 24)
+        cands = m.start_candidates()
+        if cands:
+            pid, title = cands[0]
+            page = pid if self.rnd.random() < self.me.p_ids else title
+            return self.act("open_start", "open", {"page": page}, title=title, opening=opening)
+        query = m.next_start_query()
+        if query is not None:
+            kind = "start_again" if m.queries[0] else "start"
+            return self.act(kind, "search", {"query": query}, opening=opening, query=query)
+        guess = m.start_guess()
+        if guess is not None:
+            return self.act("open_guess", "open", {"page": guess}, name=guess)
+        return self.give_up(1)
+
+    def hop(self, h: int) -> dict:
+        """Follow clue ``h`` from the current page: read on, search, check with ``find``, or open a lead."""
+        m, me, rnd = self.m, self.me, self.rnd
+        page = m.pages[m.chain[-1]]
+        clue = self.clue(h)
+        if m.pending is not None:
+            cand = m.pages[m.pending]
+            return self.act("read_candidate", "open", {"page": cand.page_id, "offset": cand.next_offset},
+                            page=cand.title, clue=self.clue(min(h + 1, m.k)))
+        if m.should_read_on(h):
+            return self.act("read_on", "open", {"page": page.page_id, "offset": page.next_offset},
+                            page=page.title, clue=clue)
+        cands = m.candidates(h)
+        query = m.next_hop_query(h) if len(m.queries[h]) < MAX_SEARCHES else None
+        if query in m.failed[h] and (not cands or cands[0].score < 2.0):
+            # The name in the blank is not a title as written: search it before trying weaker leads.
+            return self.act("search_name", "search", {"query": query}, name=query, clue=clue)
+        if m.attempts[h] < MAX_OPENS and cands and cands[0].score >= FLOOR:
+            best = cands[0]
+            unsure = best.source == "page" and best.page_id is None and best.score < 3.0 and h < m.k
+            if unsure and not m.queries[h] and best.name not in m.failed[h]:
+                # The blank's extent is open ("the strong interaction between quarks"): see which reading is
+                # a title before opening guesses (not at the last hop, whose page search never returns).
+                return self.act("search_reading", "search", {"query": best.name}, name=best.name, clue=clue,
+                                page=page.title)
+            if not m.queries[h] and best.source == "page" and rnd.random() < me.p_search:
+                query = m.next_hop_query(h)
+                if query is not None:
+                    return self.act("search_hop", "search", {"query": query}, clue=clue, query=query, page=page.title)
+            if not m.finds[h] and best.source == "page" and rnd.random() < me.p_find:
+                args = {"page": page.page_id, "text": best.name}
+                if ("find", json.dumps(args, sort_keys=True)) not in m.calls:
+                    return self.act("find", "find", args, clue=clue, page=page.title, text=best.name,
+                                    passage=excerpt(best.passage, m.q.clues[h - 1].terms))
+            # A hasty pick of the runner-up, only where the next clue will show the mistake.
+            hasty = h < m.k and len(cands) > 1 and cands[1].score >= FLOOR and rnd.random() < me.p_wrong
+            pick = cands[1] if hasty else best
+            return self.open(h, pick, page.title, clue)
+        if query is not None:
+            # A passage of some other page names entities that outrank it: look further down the results.
+            args = {"query": query, "k": 20} if m.q.clues[h - 1].elsewhere else {"query": query}
+            return self.act("search_hop", "search", args, clue=clue, query=query, page=page.title)
+        return self.give_up(h)
+
+    def open(self, h: int, c: Cand, here: str, clue: str) -> dict:
+        """Open lead ``c`` (by page id when one was shown and the persona likes ids), saying why."""
+        target = c.page_id if c.page_id is not None and self.rnd.random() < self.me.p_ids else c.name
+        kind = "open_result" if c.source == "result" else "open_hop"
+        passage = excerpt(c.passage, self.m.q.clues[h - 1].terms)
+        return self.act(kind, "open", {"page": target}, clue=clue, page=here, name=c.name, passage=passage)
+
+
+__all__ = ["next_turn", "persona"]

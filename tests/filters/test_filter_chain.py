@@ -28,9 +28,15 @@ def tokenizer(tmp_path_factory):
     return load_tokenizer(save_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
 
 
+# make_trace's observations are placeholders; this question names everything its default calls act on,
+# so a trace asking it passes the grounded filter (tests/filters/test_filter_grounded.py tests that filter).
+GROUNDED = "Start at Alpha Station; its page p1 leads to p2, and on to Delta City. Which city?"
+
+
 def run_chain(traces: list[Trace], tokenizer=None, **cfg):
     if tokenizer is None:
-        cfg.setdefault("chain", [n for n in DEFAULT_CHAIN if n != "length"])
+        # Without a tokenizer, the chain less `length`, and less `grounded` (these traces are not grounded).
+        cfg.setdefault("chain", [n for n in DEFAULT_CHAIN if n not in ("length", "grounded")])
     fcfg = FiltersConfig(**cfg)
     q = make_question()
     ctx = FilterContext({q.question_id: q}, tokenizer=tokenizer)
@@ -57,7 +63,8 @@ def test_registry_has_every_family() -> None:
 def test_clean_trace_passes_the_whole_default_chain(tokenizer, tmp_path: Path) -> None:
     evals = tmp_path / "eval.txt"
     evals.write_text("Who wrote the novel about a white whale hunted by a captain?\n")
-    kept, runner, ctx = run_chain([make_trace()], tokenizer, decontaminate=[str(evals)], max_tokens=100_000)
+    kept, runner, ctx = run_chain([make_trace(question=GROUNDED)], tokenizer, decontaminate=[str(evals)],
+                                  max_tokens=100_000)
     assert len(kept) == 1 and runner.dropped == {} and runner.input == runner.output == 1
     assert ctx.measures["t1"]["n_tokens"] > 0
 
@@ -123,7 +130,7 @@ def test_repeated_calls_use_canonical_arguments() -> None:
 
 
 def test_too_long_is_dropped_never_truncated(tokenizer) -> None:
-    trace = make_trace()
+    trace = make_trace(question=GROUNDED)
     _, _, ctx = run_chain([trace], tokenizer)
     n = ctx.measures["t1"]["n_tokens"]
     assert only_reason(trace, tokenizer, max_tokens=n) == (None, None)

@@ -21,6 +21,14 @@ GOOD = [call("search", query="Alpha Station"), call("open", page="p1"), call("fi
         call("search", query="Delta City")]  # covers both intermediate entities
 PARTIAL = [call("search", query="Alpha Station"), call("open", page="p1"), call("search", query="Delta"),
            call("search", query="Delta City", k=3), call("open", page="p3", offset=2000)]  # only Bravo Harbour
+# make_trace's observations are placeholders, so the question names everything GOOD and PARTIAL act on:
+# their calls are grounded.  A trace left with the default question ("Which city?") is not.
+GROUNDED = "Start at Alpha Station; its page p1 leads to p2 and p3, and on to Delta City. Which city?"
+
+
+def trace(*args, **kw):
+    """make_trace with a question that grounds the calls above."""
+    return make_trace(*args, question=kw.pop("question", GROUNDED), **kw)
 
 
 def _run(tmp_path: Path, **fcfg):
@@ -28,16 +36,17 @@ def _run(tmp_path: Path, **fcfg):
                                       "football world cup?")
     questions = [make_question("q1"), make_question("q2"), make_question("q3"), q4]
     traces = [
-        make_trace("t1a", "q1", sample_index=1, calls=GOOD),
-        make_trace("t1b", "q1", sample_index=0, calls=PARTIAL),
+        trace("t1a", "q1", sample_index=1, calls=GOOD),
+        trace("t1b", "q1", sample_index=0, calls=PARTIAL),
         make_trace("t1c", "q1", sample_index=2, answer="Echo Town"),
         make_trace("t1d", "q1", sample_index=3, calls=GOOD[:2]),
-        make_trace("t1e", "q1", sample_index=4, calls=GOOD, thoughts=["Alpha " * 3000]),
-        make_trace("t2a", "q2", calls=GOOD),
+        trace("t1e", "q1", sample_index=4, calls=GOOD, thoughts=["Alpha " * 3000]),
+        make_trace("t1f", "q1", sample_index=5, calls=GOOD),  # correct, but acts on nothing it was shown
+        trace("t2a", "q2", calls=GOOD),
         make_trace("t2b", "q2", sample_index=1, calls=GOOD + [call("open", page="p1")]),
         make_trace("t3a", "q3", answer="Echo"),
         replace(make_trace("t3b", "q3", sample_index=1, answer="Foxtrot"), messages="[{]"),
-        make_trace("t4a", "q4", answer="Delta City"),
+        trace("t4a", "q4", answer="Delta City"),
     ]
     evals = tmp_path / "eval.jsonl"
     evals.write_text(json.dumps({"question": "which river flows through the capital of the country"}) + "\n")
@@ -62,9 +71,9 @@ def test_funnel_adds_up_with_every_reason(run) -> None:
     store, outcome, _ = run
     rep = json.loads((store.root / "reports" / "filter.json").read_text())
     assert rep == outcome.report
-    assert rep["input"] == 10 and rep["output"] == 2
+    assert rep["input"] == 11 and rep["output"] == 2
     assert rep["dropped"] == {"contaminated": 1, "format": 1, "not_best": 1, "repeated_calls": 1,
-                              "too_few_steps": 1, "too_long": 1, "wrong_answer": 2}
+                              "too_few_steps": 1, "too_long": 1, "ungrounded": 1, "wrong_answer": 2}
     assert rep["input"] == rep["output"] + sum(rep["dropped"].values())
     assert rep["bands"] == {"rl_pool": 1, "all_wrong": 1, "all_right": 2}
     assert rep["pass"]["questions"] == 4 and rep["pass"]["pass@n"] == 0.75
@@ -77,12 +86,13 @@ def test_rejects_carry_the_full_row_and_its_reason(run) -> None:
     by_id = {r["trace_id"]: r for r in rejects}
     assert {k: v["reason"] for k, v in by_id.items()} == {
         "t1b": "not_best", "t1c": "wrong_answer", "t1d": "too_few_steps", "t1e": "too_long",
-        "t2b": "repeated_calls", "t3a": "wrong_answer", "t3b": "format", "t4a": "contaminated"}
+        "t1f": "ungrounded", "t2b": "repeated_calls", "t3a": "wrong_answer", "t3b": "format", "t4a": "contaminated"}
     original = {t.trace_id: t.to_row() for t in traces}
     for tid, r in by_id.items():
         assert {k: v for k, v in r.items() if k not in ("reason", "detail")} == original[tid]
         assert r["detail"]
     assert "rubric 0.500" in by_id["t1b"]["detail"] and "1 of 2" in by_id["t1b"]["detail"]
+    assert by_id["t1f"]["detail"].startswith("4 ungrounded call(s); first: call 1 (search)")
 
 
 def test_verdicts_one_row_per_trace(run) -> None:
@@ -90,7 +100,7 @@ def test_verdicts_one_row_per_trace(run) -> None:
     t = ds.dataset(store.path("filter/verdicts")).to_table()
     assert t.schema.equals(VERDICT_SCHEMA)
     v = {r["trace_id"]: r for r in t.to_pylist()}
-    assert len(v) == 10
+    assert len(v) == 11
     assert {k for k, r in v.items() if r["kept"]} == {"t1a", "t2a"}
     # Positive-only: only traces that passed the chain (all correct) have a rubric.
     assert {k for k, r in v.items() if r["rubric_raw"] is not None} == {"t1a", "t1b", "t2a"}
@@ -101,6 +111,10 @@ def test_verdicts_one_row_per_trace(run) -> None:
     assert v["t1e"]["n_tokens"] > 3000 and v["t1a"]["n_tokens"] <= 3000 and v["t1d"]["n_tokens"] is None
     assert all(r["judge_correct"] is None for r in v.values())
     assert v["t1b"]["reason"] == "not_best" and v["t1a"]["reason"] is None
+    # Ungrounded calls are counted for every trace, also those another filter dropped first.
+    assert {k: r["ungrounded_steps"] for k, r in v.items()} == {
+        "t1a": 0, "t1b": 0, "t1c": 4, "t1d": 2, "t1e": 0, "t1f": 4, "t2a": 0, "t2b": 5, "t3a": 4, "t3b": 0, "t4a": 0}
+    assert v["t1f"]["reason"] == "ungrounded" and v["t1f"]["correct"]
 
 
 def test_sft_renders_through_a_chat_template_with_tools(run, tmp_path: Path) -> None:
@@ -143,8 +157,11 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
     assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": ["Delta City"]}}
     target = t.column("reward_model").combine_chunks().field("ground_truth").field("target")
     assert target.to_pylist() == [["Delta City"]]  # verl reads reward_model["ground_truth"]["target"]
-    assert row["extra_info"] == {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 5, "c": 4,
-                                 "split": "sft"}
+    assert row["extra_info"] == {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 6, "c": 5,
+                                 "split": "sft",
+                                 # verl's tool rollout: the search masks the answer page, as the rollout did
+                                 "tools_kwargs": {"search": {"create_kwargs": {"exclude": ["p3"]}}},
+                                 "need_tools_kwargs": True}
     first = next(tr for tr in traces if tr.trace_id == "t1b").conversation  # sample_index 0
     assert row["prompt"] == [{"role": m.role, "content": m.content} for m in first.messages[:2]]
     assert json.loads(row["tools"]) == TOOL_SCHEMAS
@@ -154,7 +171,7 @@ def test_one_split_per_question_reaches_only_its_table(tmp_path: Path) -> None:
     # Three questions with the same traces, one per split: only the sft one trains, only the rl one
     # reaches rl_pool (by default), and the eval one reaches neither.
     questions = [make_question(f"q-{s}", split=s) for s in ("sft", "rl", "eval")]
-    traces = [make_trace(f"t-{s}-{i}", f"q-{s}", sample_index=i, calls=GOOD if i < 2 else GOOD[:1],
+    traces = [trace(f"t-{s}-{i}", f"q-{s}", sample_index=i, calls=GOOD if i < 2 else GOOD[:1],
                          answer="Delta City" if i < 2 else "Nowhere", split=s)
               for s in ("sft", "rl", "eval") for i in range(3)]
     store = make_store(tmp_path / "run", questions, traces)
@@ -196,8 +213,8 @@ def test_judge_in_the_stage(tmp_path: Path, monkeypatch) -> None:
 
     backend = FakeJudge(yes={"Delta", "Echo"})
     monkeypatch.setitem(teacher_mod._BACKENDS, "oracle", lambda cfg, **kw: backend)
-    traces = [make_trace("a", calls=GOOD), make_trace("b", sample_index=1, calls=GOOD, answer="Delta"),
-              make_trace("c", sample_index=2, calls=GOOD, answer="Echo")]
+    traces = [trace("a", calls=GOOD), trace("b", sample_index=1, calls=GOOD, answer="Delta"),
+              trace("c", sample_index=2, calls=GOOD, answer="Echo")]
     store = make_store(tmp_path / "run", [make_question()], traces)
     filt, _ = stages()
     out = run_stage(filt, config(judge=True, keep_per_question=3), store)
