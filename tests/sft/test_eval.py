@@ -54,11 +54,17 @@ def test_eval_stage_writes_student_and_teacher_numbers(trained):
     t_max = len(student["erf"]["t"]) - 1
     _check_metrics(student, t_max)
     _check_metrics(teacher, t_max)
+    # Every student turn was seen by the truncation count; a trajectory that ended cut was counted there.
+    cut = student["truncation"]
+    assert cut["max_new_tokens"] == cfg.eval.max_new_tokens
+    assert 0 <= student["truncated_traces"] <= cut["cut_turns"] <= cut["turns"]
+    assert sum(student["stop_reasons"].values()) == student["traces"]
     assert teacher["answer_rate"] > 0.5 and teacher["format_valid_tool_call_rate"] > 0.9
     # The student's trajectories went through the real harness: valid traces with the budget respected.
     import pyarrow.parquet as pq
 
     traces = pq.read_table(out / "eval" / "traces.parquet").to_pylist()
+    assert cut["turns"] == sum(t["n_turns"] for t in traces)
     assert {t["question_id"] for t in traces} <= set(held)
     for t in traces:
         msgs = json.loads(t["messages"])
@@ -82,3 +88,26 @@ def test_eval_refuses_a_folder_that_is_not_a_checkpoint(tmp_path, trained):
     r = subprocess.run([sys.executable, "-m", "flows.cli", "eval", "--out", str(out), "--model", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "not a transformers checkpoint" in r.stderr + r.stdout
+
+
+def test_turn_counter_counts_turns_cut_at_the_budget():
+    from sft.evaluate import TurnCounter
+    from synth.teacher.types import ChatResponse
+
+    def turn(finish, used):
+        return ChatResponse({"role": "assistant", "content": "x"}, {"prompt_tokens": 9, "completion_tokens": used},
+                            finish)
+
+    c = TurnCounter(512)
+    assert c.report() == {"max_new_tokens": 512, "turns": 0, "cut_turns": 0, "cut_rate": None}
+    for resp in (turn("stop", 40), turn("tool_calls", 80), turn("stop", 512),  # ended on a stop: not cut
+                 turn("length", 512), turn("length", 3),  # the server says so
+                 turn("tool_calls", 512), turn(None, 600)):  # the whole budget used without a stop (hf)
+        c.note(resp)
+    assert c.report() == {"max_new_tokens": 512, "turns": 7, "cut_turns": 4, "cut_rate": round(4 / 7, 4)}
+
+
+def test_eval_default_budget_fits_a_tool_call_or_an_answer():
+    from sft.config import EvalConfig
+
+    assert EvalConfig().max_new_tokens >= 512
