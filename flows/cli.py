@@ -98,7 +98,7 @@ for _stage, _doc, *_rest in [
     ("questions", "Write verified multi-hop questions from walks (and subgraphs) through the teacher."),
     ("rollout", "Roll out rollout.n teacher ReAct trajectories per question over the local tools (writes traces)."),
     ("tokenizer", "Write DIR/tokenizer: the demo BPE trained on the corpus, or a pinned copy of the configured one."),
-    ("filter", "Filter traces (format, correctness, low-step, repeats, length, decontamination), keep the best of n "
+    ("filter", "Filter traces (format, correctness, low-step, repeats, grounding, length, decontamination), keep the best of n "
                "per question as `sft`, and put questions with 1 <= c <= n-1 correct rollouts in `rl_pool`."),
     ("assemble", "Assemble long-context rows (gold + tier-1 + tier-2 documents to each length L) into DIR/longctx."),
     ("report", "Write DIR/report/index.md: the funnel with every drop reason, trace histograms, pass@n, the "
