@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -132,11 +133,12 @@ def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...]) -> dict[str
 
 
 def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, configs: list[dict],
-               skipped: dict[str, str], pcfg: Any, target: str, version: str) -> dict:
+               skipped: dict[str, str], pcfg: Any, target: str, version: str, target_kind: str = "local") -> dict:
     """Everything the card states, as plain data (see :func:`render_card`).
 
     ``target`` is what ``datasets.load_dataset`` is given in the card's snippet: the Hub repo
-    (``ORG/NAME``) or the local folder.  ``configs`` carry ``splits`` (``{split: {"rows", "shards"}}``).
+    (``ORG/NAME``, ``target_kind`` ``hub``) or the local folder (``local``).  ``configs`` carry ``splits``
+    (``{split: {"rows", "shards"}}``) and ``files`` (the shard paths in the dataset).
     """
     stages = manifest.get("stages", {})
     split_cfg = None
@@ -157,7 +159,7 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
                       "keep_per_question": f.keep_per_question}
     ingest = reports.get("ingest") or {}
     return {
-        "version": version, "target": target, "pretty_name": pcfg.pretty_name, "split_cfg": split_cfg,
+        "version": version, "target": target, "target_kind": target_kind, "pretty_name": pcfg.pretty_name, "split_cfg": split_cfg,
         "tags": list(dict.fromkeys(BASE_TAGS + list(pcfg.tags))),
         "configs": configs, "skipped": skipped,
         "stage_keys": {s: (e or {}).get("key") for s, e in sorted(stages.items())},
@@ -271,6 +273,30 @@ def _load_snippet(target: str, configs: list[dict]) -> list[str]:
         lines += [f'{c["name"]} = load_dataset({where}, "{c["name"]}", split="{next(iter(c["splits"]))}")'
                   for c in configs]
     return lines + ["```"]
+
+
+def _verl_command(target: str, configs: list[dict], local: bool) -> list[str]:
+    """The exact shell lines that run verl's GRPO trainer on this dataset's ``rl_pool`` (README "RL with verl").
+
+    ``$HOPFORGE`` is a checkout of hopforge (its ``configs/rl``) and ``$RUN`` the run folder holding the
+    warm-started student (``runs/<recipe>``) and the search index the tool server reads; ``$DATA`` is this
+    dataset on disk: the local target itself, or the Hub repo's ``rl_pool`` files fetched by ``hf download``.
+    """
+    rl = next((c for c in configs if c["name"] == "rl_pool"), None)
+    if rl is None:
+        return []
+    files = sorted(rl["files"])
+    listed = ",".join(f"'$DATA/{f}'" for f in files)
+    fetch = (f"DATA={shlex.quote(target)}" if local else
+             f"DATA=$(hf download {shlex.quote(target)} --repo-type dataset --include 'data/rl_pool/*')")
+    return ["```bash",
+            "# HOPFORGE: a hopforge checkout; RUN: the run folder with the student (runs/<recipe>) and the index",
+            fetch,
+            'hopforge tools serve --out "$RUN" --port 8765 &   # on every node that runs rollouts',
+            'python -m verl.trainer.main_ppo --config-path="$HOPFORGE/configs/rl" --config-name=qwen2.5-7b-lora \\',
+            '  hopforge.root="$HOPFORGE" hopforge.out="$RUN" \\',
+            f'  "data.train_files=[{listed}]" "data.val_files=[{listed}]"',
+            "```"]
 
 
 def _band_order(name: str) -> tuple[int, str]:
@@ -400,6 +426,17 @@ def render_card(f: dict) -> str:
         md += [f"The LLM judge of the filter stage used a further {_n(j['prompt_tokens'])} prompt and "
                f"{_n(j['completion_tokens'])} completion tokens"
                + (f" ({_n(round(j['cost_usd'], 6))} USD)." if j["cost_usd"] is not None else "."), ""]
+
+    verl = _verl_command(f["target"], f["configs"], f["target_kind"] == "local")
+    if verl:
+        md += ["## RL with verl", "",
+               "`rl_pool` is verl's RL dataset as it is: `data_source` `hopforge` is scored by hopforge's reward "
+               "(`filters/reward.py`, `compute_score`: the correctness filter's answer matching, a format check and "
+               "an optional evidence term), and `extra_info.tools_kwargs` masks each question's answer page from the "
+               "`search` tool, as in the rollouts. hopforge's verl config (`configs/rl/qwen2.5-7b-lora.yaml`: GRPO, "
+               "a LoRA on the warm-started 7B student, the tools of `configs/rl/tools.yaml`) runs it on 8 GPUs:",
+               ""] + verl + ["", "Any key of verl's `ppo_trainer` can follow (`trainer.n_gpus_per_node=4`, "
+                                 "`data.train_batch_size=32`...).", ""]
 
     md += ["## Licence", "",
            "This dataset is released under the [Creative Commons Attribution-ShareAlike 3.0 Unported licence]"

@@ -471,9 +471,11 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
                 raise PublishError(f"cannot publish {root}: table '{name}' is missing")
             splits: dict[str, dict[str, int]] = {}
             columns: list[str] = []
+            files: list[str] = []
             for split, i, n, part in table_shards(path, id_col, split_col, getattr(pcfg.rows_per_shard, name),
                                                   staging, name):
-                put(shard_path(name, split, i, n), parquet_bytes(part, pcfg))
+                files.append(shard_path(name, split, i, n))
+                put(files[-1], parquet_bytes(part, pcfg))
                 per = splits.setdefault(split, {"rows": 0, "shards": n})
                 per["rows"] += part.num_rows
                 columns = part.schema.names
@@ -483,10 +485,10 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
                 continue
             configs.append({"name": name, "rows": sum(p["rows"] for p in splits.values()),
                             "shards": sum(p["shards"] for p in splits.values()), "splits": splits,
-                            "columns": columns, "id": id_col, "split_column": split_col})
+                            "columns": columns, "files": files, "id": id_col, "split_column": split_col})
         # the load snippet names the real target: the repo, or the folder as an absolute path
         where = tgt.where if tgt.kind == "hub" else str(sink.root)
-        facts = card_facts(root, manifest, reports, cfg, configs, skipped, pcfg, where, VERSION)
+        facts = card_facts(root, manifest, reports, cfg, configs, skipped, pcfg, where, VERSION, tgt.kind)
         card = render_card(facts)
         var = leaked_secret(card, (cfg.teacher.api_key_env,))
         if var:

@@ -13,9 +13,12 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import sys
 import types
 from pathlib import Path
 
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 # Skipped only where verl is not installed (the `rl` extra; `make setup` installs it).  An installed verl
@@ -318,3 +321,54 @@ def test_the_readme_runs_this_config() -> None:
     section = readme.split("## RL with verl", 1)[1].split("\n## ", 1)[0]
     assert "python -m verl.trainer.main_ppo" in section and "--config-name=qwen2.5-7b-lora" in section
     assert "hopforge tools serve" in section and 'hopforge.out="$PWD/data/full"' in section
+
+
+def _card_bash(card: str) -> str:
+    section = card.split("## RL with verl", 1)[1].split("\n## ", 1)[0]
+    return section.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_dataset_card_gives_the_verl_command_line_that_reads_the_published_rl_pool(rl_run, tmp_path) -> None:
+    """The card's shell lines, run by bash as written (``python`` / ``hopforge`` record their arguments), give
+    verl overrides that compose over the RL config into the published ``rl_pool`` shards, which verl loads."""
+    import subprocess
+
+    from flows.config import load_config
+    from synth.publish.publisher import publish
+
+    pub = tmp_path / "pub dir"  # a space: the card's quoting must hold
+    publish(rl_run, f"local:{pub}", load_config(ROOT / "configs" / "demo.yaml", []))
+    card = (pub / "README.md").read_text()
+    script = _card_bash(card)
+    assert "python -m verl.trainer.main_ppo" in script and "hopforge tools serve" in script
+    record = tmp_path / "args"
+    prelude = (f'HOPFORGE={ROOT}; RUN={rl_run}\n'
+               f'python() {{ printf "%s\\0" "$@" > {record}; }}\n'
+               'hopforge() { :; }\n')
+    r = subprocess.run(["bash", "-c", prelude + script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    argv = record.read_text().split("\0")[:-1]
+    assert argv[:2] == ["-m", "verl.trainer.main_ppo"]
+    config_path = next(a.split("=", 1)[1] for a in argv if a.startswith("--config-path="))
+    assert Path(config_path) == RL_CONFIG_DIR
+    overrides = [a for a in argv[2:] if not a.startswith("--")]
+    cfg = _compose(*overrides)
+    published = sorted(str(p) for p in (pub / "data" / "rl_pool").glob("*.parquet"))
+    assert published and list(cfg.data.train_files) == published and list(cfg.data.val_files) == published
+    assert cfg.actor_rollout_ref.model.path == f"{rl_run}/runs/qwen2.5-7b-lora"
+    rows = [r for f in cfg.data.train_files for r in pq.read_table(f).to_pylist()]
+    assert sorted(r["extra_info"]["question_id"] for r in rows) == sorted(
+        r["extra_info"]["question_id"] for r in ds.dataset(rl_run / "rl_pool").to_table().to_pylist())
+
+    # a Hub target: the same lines, the files fetched by `hf download` (huggingface_hub's CLI) into $DATA
+    from synth.publish.card import _verl_command
+
+    configs = [{"name": "rl_pool", "files": ["data/rl_pool/rl-00000-of-00002.parquet",
+                                             "data/rl_pool/rl-00001-of-00002.parquet"],
+                "splits": {"rl": {"rows": 9, "shards": 2}}}]
+    lines = _verl_command("org/name", configs, local=False)
+    assert lines[2] == "DATA=$(hf download org/name --repo-type dataset --include 'data/rl_pool/*')"
+    assert lines[-2].count("'$DATA/data/rl_pool/rl-0000") == 4
+    hf = Path(sys.executable).parent / "hf"
+    help_text = subprocess.run([str(hf), "download", "--help"], capture_output=True, text=True).stdout
+    assert "--repo-type" in help_text and "--include" in help_text
