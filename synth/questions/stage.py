@@ -181,10 +181,12 @@ def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, 
         if isinstance(res, TeacherError):
             funnel.drop(q.question_id, src.source_id, "teacher_failed", res.reason)
             continue
-        obj = OBFUSCATE.format_output(res.content).value
-        new = obj["question"] if obj else None
+        parsed = OBFUSCATE.format_output(res)  # the whole response: a reply cut at max_tokens is `truncated`
+        new = parsed.value["question"] if parsed.value else None
         target = src.entity(q.answer) or {"title": q.answer, "aliases": q.answer_aliases}
-        if not isinstance(new, str) or not new.strip():
+        if parsed.reason == "truncated":
+            funnel.drop(q.question_id, src.source_id, "truncated", f"obfuscate: {parsed.detail}", res.content)
+        elif not isinstance(new, str) or not new.strip():
             funnel.drop(q.question_id, src.source_id, "obfuscate_failed", "no rewritten question", res.content)
         elif leaked(new, target, q.answer_aliases, named=[q.titles[0]]):
             funnel.drop(q.question_id, src.source_id, "answer_leak", "rewrite names the answer", new)
@@ -223,7 +225,11 @@ def _check(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, task
         if isinstance(res, TeacherError):
             funnel.drop(q.question_id, src.source_id, "teacher_failed", res.reason)
             continue
-        answer = task.format_output(res.content).value
+        parsed = task.format_output(res)
+        if parsed.reason == "truncated":  # cut at max_tokens: neither answered nor unanswerable
+            funnel.drop(q.question_id, src.source_id, "truncated", f"{task.name}: {parsed.detail}", res.content)
+            continue
+        answer = parsed.value
         correct = is_correct(answer, [q.answer, *q.answer_aliases])
         if correct != want_correct:
             funnel.drop(q.question_id, src.source_id, reason, f"{task.name} answer {answer!r}", res.content)

@@ -202,3 +202,40 @@ def test_run_finishes_whatever_the_server_does(tmp_path, monkeypatch):
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_a_check_reply_cut_at_max_tokens_is_truncated_not_a_verdict(tmp_path, monkeypatch):
+    """The obfuscate, closed-book and solvable checks read the whole response: a reply cut at max_tokens is
+    dropped as `truncated`, not read as a wrong answer (`unsolvable`) or a failed rewrite."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    store = make_chain_store(tmp_path, n=4, hops=3)
+    cut = {"obfuscate": "You rewrite research questions", "solvable": "Answer the question using only the documents"}
+
+    def handler(req):
+        system = req["messages"][0]["content"]
+        if system.startswith("Answer the question from memory"):
+            return Reply(content="I don't know.")
+        for task, prefix in cut.items():
+            if system.startswith(prefix):
+                if task == "obfuscate":
+                    q = req["messages"][-1]["content"].split("Question: ", 1)[1].split("\n", 1)[0]
+                    return Reply(content='{"question": "' + q[:20], finish_reason="length")
+                return Reply(content="The documents say that the answer is", finish_reason="length")
+        return _handler(req, mode=0)
+
+    with serve(handler=handler) as srv:
+        cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
+                                 f"teacher.base_url={srv.base_url}", "teacher.model=test-model",
+                                 "teacher.max_retries=0", "teacher.timeout_s=5", "synth.allow_empty=true",
+                                 "questions.obfuscate=true", "questions.check_closed_book=true"])
+        out = run_stage(QUESTIONS, cfg, store)
+        assert out.report["dropped"] == {"truncated": 4} and out.report["output"] == 0
+        assert all(r["detail"].startswith("obfuscate: ") and "max_tokens" in r["detail"] for r in _rejects(tmp_path))
+        # obfuscation off: the solvable check's cut reply is `truncated` too, not `unsolvable`
+        cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
+                                 f"teacher.base_url={srv.base_url}", "teacher.model=test-model",
+                                 "teacher.max_retries=0", "teacher.timeout_s=5", "synth.allow_empty=true",
+                                 "questions.check_solvable=true"])
+        out = run_stage(QUESTIONS, cfg, store, force=True)
+        assert out.report["dropped"] == {"truncated": 4}
+        assert all(r["detail"].startswith("solvable: ") and "max_tokens" in r["detail"] for r in _rejects(tmp_path))
