@@ -86,9 +86,10 @@ def request_body(cfg: TeacherConfig, messages: list[dict], tools: list[dict] | N
     return body
 
 
-def response_format_for(task: Any) -> dict:
-    """``response_format`` for a JSON task: its required keys as a JSON schema, else ``json_object``."""
-    if not task.required:
+def response_format_for(task: Any, mode: str = "json_schema") -> dict:
+    """``response_format`` for a JSON task: its required keys as a JSON schema, else (or when the endpoint
+    honours only ``mode`` ``json_object``) ``json_object``."""
+    if not task.required or mode == "json_object":
         return {"type": "json_object"}
     schema = {"type": "object", "properties": {k: {"type": _JSON_TYPES.get(t, "string")} for k, t in task.required},
               "required": [k for k, _ in task.required]}
@@ -165,8 +166,10 @@ class OpenAIBackend:
         task = hint.get("task") if isinstance(hint, dict) else None
         rf = None
         if not tools and getattr(task, "output", None) == "json" and cfg.structured_output != "off":
-            if cfg.structured_output == "on" or await probe.once(self._endpoint, "format", self._probe_format):
-                rf = response_format_for(task)
+            mode = "json_schema" if cfg.structured_output == "on" else await probe.once(
+                self._endpoint, "format", self._probe_format)
+            if mode:
+                rf = response_format_for(task, mode)
         return protocol, rf
 
     async def _auto_protocol(self) -> str:
@@ -187,18 +190,28 @@ class OpenAIBackend:
         log.info("teacher: %s answers a tool-call request: %s (%s)", self.cfg.display_url(), found.found, found.detail)
         return found
 
-    async def _probe_format(self) -> bool:
-        body = request_body(self.cfg, probe.FORMAT_PROBE_MESSAGES, None,
-                            response_format=probe.FORMAT_PROBE_RESPONSE_FORMAT)
-        try:
-            ok = probe.read_format_probe(await self._post(body))
-        except BackendError as e:
-            if not e.reason.startswith("http_4") or e.reason == "http_429":
-                raise
-            ok = False
-        log.info("teacher: %s %s response_format (teacher.structured_output auto)", self.cfg.display_url(),
-                 "accepts" if ok else "does not honour")
-        return ok
+    async def _probe_format(self) -> str:
+        """The ``response_format`` the endpoint honours: ``json_schema``, else ``json_object``, else ``""``.
+
+        A refusal (any HTTP error but 429, which is retried) rules a format out: some servers answer a
+        format they do not know with a 500 rather than a 400.  Unreachable endpoints and bad keys raise,
+        as for any other request."""
+        found, why = "", ""
+        for mode, rf in (("json_schema", probe.FORMAT_PROBE_RESPONSE_FORMAT),
+                         ("json_object", probe.FORMAT_PROBE_JSON_OBJECT)):
+            body = request_body(self.cfg, probe.FORMAT_PROBE_MESSAGES, None, response_format=rf)
+            try:
+                if probe.read_format_probe(await self._post(body)):
+                    found = mode
+                    break
+                why += f"; {mode}: not the JSON object asked for"
+            except BackendError as e:
+                if not e.reason.startswith("http_") or e.reason in ("http_401", "http_403", "http_404", "http_429"):
+                    raise
+                why += f"; {mode}: {e.reason}"
+        log.info("teacher: %s %s (teacher.structured_output auto)%s", self.cfg.display_url(),
+                 f"honours response_format {found}" if found else "does not honour response_format", why)
+        return found
 
     async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
                    hint: Any = None) -> ChatResponse:

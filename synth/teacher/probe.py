@@ -31,6 +31,9 @@ FORMAT_PROBE_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"
 FORMAT_PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true}.'}]
 FORMAT_PROBE_RESPONSE_FORMAT = {"type": "json_schema",
                                 "json_schema": {"name": "probe", "schema": FORMAT_PROBE_SCHEMA}}
+# What a server that refuses JSON schemas may still honour (llama-cpp-python 0.3 answers a `json_schema`
+# response_format with a 500, and takes `json_object`).
+FORMAT_PROBE_JSON_OBJECT = {"type": "json_object"}
 
 
 @dataclass(frozen=True)

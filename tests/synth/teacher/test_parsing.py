@@ -102,7 +102,7 @@ def test_finish_reason_and_reasoning_survive_the_cache(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("mode, accepts, sent", [("off", True, False), ("on", True, True), ("auto", True, True),
-                                                 ("auto", False, False)])
+                                                 ("auto", False, False), ("auto", "json_object", "json_object")])
 def test_structured_output_sends_the_tasks_schema(tmp_path, monkeypatch, mode, accepts, sent):
     from helpers.openai_server import Status
     from synth.teacher import probe
@@ -111,8 +111,11 @@ def test_structured_output_sends_the_tasks_schema(tmp_path, monkeypatch, mode, a
     monkeypatch.setenv(KEY_ENV, "sk-test-parsing")
 
     def handler(req):
-        if "response_format" in req and not accepts:
+        rf = req.get("response_format")
+        if rf is not None and not accepts:
             return Status(400, message="response_format is not supported")
+        if rf is not None and accepts == "json_object" and rf["type"] != "json_object":
+            return Status(500, message="Internal Server Error")  # llama-cpp-python 0.3 on a json_schema
         return Reply(content='{"ok": true, "question": "Q?"}')
 
     with serve(handler=handler) as srv:
@@ -126,8 +129,11 @@ def test_structured_output_sends_the_tasks_schema(tmp_path, monkeypatch, mode, a
         variant = asyncio.run(t.backend.prepare(None, OBFUSCATE.hint()))
     probe.forget()
     assert OBFUSCATE.format_output(resp).value["question"] == "Q?"
-    assert ("response_format" in bodies[-1]) == sent and "response_format" not in plain[0]
-    if sent:
+    assert ("response_format" in bodies[-1]) == bool(sent) and "response_format" not in plain[0]
+    if sent == "json_object":  # the probe found that only json_object works: no 500 on the task's request
+        assert bodies[-1]["response_format"] == {"type": "json_object"} and variant.startswith("rf=")
+        assert all(b["response_format"]["type"] == "json_object" for b in bodies) and len(bodies) == 1
+    elif sent:
         schema = bodies[-1]["response_format"]["json_schema"]["schema"]
         assert schema["required"] == ["question"] and schema["properties"]["question"] == {"type": "string"}
         # A constrained request is a different call: the cache must not hand it an unconstrained answer.
