@@ -60,13 +60,23 @@ class Window:
         return len(self.left) + len(self.right)
 
 
+def _edge(text: str, i: int) -> bool:
+    """Whether position ``i`` of ``text`` is outside a word (before the start, past the end, or not alphanumeric)."""
+    return i < 0 or i >= len(text) or not text[i].isalnum()
+
+
 def _clauses(paragraph: str, anchor: str, most: int = 3) -> list[tuple[list[str], str, list[str]]]:
     """For each of the first ``most`` occurrences of the anchor: the words left and right of it inside its
     clause, and the anchor widened to whole words.  The link is one of them; any carries the same name."""
     if not anchor.strip():
         return []
     low, key = paragraph.lower(), anchor.lower()
-    starts = [m.start() for m in re.finditer(re.escape(key), low)][:most]
+    # Whole-word occurrences first, then ones that start a word ("Roman" in "Romans"); one inside a word
+    # ("sin" in "using") only when there is nothing else.
+    found = [m.start() for m in re.finditer(re.escape(key), low)]
+    whole = [i for i in found if _edge(low, i - 1) and _edge(low, i + len(key))]
+    prefix = [i for i in found if _edge(low, i - 1)]
+    starts = (whole or prefix or found)[:most]
     out = []
     for i in starts:
         a, b = i, i + len(anchor)

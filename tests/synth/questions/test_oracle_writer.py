@@ -125,3 +125,17 @@ def test_subgraph_chain_never_skips_and_ends_forward():
         assert len(path) - 1 >= 3 and not backward[-1]
         assert not any((path[i], path[j]) in edges for i in range(len(path)) for j in range(i + 2, len(path)))
         assert all(((a, b) in edges) != bw or (b, a) in edges for a, b, bw in zip(path, path[1:], backward))
+
+
+def test_the_blank_stands_for_the_linked_word_not_a_word_that_contains_it():
+    from synth.teacher.oracle_questions import _clauses
+
+    para = "Engineers using the sine rule compute sin of an angle; sin is periodic."
+    (left, anchor, right), = _clauses(para, "sin", most=1)
+    assert anchor == "sin" and left == ["Engineers", "using", "the", "sine", "rule", "compute"]
+    # a link on the stem of a longer word still takes the whole word ("Roman" in "Romans")
+    (_, anchor, _), = _clauses("The Romans built roads.", "Roman", most=1)
+    assert anchor == "Romans"
+    # inside a word only when nothing else carries it
+    (_, anchor, _), = _clauses("It was a hardcore punk band.", "core", most=1)
+    assert anchor == "hardcore"
