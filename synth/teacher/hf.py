@@ -2,10 +2,11 @@
 
 It loads a checkpoint folder (``teacher.model``: e.g. the student ``DIR/student``), renders each
 request with the checkpoint's chat template and the tools, generates (greedy at temperature 0,
-else sampled with a seed derived from ``sample_index``), and parses the tool calls the template's
-format writes, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Qwen2.5 and hopforge's
-tiny template), into OpenAI ``tool_calls`` with ``arguments`` as a JSON string.  Tool-call text
-that does not parse is returned as plain content, so the harness counts it as a format error.
+else sampled with a seed derived from ``sample_index``) until the template's end-of-turn token, and
+parses the tool calls in the format the student's family writes them (``<tool_call>`` blocks for
+Qwen and Gemma, Llama 3 JSON, Mistral ``[TOOL_CALLS]``) into OpenAI ``tool_calls`` with
+``arguments`` as a JSON string.  Tool-call text that does not parse is returned as plain content,
+so the harness counts it as a format error.
 
 Generation runs in a worker thread (``asyncio.to_thread``), one at a time per model, so the
 event loop keeps serving other rollouts' tool calls.
@@ -61,6 +62,67 @@ def parse_tool_calls(text: str, id_prefix: str = "call") -> dict[str, Any]:
     return msg
 
 
+# Tokens that end an assistant turn in the common families (ChatML, Llama 3, Gemma); the template's own
+# end-of-turn token and the eos are added per tokenizer.
+_TURN_ENDS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>")
+# Special tokens that carry tool calls (Llama 3's built-in tool call, Mistral's call list): kept for parsing.
+_CALL_MARKERS = ("<|python_tag|>", "[TOOL_CALLS]")
+
+
+def stop_token_ids(tokenizer) -> list[int]:
+    """The ids generation stops at: the eos, the chat template's end-of-turn token, and the common turn ends."""
+    from synth.tokenizer.turns import end_of_turn
+
+    names = list(_TURN_ENDS)
+    try:
+        eot = end_of_turn(tokenizer, getattr(tokenizer, "chat_template", None))
+    except Exception:  # a template that cannot render the probe: the common turn ends and the eos still stop it
+        eot = None
+    if eot:
+        names.append(eot)
+    stop = {tokenizer.eos_token_id}
+    for t in names:
+        tid = tokenizer.convert_tokens_to_ids(t)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            stop.add(tid)
+    return sorted(i for i in stop if i is not None)
+
+
+def read_generated(tokenizer, new: list[int], stop_ids: list[int], tools: list[dict] | None,
+                   n_assistant: int) -> tuple[dict[str, Any], str]:
+    """``(assistant message, finish_reason)`` from the generated ids of one turn.
+
+    The tool calls are read in whichever format the student's family writes them: Hermes / Qwen
+    ``<tool_call>`` blocks, Llama 3 JSON (or ``<|python_tag|>``), Mistral ``[TOOL_CALLS] [...]``
+    (the shipped templates' formats, :mod:`synth.teacher.protocols`).  Special tokens are decoded
+    so that call markers survive, then removed from the content.
+    """
+    finish = "stop" if new and new[-1] in stop_ids else "length"
+    body = new[:-1] if finish == "stop" else new
+    text = tokenizer.decode(body, skip_special_tokens=False)
+    for t in tokenizer.all_special_tokens:
+        if t not in _CALL_MARKERS:
+            text = text.replace(t, "")
+    msg = parse_tool_calls(text, id_prefix=f"call_{n_assistant}")
+    if not msg.get("tool_calls") and tools:
+        from synth.teacher import protocols
+
+        found = protocols.detect(text, tools)
+        if found is not None:
+            content, calls = protocols.parse_calls(found, text, tools)
+            msg = {"role": "assistant", "content": content or None,
+                   "tool_calls": protocols.to_openai_calls(calls, n_assistant)}
+    content = msg.get("content")
+    if isinstance(content, str):
+        for t in _CALL_MARKERS:
+            content = content.replace(t, "")
+        msg["content"] = content.strip() or None
+    msg = normalise_message(msg)
+    if msg.get("tool_calls"):
+        finish = "tool_calls"
+    return msg, finish
+
+
 def _for_template(messages: list[dict]) -> list[dict]:
     """Messages with tool-call ``arguments`` as dicts, which every template renders (``tojson``)."""
     out = []
@@ -97,12 +159,7 @@ class HFChatModel:
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
         self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch_dtype).to(self.device).eval()
-        stop = {self.tokenizer.eos_token_id}
-        for t in ("<|im_end|>", "<|endoftext|>"):
-            tid = self.tokenizer.convert_tokens_to_ids(t)
-            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id:
-                stop.add(tid)
-        self.stop_ids = sorted(i for i in stop if i is not None)
+        self.stop_ids = stop_token_ids(self.tokenizer)
         self._lock = threading.Lock()
 
     async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
@@ -135,12 +192,8 @@ class HFChatModel:
                 torch.manual_seed(self.seed * 1_000_003 + sample_index)
             out = self.model.generate(**enc, **kw)
         new = out[0, enc["input_ids"].shape[1]:].tolist()
-        finish = "stop" if new and new[-1] in self.stop_ids else "length"
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
         n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
-        msg = normalise_message(parse_tool_calls(text, id_prefix=f"call_{n_assistant}"))
-        if msg.get("tool_calls"):
-            finish = "tool_calls"
+        msg, finish = read_generated(self.tokenizer, new, self.stop_ids, tools, n_assistant)
         usage = {"prompt_tokens": int(enc["input_ids"].shape[1]), "completion_tokens": len(new)}
         return ChatResponse(msg, usage, finish, self.name, latency_s=time.monotonic() - t0)
 
@@ -158,4 +211,4 @@ def make_hf(cfg: Any, **kw: Any) -> HFChatModel:
     return HFChatModel(cfg.model, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_tokens, **own)
 
 
-__all__ = ["HFChatModel", "make_hf", "parse_tool_calls"]
+__all__ = ["HFChatModel", "make_hf", "parse_tool_calls", "read_generated", "stop_token_ids"]
