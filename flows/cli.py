@@ -2,7 +2,9 @@
 
 Every command takes ``--config FILE`` (default ``configs/demo.yaml``), any number of
 ``--set dotted.key=value`` overrides, and ``--out DIR``.  Bad config or input exits 2
-with a message naming the key or record.
+with a message naming the key or record.  Commands work from any directory: a relative
+input path (``--config``, and the paths in a config) is looked for in the current
+directory, then in the project root; ``--out`` is relative to the current directory.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from flows.cli_common import (DEFAULT_CONFIG, ConfigOpt, ForceOpt, OutOpt, SetOp
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False) -> None:
     import signal
 
-    from synth.engine.progress import setup_logging
+    from synth.engine.progress import quiet_library_progress, setup_logging
 
     setup_logging(logging.DEBUG if verbose else logging.INFO)
+    # In a log file (a piped run, CI) no library draws \r progress bars; hopforge logs progress lines instead.
+    quiet_library_progress()
     # A process started in the background by a shell inherits SIGINT ignored, and Python then keeps
     # ignoring it: Ctrl-C (or `kill -INT`) must stop a run or `hopforge serve` wherever it started.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -80,9 +84,9 @@ def _stage_command(stage: str, doc: str, build_graph: bool = False, then: str | 
                 names.insert(0, "graph")
         run_stages(names, cfg, out, force)
         if then:
-            from synth.engine.progress import console
+            from synth.engine.progress import print_line
 
-            console.print(then.format(out=out), highlight=False)
+            print_line(then.format(out=out))
 
     command.__doc__ = doc
     from flows.stages import BY_NAME
@@ -104,6 +108,9 @@ for _stage, _doc, *_rest in [
     ("report", "Write DIR/report/index.md: the funnel with every drop reason, trace histograms, pass@n, the "
                "evidence-recovery curve, calibration and teacher cost per kept sample.", False,
      "report: {out}/report/index.md"),
+    ("sft", "Train the pipeline's student on DIR/sft with the sft.config recipe into DIR/student (what `hopforge "
+            "eval` evaluates); reused while DIR/sft, the recipe and the code are unchanged.", False,
+     "student: {out}/student"),
 ]:
     _stage_command(_stage, _doc, *_rest)
 
@@ -156,16 +163,18 @@ def sft_(
     accelerate_config: Annotated[Optional[Path], typer.Option("--accelerate-config", help="Run under accelerate launch with this config (configs/accelerate/*.yaml).")] = None,
     num_processes: Annotated[Optional[int], typer.Option("--num-processes", help="Processes (GPUs) for accelerate launch.")] = None,
 ) -> None:
-    """Warm-start SFT of the student on DIR/sft with TRL (assistant-only loss, masks checked first)."""
+    """Warm-start SFT on DIR/sft with TRL (assistant-only loss, masks checked first) into DIR/runs/<recipe name>;
+    `hopforge student` trains the pipeline's own DIR/student, which `hopforge eval` reads."""
+    import shlex
     import subprocess
 
     from sft.stage import recipe_path, run_recipe, summary_rows, training_command
-    from synth.engine.progress import console, print_table
+    from synth.engine.progress import print_line, print_table
 
     overrides = list(set_ or []) + (["validate_only=true"] if validate_only else [])
     if accelerate_config is not None or (num_processes or 1) > 1:
         cmd = training_command(recipe_path(config), out, overrides, output_dir, num_processes, accelerate_config)
-        console.print(" ".join(cmd), highlight=False)
+        print_line(shlex.join(cmd))  # one line, quoted: it can be pasted into a shell as is
         raise typer.Exit(subprocess.call(cmd))
     report = run_recipe(config, out, output_dir, overrides)
     print_table(f"hopforge sft: {config}", ["what", "value"], summary_rows(report))

@@ -20,8 +20,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="hopforge: Wi
 corpus_app = typer.Typer(no_args_is_help=True, help="Build corpora.")
 app.add_typer(corpus_app, name="corpus")
 
+# Found from any directory: a relative config path is looked for in the current directory, then in the
+# project root (synth.engine.config.project_path), and so are the relative paths inside the file.
 DEFAULT_CONFIG = "configs/demo.yaml"
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")]
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file (a relative path: the current "
+                                                                "directory's, else the project's).")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key: dotted.key=value (repeatable).")]
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder DIR: every stage reads and writes here.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Recompute even if inputs, config and code are unchanged.")]

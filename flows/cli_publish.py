@@ -26,7 +26,7 @@ def publish_cmd(to: ToOpt, config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOp
                 out: OutOpt = Path("data/demo")) -> None:
     """Publish sft, longctx, rl_pool, questions and traces as Parquet shards (data/<config>/<split>-*.parquet)
     with a dataset card; only new or changed files are written or uploaded, stale shards are removed."""
-    from synth.engine.progress import console, print_table
+    from synth.engine.progress import print_line, print_table
     from synth.publish.publisher import parse_target, publish
 
     parse_target(to)  # a bad target fails before the config is read
@@ -36,9 +36,8 @@ def publish_cmd(to: ToOpt, config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOp
     rows += [[name, "skipped", why] for name, why in s["skipped"].items()]
     print_table(f"publish -> {s['target']}", ["config", "rows", "shards"], rows)
     verb = "uploaded" if s["target"].startswith("hub:") else "written"
-    console.print(f"{len(s['written'])} files {verb}, {len(s['unchanged'])} unchanged, "
-                  f"{len(s['deleted'])} stale removed" + (f"; commit {s['commit_url']}" if s["commit_url"] else ""),
-                  highlight=False)
+    print_line(f"{len(s['written'])} files {verb}, {len(s['unchanged'])} unchanged, "
+               f"{len(s['deleted'])} stale removed" + (f"; commit {s['commit_url']}" if s["commit_url"] else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -27,11 +27,11 @@ def serve_cmd(
 ) -> None:
     """Serve the deployments synth/full, synth/demo, synth/incremental, publish/hub and sft/warm-start.
 
-    Run it from the repo root (relative config paths resolve from here) with PREFECT_API_URL pointing at a
-    running server (`prefect server start`); flow runs inherit this process's environment (OPENAI_API_KEY,
-    HF_TOKEN).  Stop it with Ctrl-C.
+    Run it from any directory (the deployments' config and output paths are the project's) with
+    PREFECT_API_URL pointing at a running server (`prefect server start`); flow runs inherit this process's
+    environment (OPENAI_API_KEY, HF_TOKEN).  Stop it with Ctrl-C.
     """
-    from synth.engine.progress import console
+    from synth.engine.progress import print_line
 
     from flows.serve import DEPLOYMENTS, api_url, serve
 
@@ -39,10 +39,7 @@ def serve_cmd(
         raise UsageError("PREFECT_API_URL is not set, so runs could not reach this process: start a server "
                          "(`prefect server start`) and `export PREFECT_API_URL=http://127.0.0.1:4200/api` "
                          "(or `prefect config set PREFECT_API_URL=...`)")
-    if not Path(DEFAULT_CONFIG).is_file():
-        console.print(f"[yellow]warning:[/] {DEFAULT_CONFIG} is not under {Path.cwd()}: the deployments' relative "
-                      "config paths will not resolve; run `hopforge serve` from the repo root", highlight=False)
-    console.print(f"serving {', '.join(d.full_name for d in DEPLOYMENTS)} against {api_url()}", highlight=False)
+    print_line(f"serving {', '.join(d.full_name for d in DEPLOYMENTS)} against {api_url()}")
     serve(limit=limit, poll_seconds=poll)
 
 
@@ -51,11 +48,11 @@ def serve_cmd(
 def check_cmd(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None,
               out: OutOpt = Path("data/demo")) -> None:
     """Check that a run can start: config, corpus source, teacher key and endpoint, task runner, output folder."""
-    from synth.engine.progress import console
+    from synth.engine.progress import print_line
 
     from flows.preflight import PreflightError, check
 
     problems = check(config, list(set_ or []), out, via="cli")
     if problems:
         raise PreflightError(problems)
-    console.print(f"ok: {config} can run into {out}", highlight=False)
+    print_line(f"ok: {config} can run into {out}")

@@ -31,7 +31,13 @@ parse_override = base.parse_override
 
 
 class Config(RootConfig):
-    """The whole run.  Sections are stage configs; `seed` drives every random choice."""
+    """The whole run.  Sections are stage configs; `seed` drives every random choice.
+
+    A relative path in these fields (written in a config file or set with ``--set``) is looked for in
+    the current directory, then in the project root, so a command works from any directory.
+    """
+
+    path_fields = ("corpus.source", "filters.decontaminate", "tokenizer", "sft.config")
 
     tokenizer: str = Field(
         "demo", min_length=1,

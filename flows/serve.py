@@ -7,9 +7,11 @@
     prefect deployment run synth/demo --watch
 
 The deployments are declared once, in ``prefect.yaml`` (which ``prefect deploy --all`` reads
-for a work pool); :data:`DEPLOYMENTS` is that file read.  Flow runs start in subprocesses
-of this process, with its working directory (relative config paths resolve from there)
-and its environment (``OPENAI_API_KEY``, ``HF_TOKEN``).
+for a work pool); :data:`DEPLOYMENTS` is that file read.  Their relative path parameters
+(``config``, ``out``, ``accelerate_config``) are the project's: :func:`runner_deployments`
+makes them absolute under the project root, so ``hopforge serve`` works from any directory.
+Flow runs start in subprocesses of this process, with its environment (``OPENAI_API_KEY``,
+``HF_TOKEN``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import yaml
 
 
 PREFECT_YAML = Path(__file__).resolve().parents[1] / "prefect.yaml"
+# Deployment parameters that name a path: relative ones are under the project root (the folder of prefect.yaml).
+PATH_PARAMETERS = ("config", "out", "accelerate_config")
 
 
 @dataclass(frozen=True)
@@ -63,15 +67,26 @@ def load_deployments(path: Path = PREFECT_YAML) -> list[DeploymentSpec]:
 DEPLOYMENTS: list[DeploymentSpec] = load_deployments()
 
 
+def project_parameters(parameters: dict[str, Any], root: Path = PREFECT_YAML.parent) -> dict[str, Any]:
+    """``parameters`` with the relative paths of :data:`PATH_PARAMETERS` made absolute under ``root``."""
+    out = dict(parameters)
+    for name in PATH_PARAMETERS:
+        value = out.get(name)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            out[name] = str(root / value)
+    return out
+
+
 def runner_deployments(specs: list[DeploymentSpec] | None = None) -> list:
-    """``flow.to_deployment(...)`` for every spec (entrypoints as module paths)."""
+    """``flow.to_deployment(...)`` for every spec (entrypoints as module paths, path parameters the project's)."""
     from prefect.deployments.runner import EntrypointType
 
     out = []
     for spec in specs or DEPLOYMENTS:
         flow = spec.load_flow()
-        out.append(flow.to_deployment(name=spec.name, parameters=dict(spec.parameters), description=spec.description,
-                                      tags=list(spec.tags), entrypoint_type=EntrypointType.MODULE_PATH))
+        out.append(flow.to_deployment(name=spec.name, parameters=project_parameters(spec.parameters),
+                                      description=spec.description, tags=list(spec.tags),
+                                      entrypoint_type=EntrypointType.MODULE_PATH))
     return out
 
 
@@ -86,6 +101,11 @@ def serve(limit: int | None = None, poll_seconds: float | None = None) -> None:
     """Serve every deployment until interrupted (Ctrl-C)."""
     import prefect
 
+    from synth.engine.progress import quiet_library_progress
+
+    # Flow runs are read as logs (in Prefect's UI, or piped): their processes inherit the switches that keep
+    # tqdm, datasets and transformers from drawing \r progress bars, even when this one runs in a terminal.
+    quiet_library_progress(force=True)
     kwargs: dict[str, Any] = {}
     if poll_seconds is not None:
         kwargs["query_seconds"] = poll_seconds

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -29,16 +30,18 @@ class SFTFailed(RuntimeError):
     def __init__(self, returncode: int, tail: list[str], cmd: list[str]):
         self.returncode, self.tail, self.cmd = returncode, tail, cmd
         last = "\n".join(tail) or "(no output)"
-        super().__init__(f"sft exited with code {returncode}: {' '.join(cmd)}\nlast lines:\n{last}")
+        super().__init__(f"sft exited with code {returncode}: {shlex.join(cmd)}\nlast lines:\n{last}")
 
 
 def check_inputs(config: str, out: str, accelerate_config: str | None, num_processes: int,
                  overrides: list[str] | tuple[str, ...] = ()) -> list[str]:
     """What is missing before training can start (each line names the parameter)."""
+    from synth.engine.config import project_path
+
     problems = []
-    if not Path(config).is_file():
+    if not project_path(config).is_file():
         problems.append(f"config: SFT config not found: {config} (e.g. configs/sft/tiny.yaml)")
-    if accelerate_config and not Path(accelerate_config).is_file():
+    if accelerate_config and not project_path(accelerate_config).is_file():
         problems.append(f"accelerate_config: not found: {accelerate_config}")
     if num_processes < 1:
         problems.append(f"num_processes must be at least 1 (got {num_processes})")
@@ -84,9 +87,12 @@ def sft_flow(config: str = "configs/sft/tiny.yaml", out: str = "data/demo", over
         raise ConfigError("sft cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
     cmd = training_command(config, out, list(overrides), num_processes=num_processes,
                            accelerate_config=accelerate_config)
-    logger.info("sft: %s", " ".join(cmd))
+    logger.info("sft: %s", shlex.join(cmd))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("TQDM_DISABLE", "1")  # progress bars redraw with \r; the trainer's log lines remain
+    # Its output is read through a pipe: no \r progress bars (sft.train also turns them off itself there);
+    # the trainer's log lines remain.
+    for key in ("TQDM_DISABLE", "HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        env.setdefault(key, "1")
     code, tail = stream(cmd, logger, env=env)
     if code != 0:
         raise SFTFailed(code, tail, cmd)

@@ -75,12 +75,18 @@ ASSEMBLE = Stage("assemble", "synth.assemble.stage:run_assemble",
                  reads=("questions", "rollout", "filter", "index", "tokenizer", "ingest"), sections=("assemble",),
                  outputs=("longctx", "rejects/assemble"), command="assemble")
 
+# The price is operational for the teacher stages (it changes no call) but shapes the report's cost, so the
+# report names it: a price set or changed later reruns only the report, which prices the recorded tokens.
 REPORT = Stage("report", "synth.report.stage:run_report", reads=("rollout",),
                optional_reads=("ingest", "graph", "walks", "expand", "questions", "filter", "assemble"),
-               sections=("filters.min_f1",), outputs=("report",), command="report")
+               sections=("filters.min_f1", "filters.min_tool_calls", "filters.max_tool_calls",
+                         "teacher.price_per_mtok"), outputs=("report",), command="report")
 
-SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), sections=("sft",), outputs=("student",),
-            command="sft", key_extra=_sft_recipe)
+# The student reads only the `sft` table of the filter's outputs, so it is keyed by that table's content:
+# a filter change that leaves `sft` as it was does not retrain it.  `hopforge sft` trains a recipe into
+# DIR/runs/<recipe>; this stage's own command is `hopforge student`.
+SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), by_content={"filter": ("sft",)},
+            sections=("sft",), outputs=("student",), command="student", key_extra=_sft_recipe)
 
 EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollout", "index"),
              sections=("eval", "tools", "filters.min_f1"), outputs=("eval",), command="eval")

@@ -16,17 +16,16 @@ from typing import Any
 
 from synth.engine.errors import InputError
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RECIPE = "configs/sft/tiny.yaml"
 
 
 def recipe_path(spec: str | Path) -> Path:
-    """A recipe YAML named relative to the working directory or, failing that, to the repository."""
-    p = Path(spec)
+    """A recipe YAML named relative to the working directory or, failing that, to the project root."""
+    from synth.engine.config import project_path
+
+    p = project_path(spec)
     if p.is_file():
         return p
-    if not p.is_absolute() and (ROOT / p).is_file():
-        return ROOT / p
     raise InputError(f"SFT config file not found: {spec}")
 
 
@@ -93,10 +92,14 @@ def training_command(recipe: str | Path, data_dir: str | Path, overrides: list[s
     processes or an accelerate config (whose ``num_processes`` rules when none is given), else
     ``python -m sft.train``.  ``hopforge sft`` and the ``sft`` flow both run it."""
     from sft.train import accelerate_command, overrides_to_args
+    from synth.engine.config import project_path
 
     out, rest = output_dir_of(data_dir, overrides, recipe, output_dir)
+    # The process may start elsewhere: inputs named relative to the project are passed as found.
+    recipe = recipe_path(recipe) if project_path(recipe).is_file() else Path(recipe)
     if (num_processes or 1) > 1 or accelerate_config:
-        return accelerate_command(str(recipe), str(data_dir), out, str(accelerate_config) if accelerate_config else None,
+        accel = str(project_path(accelerate_config)) if accelerate_config else None
+        return accelerate_command(str(recipe), str(data_dir), out, accel,
                                   num_processes=num_processes if (num_processes or 1) > 1 else None, overrides=rest)
     return [sys.executable, "-m", "sft.train", "--config", str(recipe), "--data_dir", str(data_dir), "--output_dir", out,
             *overrides_to_args(rest)]

@@ -14,6 +14,9 @@ out.  Packing (``bfd``, padding-free) is kept only when the attention implementa
 samples apart; otherwise batches are grouped by length.  The output folder holds a checkpoint that
 ``AutoModelForCausalLM.from_pretrained`` loads (LoRA merged when ``merge_lora``), the tokenizer
 with the training chat template, ``train_report.json``, ``mask_report.json`` and ``loss.png``.
+
+The trainer reports through the ``hopforge`` logger (:class:`LogLines`: one line per logging step)
+instead of printing metric dicts, and outside a terminal no library draws ``\r`` progress bars.
 """
 
 from __future__ import annotations
@@ -60,6 +63,79 @@ class HopforgeSFTArguments:
     validate_only: bool = field(default=False, metadata={"help": "Check the loss masks, write mask_report.json, "
                                                          "and stop."})
     max_rows: int | None = field(default=None, metadata={"help": "Use only the first N rows (trial runs)."})
+
+
+class LogLines:
+    """A ``transformers`` trainer callback: every ``on_log`` becomes one ``hopforge`` log line
+    (``sft: step 12/40: loss 6.04, grad_norm 0.72, ...``), and the steps get a :class:`Bar` (a rich bar on
+    a terminal, a line every few seconds in logs).  Only the main process reports."""
+
+    MAX_LINE = 250  # longer metric lines are split, so a log file never holds a line of hundreds of characters
+
+    def __init__(self, prefix: str = "sft"):
+        self.prefix = prefix
+        self.bar = None
+
+    # TrainerCallback's hooks, without subclassing it (transformers is imported only when training starts).
+    def __getattr__(self, name: str):
+        if name.startswith("on_"):
+            return lambda *a, **kw: None
+        raise AttributeError(name)
+
+    def on_train_begin(self, args, state, control, **kw) -> None:
+        from synth.engine.progress import Bar
+
+        if state.is_world_process_zero and self.bar is None:
+            self.bar = Bar(f"{self.prefix}: steps", total=state.max_steps or None, unit="steps")
+
+    def on_step_end(self, args, state, control, **kw) -> None:
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_train_end(self, args, state, control, **kw) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def on_log(self, args, state, control, logs: dict | None = None, **kw) -> None:
+        if not state.is_world_process_zero or not logs:
+            return
+        head = f"{self.prefix}: step {state.global_step}/{state.max_steps}:"
+        for line in metric_lines(logs, self.MAX_LINE - len(head)):
+            log.info("%s %s", head, line)
+
+
+def metric_lines(logs: dict[str, Any], width: int = 200) -> list[str]:
+    """``{"loss": 6.0371, "epoch": 0.38}`` -> ``["loss 6.037, epoch 0.38"]``, split into lines of at most
+    about ``width`` characters."""
+    items = [f"{k} {_metric(v)}" for k, v in logs.items()]
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + 2 + len(item) <= width:
+            lines[-1] += ", " + item
+        else:
+            lines.append(item)
+    return lines
+
+
+def _metric(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    try:  # a tensor or numpy scalar
+        return f"{float(v):.4g}" if not isinstance(v, (int, str)) else str(v)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def log_to_hopforge(trainer) -> None:
+    """Swap the trainer's printing callbacks (``PrinterCallback`` prints metric dicts, ``ProgressCallback``
+    draws tqdm bars and writes the dicts under them) for :class:`LogLines`."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    if not any(isinstance(cb, LogLines) for cb in trainer.callback_handler.callbacks):
+        trainer.add_callback(LogLines())
 
 
 def make_parser(prog: str | None = None):
@@ -111,7 +187,9 @@ def _init_config(spec: dict | str | None) -> dict | None:
             return json.loads(spec)
         except json.JSONDecodeError as e:
             raise InputError(f"init_config is not valid JSON: {e}") from None
-    p = Path(spec)
+    from synth.engine.config import project_path
+
+    p = project_path(spec)
     if p.is_file():
         import yaml
 
@@ -193,7 +271,14 @@ def prepare(script_args, training_args, model_args) -> dict[str, Any]:
                          "another output_dir, or rerun the `student` stage")
     tokenizer = load_tokenizer(tok_path)
     _check_pinned(tokenizer, script_args)
-    template_name, template = resolve_template(script_args.chat_template, tokenizer)
+    spec = script_args.chat_template
+    if spec and spec not in ("auto",) and spec.endswith((".jinja", ".jinja2", ".j2")):
+        from synth.engine.config import project_path
+
+        spec = str(project_path(spec))  # a template file: the working directory's, else the project's
+    template_name, template = resolve_template(spec, tokenizer)
+    if spec != script_args.chat_template:
+        template_name = script_args.chat_template  # reported as written
     tokenizer.chat_template = template
     data = load_sft_dataset(table)
     if script_args.max_rows:
@@ -253,7 +338,11 @@ def main(script_args, training_args, model_args, collator_wrapper=PaddingCounter
     """
     from trl import SFTTrainer, get_peft_config
 
+    from synth.engine.progress import quiet_library_progress
+
     t_start = time.time()
+    if quiet_library_progress():  # not a terminal: datasets' map and the trainer log lines, no \r bars
+        training_args.disable_tqdm = True
     prep = prepare(script_args, training_args, model_args)
     out = Path(training_args.output_dir)
     if script_args.validate_only:
@@ -277,6 +366,7 @@ def main(script_args, training_args, model_args, collator_wrapper=PaddingCounter
                          processing_class=tokenizer, peft_config=get_peft_config(model_args))
     counter = collator_wrapper(trainer.data_collator)
     trainer.data_collator = counter
+    log_to_hopforge(trainer)
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     train_counts = counter.snapshot()
     train_counts["parameters"] = sum(p.numel() for p in trainer.model.parameters())
@@ -372,6 +462,10 @@ def overrides_to_args(overrides: list[str] | tuple[str, ...]) -> list[str]:
 
 def cli(argv: list[str] | None = None) -> int:
     """``python -m sft.train``: exit 2 with a message on bad input."""
+    from synth.engine.progress import quiet_library_progress, setup_logging
+
+    setup_logging()  # a process of its own: the trainer's log lines need the hopforge handler here too
+    quiet_library_progress()
     try:
         script_args, training_args, model_args = parse_args(argv)
         main(script_args, training_args, model_args)

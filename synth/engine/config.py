@@ -5,6 +5,10 @@ from :class:`Section`; the composition root assembles them into one root model
 (``flows/config.py``).  Loading is generic over that root: ``load_config(Root, path,
 overrides)`` reads YAML, applies ``--set dotted.key=value`` overrides and validates, and any
 unknown key or bad value raises :class:`ConfigError`, whose message names the key.
+
+Relative input paths (the config file itself, and the fields the root lists in ``path_fields``)
+are looked for in the current directory, then in the project root (:func:`project_path`), so
+every command works from any directory.  Content keys hash such a field as it was written.
 """
 
 from __future__ import annotations
@@ -14,10 +18,29 @@ import json
 import reprlib
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
+
+
+def project_root() -> Path | None:
+    """The project's folder (the one that holds ``configs/`` beside the packages), found from where this
+    module lives; None for an install without it."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "configs").is_dir() else None
+
+
+def project_path(path: str | Path) -> Path:
+    """Where an input path is: as given when absolute or present relative to the current directory,
+    else under the project root when it is there, else as given (so its error names what was written)."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    root = project_root()
+    if root is not None and str(p) not in ("", ".") and (root / p).exists():
+        return root / p
+    return p
 
 
 class ConfigError(ValueError):
@@ -94,9 +117,33 @@ class SynthConfig(Section):
 
 
 class RootConfig(Section):
-    """Base of the root model: dotted access and the content-key hash of sections."""
+    """Base of the root model: dotted access, input paths, and the content-key hash of sections."""
+
+    # Dotted fields that hold input paths (a string or a list of strings), resolved by resolve_paths().
+    path_fields: ClassVar[tuple[str, ...]] = ()
 
     seed: int = Field(0, description="Run seed; every random choice derives from (seed, stage, record id).")
+
+    _as_written: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def resolve_paths(self) -> None:
+        """Point every relative path of ``path_fields`` that is not under the current directory at the
+        project root, where it is there (:func:`project_path`); the values as written still key the stages."""
+        for dotted in self.path_fields:
+            value = self.get(dotted)
+            if isinstance(value, str):
+                new: Any = _located(value)
+            elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+                new = [_located(v) for v in value]
+            else:
+                continue
+            if new != value:
+                self._as_written.setdefault(dotted, value)
+                *parents, leaf = dotted.split(".")
+                node: Any = self
+                for part in parents:
+                    node = getattr(node, part)
+                setattr(node, leaf, new)
 
     def get(self, dotted: str) -> Any:
         """The value at a dotted path, e.g. ``walk.hops``."""
@@ -111,9 +158,29 @@ class RootConfig(Section):
         Fields marked ``operational`` (concurrency, memory limits, batch sizes) change how a
         stage runs, not what it writes, so they are left out.
         """
-        payload = {n: _dump(self.get(n)) for n in names}
+        payload = {n: self._written(n) for n in names}
         payload["seed"] = self.seed
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    def _written(self, name: str) -> Any:
+        """The dump of ``name`` with the paths :meth:`resolve_paths` moved put back as they were written, so a
+        stage's key does not depend on the directory a command ran from."""
+        out = _dump(self.get(name))
+        for dotted, value in self._as_written.items():
+            if dotted == name:
+                out = value
+            elif dotted.startswith(name + ".") and isinstance(out, dict):
+                *parents, leaf = dotted[len(name) + 1:].split(".")
+                node = out
+                for part in parents:
+                    node = node[part]
+                node[leaf] = value
+        return out
+
+
+def _located(value: str) -> str:
+    p = project_path(value)
+    return str(p) if p != Path(value).expanduser() else value
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -244,9 +311,11 @@ def load_config(root: type[M], path: str | Path | None, overrides: list[str] | N
     """Load a YAML config (None: all defaults) and apply overrides."""
     data: dict = {}
     if path is not None:
-        p = Path(path)
+        p = project_path(path)
         if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
+            root = project_root()
+            where = f" (looked in {Path.cwd()} and {root})" if root is not None and not p.is_absolute() else ""
+            raise ConfigError(f"config file not found: {p}{where}")
         try:
             loaded = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
@@ -255,4 +324,7 @@ def load_config(root: type[M], path: str | Path | None, overrides: list[str] | N
             raise ConfigError(f"config file {p}: top level must be a mapping")
         data = loaded
     data = apply_overrides(root, data, list(overrides or []))
-    return config_from_dict(root, data)
+    cfg = config_from_dict(root, data)
+    if isinstance(cfg, RootConfig):
+        cfg.resolve_paths()
+    return cfg

@@ -5,7 +5,8 @@ A stage's content key is::
     sha256(stage name, version, code hash, config-section hash, keys of the stages it reads, extra)
 
 where the code hash covers the import closure of the stage's entry
-(:mod:`synth.engine.codekey`).  A stage whose key matches a complete output on disk is
+(:mod:`synth.engine.codekey`).  An input the stage declares ``by_content`` enters by a hash of
+the tables it reads of it instead of by its stage key.  A stage whose key matches a complete output on disk is
 reused and says so; otherwise it runs into ``<key>.partial`` and is committed atomically
 (:mod:`synth.engine.store`).
 
@@ -65,18 +66,30 @@ class Pipeline:
 
     # ---- keys --------------------------------------------------------------------------------
     def stage_key(self, stage: Stage, cfg: Any, store: Store) -> tuple[str, dict]:
-        """The content key of ``stage`` and the parts it was made from."""
-        input_keys = {}
+        """The content key of ``stage`` and the parts it was made from.
+
+        ``parts["inputs"]`` holds the keys of the stages read by key; ``parts["content"]`` (present only
+        for a stage with ``by_content``) the content hashes of the tables read by content.
+        """
+        input_keys: dict[str, str] = {}
+        content: dict[str, dict[str, str]] = {}
+
+        def add(up: str, entry: dict) -> None:
+            if up in stage.by_content:
+                content[up] = {t: store.content_hash(up, entry["key"], t) for t in stage.by_content[up]}
+            else:
+                input_keys[up] = entry["key"]
+
         for up in stage.reads:
             entry = store.stage_entry(up)
             if entry is None:
                 raise MissingInput(f"stage '{stage.name}' needs the output of stage '{up}', which is not in "
                                    f"{store.root} (run `hopforge {self.command_of(up)} --out {store.root}` first)")
-            input_keys[up] = entry["key"]
+            add(up, entry)
         for up in stage.optional_reads:
             entry = store.stage_entry(up)
             if entry is not None:
-                input_keys[up] = entry["key"]
+                add(up, entry)
         parts = {
             "stage": stage.name,
             "version": VERSION,
@@ -85,6 +98,8 @@ class Pipeline:
             "inputs": input_keys,
             "extra": stage.key_extra(cfg, store) if stage.key_extra else "",
         }
+        if content:
+            parts["content"] = content
         key = hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()[:20]
         return key, parts
 

@@ -13,7 +13,7 @@ import importlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from synth.engine.progress import Bar
 from synth.engine.store import ShardWriter, Store
@@ -81,6 +81,11 @@ class Stage:
     :class:`Shards`; the stage table names it as ``"module:attribute"`` so it is imported only
     when the stage runs.  ``key_extra(cfg, store)`` adds what lies outside the store and the
     config to the content key (e.g. the identity of a source file).
+
+    ``by_content`` maps a read stage to the tables of it the stage reads, when those are all it
+    reads of it: that input enters the key by the content of those tables (a hash of their files,
+    :meth:`Store.content_hash`) instead of by the read stage's key, so an upstream rerun that
+    writes the same tables leaves the stage reused (the student is not retrained for nothing).
     """
 
     name: str
@@ -93,6 +98,13 @@ class Stage:
     key_extra: Callable[[Any, Store], str] | None = None
     sharded: bool = False
     must_produce: bool = False  # an empty output from a non-empty input is a failure, not a result
+    by_content: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.by_content) - set(self.reads) - set(self.optional_reads)
+        if unknown:
+            raise ValueError(f"stage {self.name}: by_content names {sorted(unknown)}, which it does not read")
+        object.__setattr__(self, "by_content", {k: tuple(v) for k, v in self.by_content.items()})
 
     @property
     def module(self) -> str:

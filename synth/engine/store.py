@@ -13,10 +13,15 @@ is the commit, so a crash never leaves a half-written output visible.  The publi
 paths (``DIR/corpus/pages``, ``DIR/walks``...) are symlinks that
 ``pyarrow.dataset.dataset(DIR/<table>)`` reads like folders; each is replaced with
 ``os.replace``, which is atomic.
+
+A committed ``<key>`` folder never changes, so the content hash of a table in it
+(:meth:`Store.content_hash`, for stages keyed by what they read rather than by who wrote it)
+is computed once and kept beside it in ``_content.json``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -121,6 +126,26 @@ def write_parquet_atomic(table: pa.Table, path: Path, row_group_size: int | None
         raise
 
 
+def tree_hash(path: Path) -> str:
+    """sha256 of a file, or of a folder's files (relative names and bytes, in name order) that a dataset
+    reader sees: names starting with ``.`` or ``_`` are left out."""
+    path = Path(path)
+    if path.is_file():
+        files = [path]
+    else:
+        files = sorted((p for p in path.rglob("*") if p.is_file()
+                        and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)),
+                       key=lambda p: p.relative_to(path).as_posix())
+    h = hashlib.sha256()
+    for f in files:
+        name = f.relative_to(path).as_posix() if f != path else ""
+        h.update(f"{name}\0{f.stat().st_size}\0".encode())
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:20]
+
+
 class ShardWriter:
     """Writes a table as numbered Parquet shards ``part-00000.parquet`` ... into a folder.
 
@@ -217,6 +242,29 @@ class Store:
     def read(self, rel: str, columns: list[str] | None = None, hint: str | None = None) -> pa.Table:
         """Read a whole table (or some columns)."""
         return self.dataset(rel, hint).to_table(columns=columns)
+
+    def content_hash(self, stage: str, key: str, table: str) -> str:
+        """A hash of the files of ``table`` in the committed output ``key`` of ``stage`` (what a reader of
+        the table sees: names and bytes, hidden and ``_`` files left out, as pyarrow's datasets do).
+
+        The writer is deterministic (the same rows in the same order give the same Parquet bytes), so an
+        unchanged table hashes the same after its stage reran.  Kept in ``<key>/_content.json``.
+        """
+        base = self.stage_dir(stage, key)
+        memo = base / "_content.json"
+        with self.locked():
+            try:
+                known = json.loads(memo.read_text())
+            except (FileNotFoundError, ValueError):
+                known = {}
+            if table in known:
+                return known[table]
+            target = base / table
+            if not target.exists():
+                raise MissingInput(f"stage '{stage}' output {key} in {self.root} has no table '{table}'")
+            known[table] = tree_hash(target)
+            atomic_write_json(memo, known)
+            return known[table]
 
     # ---- manifest ------------------------------------------------------------------------
     @property

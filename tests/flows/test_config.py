@@ -58,3 +58,35 @@ def test_operational_fields_do_not_change_the_hash():
     assert a.section_hash("corpus") == b.section_hash("corpus")
     assert a.section_hash("corpus") != c.section_hash("corpus")
     assert a.section_hash("walk.hops") != load_config(None, ["walk.hops=2"]).section_hash("walk.hops")
+
+
+# ---- relative paths: the current directory's, else the project's ---------------------------
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def test_relative_paths_are_found_in_the_project_from_anywhere(tmp_path, monkeypatch):
+    sets = ["sft.config=configs/sft/smoke.yaml", "filters.decontaminate=[configs/sft/tiny.yaml, here.txt]"]
+    monkeypatch.chdir(ROOT)
+    at_root = load_config("configs/demo.yaml", sets)
+    assert at_root.sft.config == "configs/sft/smoke.yaml"  # present here: kept as written
+    monkeypatch.chdir(tmp_path)
+    away = load_config("configs/demo.yaml", sets)
+    assert away.sft.config == str(ROOT / "configs/sft/smoke.yaml")
+    assert away.filters.decontaminate == [str(ROOT / "configs/sft/tiny.yaml"), "here.txt"]  # found nowhere: as is
+    assert away.corpus.source == "demo" and away.tokenizer == "demo"  # not paths of the project: untouched
+    # Keys hash what was written, not where the command ran.
+    for section in ("sft", "sft.config", "filters", "filters.decontaminate"):
+        assert away.section_hash(section) == at_root.section_hash(section), section
+    assert away.section_hash("sft") != load_config(None, ["sft.config=configs/sft/tiny.yaml"]).section_hash("sft")
+    # A file of the current directory wins over the project's.
+    (tmp_path / "configs" / "sft").mkdir(parents=True)
+    (tmp_path / "configs" / "sft" / "smoke.yaml").write_text("max_steps: 1\n")
+    own = load_config("configs/demo.yaml", ["sft.config=configs/sft/smoke.yaml"])
+    assert own.sft.config == "configs/sft/smoke.yaml"
+
+
+def test_a_missing_config_file_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="config file not found: configs/nope.yaml") as e:
+        load_config("configs/nope.yaml")
+    assert str(tmp_path) in str(e.value) and str(ROOT) in str(e.value)

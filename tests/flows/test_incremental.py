@@ -72,3 +72,41 @@ def test_added_pages_pay_only_for_new_walks(tmp_path, demo_file):
     differ = [q for q in questions_a.keys() & questions_b.keys()
               if questions_a[q]["question"] != questions_b[q]["question"]]
     assert len(differ) <= repairs
+
+
+STUDENT = ["walk.num_walks=24", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
+           "sft.overrides=[max_steps=2, eval_fraction=0.3, max_length=4096]", "eval.max_turns=2",
+           "eval.max_new_tokens=8", "eval.max_questions=2", "filters.min_tool_calls=2",
+           "questions.splits={sft: 0.6, rl: 0.1, eval: 0.3}"]
+
+
+def test_the_student_retrains_only_when_the_sft_table_changed(tmp_path, demo_file):
+    """The sft stage is keyed by the content of the `sft` table: a filter change that leaves it as it was
+    reruns the filter but not the training (nor the eval); one that changes it retrains."""
+
+    def run(extra=()):
+        cfg = load_config("configs/demo.yaml", STUDENT + [f"corpus.source={demo_file}", *extra])
+        PIPELINE.run(PIPELINE, cfg, Store(tmp_path))
+        return json.loads((tmp_path / "reports" / "run.json").read_text())["stages"]
+
+    def sft_bytes():
+        return {p.name: p.read_bytes() for p in sorted((tmp_path / "sft").glob("*.parquet"))}
+
+    first = run()
+    assert not first["sft"]["reused"] and not first["eval"]["reused"]
+    rows, table = first["sft"]["input"], sft_bytes()
+    weights = (tmp_path / "student" / "model.safetensors").stat().st_mtime_ns
+    key = json.loads((tmp_path / "manifest.json").read_text())["stages"]["sft"]
+    assert "filter" not in key["inputs"] and "sft" in key["content"]["filter"]
+
+    # filters.ngram shapes decontamination, and there is no decontamination file: the sft rows are the same.
+    same = run(["filters.ngram=9"])
+    assert not same["filter"]["reused"] and same["filter"]["teacher_calls"] == 0
+    assert sft_bytes() == table
+    assert same["sft"]["reused"] and same["eval"]["reused"]
+    assert (tmp_path / "student" / "model.safetensors").stat().st_mtime_ns == weights
+
+    # Two correct traces kept per question: more rows, so the student retrains (and is evaluated again).
+    changed = run(["filters.ngram=9", "filters.keep_per_question=2"])
+    assert changed["sft"]["input"] > rows
+    assert not changed["sft"]["reused"] and not changed["eval"]["reused"]

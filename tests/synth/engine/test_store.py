@@ -144,3 +144,95 @@ def test_a_folder_in_the_way_is_moved_aside_not_deleted(tmp_path):
     assert (tmp_path / "nums").is_symlink()
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("nums.moved-aside-")]
     assert len(aside) == 1 and (aside[0] / "mine.txt").read_text() == "keep me"
+
+
+# ---- inputs keyed by content -------------------------------------------------------------------
+def _two_tables(kept: int, side: int):
+    """A stage writing `kept` (what the reader below reads) and `side` (what it does not); both depend on
+    walk.* config, so any change there reruns it."""
+
+    def run(ctx):
+        calls.append("two")
+        for rel, n in (("kept", kept), ("side", side)):
+            w = ctx.writer(rel, SCHEMA)
+            w.write([{"x": i} for i in range(n)])
+            w.close()
+        return StageResult(input=kept + side, output=kept + side)
+
+    return Stage(name="two", entry=run, sections=("walk",), outputs=("kept", "side"))
+
+
+def _sum(ctx):
+    calls.append("sum")
+    total = sum(ctx.store.read("kept")["x"].to_pylist())
+    w = ctx.writer("total", SCHEMA)
+    w.write([{"x": total}])
+    w.close()
+    return StageResult(input=1, output=1)
+
+
+SUM = Stage(name="sum", entry=_sum, reads=("two",), by_content={"two": ("kept",)}, outputs=("total",))
+SUM_BY_KEY = Stage(name="sum", entry=_sum, reads=("two",), outputs=("total",))
+
+
+def test_an_input_keyed_by_content_reuses_when_the_table_is_unchanged(tmp_path):
+    calls.clear()
+    store = Store(tmp_path)
+    run_stage(_two_tables(3, 2), load_config(None), store)
+    first = run_stage(SUM, load_config(None), store)
+    by_key = _key(SUM_BY_KEY, store)
+    entry = store.stage_entry("sum")
+    assert "two" not in entry["inputs"] and set(entry["content"]["two"]) == {"kept"}
+    # The upstream reruns (its config changed) and rewrites `side`, but `kept` is byte for byte the same.
+    cfg = load_config(None, ["walk.hops=3"])
+    run_stage(_two_tables(3, 5), cfg, store)
+    again = run_stage(SUM, cfg, store)
+    assert calls == ["two", "sum", "two"] and again.reused and again.key == first.key
+    # Keyed by the upstream's stage key instead, the same change would rerun it.
+    assert _key(SUM_BY_KEY, store) != by_key
+    # Now `kept` changes: the reader reruns.
+    cfg = load_config(None, ["walk.hops=4"])
+    run_stage(_two_tables(4, 5), cfg, store)
+    third = run_stage(SUM, cfg, store)
+    assert not third.reused and calls[-2:] == ["two", "sum"]
+    assert ds.dataset(tmp_path / "total").to_table()["x"].to_pylist() == [6]
+
+
+def _key(stage, store):
+    from synth.engine.runner import Pipeline
+
+    return Pipeline([stage]).stage_key(stage, load_config(None), store)[0]
+
+
+def test_content_hash_is_kept_and_reads_what_a_dataset_reads(tmp_path):
+    from synth.engine.store import tree_hash
+
+    store = Store(tmp_path)
+    run_stage(_two_tables(3, 2), load_config(None), store)
+    key = store.stage_entry("two")["key"]
+    h = store.content_hash("two", key, "kept")
+    assert json.loads((store.stage_dir("two", key) / "_content.json").read_text()) == {"kept": h}
+    table = store.stage_dir("two", key) / "kept"
+    (table / ".cache").mkdir()
+    (table / ".cache" / "x").write_text("not data")
+    (table / "_SUCCESS").write_text("")
+    assert tree_hash(table) == h  # hidden and `_` files are not the table
+    (table / "part-00001.parquet").write_bytes((table / "part-00000.parquet").read_bytes())
+    assert tree_hash(table) != h
+    with pytest.raises(MissingInput, match="no table 'nope'"):
+        store.content_hash("two", key, "nope")
+
+
+def test_the_same_rows_write_the_same_bytes(tmp_path):
+    rows = [{"x": i} for i in range(1000)]
+    for name, batches in (("a", [rows]), ("b", [rows[:10], rows[10:500], rows[500:]])):
+        w = ShardWriter(tmp_path / name, SCHEMA)
+        for b in batches:
+            w.write(b)
+        w.close()
+    assert (tmp_path / "a" / "part-00000.parquet").read_bytes() == (tmp_path / "b" / "part-00000.parquet").read_bytes()
+
+
+def test_by_content_names_a_stage_it_reads():
+    with pytest.raises(ValueError, match="does not read"):
+        Stage(name="x", entry=_sum, reads=("two",), by_content={"other": ("t",)})
