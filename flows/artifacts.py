@@ -1,53 +1,82 @@
-"""The Prefect artifacts a synth run attaches: the funnel, the teacher's cost, the report.
+"""The Prefect artifacts a synth run attaches: the funnel, the stages, the teacher's cost, the report.
 
-The tables are built by pure functions (:func:`funnel_table`, :func:`cost_table`,
-:func:`report_markdown`) from what the run left on disk and its stage outcomes, so
-tests can check them without a server.  Nothing here reads the environment: the
-config appears only as it is stored (the API key's variable *name*, ``api_key_env``;
-the endpoint as :meth:`~synth.teacher.config.TeacherConfig.display_url`).
+The tables are built by pure functions (:func:`funnel_table`, :func:`stages_table`,
+:func:`cost_table`, :func:`report_markdown`) from what the run left on disk and its stage
+outcomes, so tests can check them without a server.
+
+The report artifact shows the report's figures inline: Prefect's UI renders a markdown
+artifact's images with an ``<img>`` whose source is the link as written, and a browser will
+not load a ``file://`` path from a web page, so each PNG travels inside the markdown as a
+``data:image/png;base64`` URI, downscaled and within a size budget (figures past it are named
+by path).  Paths on the run's machine (the report, the explorer) are given as text.
+
+Nothing here reads the environment: the config appears only as it is stored (the API key's
+variable *name*, ``api_key_env``; the endpoint as
+:meth:`~synth.teacher.config.TeacherConfig.display_url`).
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
 from flows.config import Config
-from synth.engine.stage import StageOutcome
 from synth.engine.runner import SUMMARY_COLUMNS, summary_rows
+from synth.engine.stage import StageOutcome
+from synth.report.stage import funnel_steps, price_pair, priced_usage, read_reports, teacher_totals
 
-COST_COLUMNS = ["stage", "status", "requests", "cache hits", "prompt tokens", "completion tokens", "cost_usd"]
+FUNNEL_COLUMNS = ["step", "count", "unit", "dropped", "reasons"]
+COST_COLUMNS = ["stage", "status", "requests", "cache hits", "prompt tokens", "completion tokens",
+                "cached prompt tokens", "cached completion tokens", "cost_usd", "cost_with_cache_usd"]
+IMAGE_MAX_WIDTH = 760          # px: the width of Prefect's artifact pane, about
+IMAGE_MAX_BYTES = 150_000      # one embedded PNG, before base64
+IMAGES_MAX_BYTES = 1_200_000   # all embedded PNGs together, before base64
+_FIGURE = re.compile(r"^!\[(?P<caption>.*)\]\((?P<name>[^)\s]+\.png)\)\s*$")
 
 
-def funnel_table(outcomes: Sequence[StageOutcome]) -> list[dict[str, Any]]:
+def funnel_table(out: str | Path) -> list[dict[str, Any]]:
+    """The run's funnel, one row per step in stage order: questions drafted and accepted, traces, the traces
+    left after each filter reason, the kept SFT rows (:func:`synth.report.stage.funnel_steps`)."""
+    return [{"step": s["label"], "count": s["count"], "unit": s["unit"], "dropped": s["dropped"],
+             "reasons": s["note"]} for s in funnel_steps(read_reports(Path(out)))]
+
+
+def stages_table(outcomes: Sequence[StageOutcome]) -> list[dict[str, Any]]:
     """One row per stage: stage, status, input, output, dropped, teacher calls, seconds."""
     return [dict(zip(SUMMARY_COLUMNS, row)) for row in summary_rows(outcomes)]
 
 
-def cost_table(out: str | Path, outcomes: Sequence[StageOutcome]) -> list[dict[str, Any]]:
+def cost_table(out: str | Path, outcomes: Sequence[StageOutcome], price: Any = None) -> list[dict[str, Any]]:
     """One row per stage that used the teacher, from ``reports/<stage>.json`` ``teacher``, plus a total.
 
-    A reused stage's numbers are those of the run that computed it (its status says so);
-    ``cost_usd`` is filled when ``teacher.price_per_mtok`` was set.
+    A reused stage's tokens are those of the run that computed it (its status says so).  With
+    ``price`` (``teacher.price_per_mtok`` now) the costs are computed from those tokens, so a price
+    set after the teacher stages ran still prices them: ``cost_usd`` the tokens sent,
+    ``cost_with_cache_usd`` with the tokens the call cache answered added; without it, the cost the
+    stage recorded, if any.
     """
     rows = []
     for o in outcomes:
         t = _stage_report(out, o.name).get("teacher") or o.report.get("teacher")
         if not t:
             continue
+        u = priced_usage(t, price)
         rows.append({"stage": o.name, "status": "reused" if o.reused else "ran",
                      "requests": t.get("requests", 0), "cache hits": t.get("cache_hits", 0),
                      "prompt tokens": t.get("prompt_tokens", 0), "completion tokens": t.get("completion_tokens", 0),
-                     "cost_usd": t.get("cost_usd")})
+                     "cached prompt tokens": t.get("cached_prompt_tokens", 0),
+                     "cached completion tokens": t.get("cached_completion_tokens", 0),
+                     "cost_usd": u.get("cost_usd"), "cost_with_cache_usd": u.get("cost_with_cache_usd")})
     if rows:
-        total = {c: sum(r[c] or 0 for r in rows) for c in COST_COLUMNS[2:]}
-        if all(r["cost_usd"] is None for r in rows):
-            total["cost_usd"] = None
-        else:
-            total["cost_usd"] = round(total["cost_usd"], 6)
+        total: dict[str, Any] = {c: sum(r[c] or 0 for r in rows) for c in COST_COLUMNS[2:]}
+        for c in ("cost_usd", "cost_with_cache_usd"):
+            total[c] = None if any(r[c] is None for r in rows) else round(total[c], 6)
         rows.append({"stage": "total", "status": "", **total})
     return rows
 
@@ -68,40 +97,164 @@ def safe_config(cfg: Config) -> dict:
     return data
 
 
-def report_markdown(out: str | Path, cfg: Config | None = None) -> str:
-    """A markdown page pointing at the run's report (``DIR/report/index.md``) and its figures."""
+def png_data_uri(path: Path, max_width: int = IMAGE_MAX_WIDTH) -> str:
+    """``path`` as a ``data:image/png;base64`` URI, scaled down to ``max_width`` and palette-reduced."""
+    raw = path.read_bytes()
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(raw)) as im:
+            im = im.convert("RGB")
+            if im.width > max_width:
+                im = im.resize((max_width, round(im.height * max_width / im.width)), Image.LANCZOS)
+            buf = io.BytesIO()
+            im.quantize(colors=128).save(buf, format="PNG", optimize=True)
+            raw = min(raw, buf.getvalue(), key=len)
+    except Exception:  # noqa: BLE001 - a figure Pillow cannot read is embedded as written
+        pass
+    return "data:image/png;base64," + base64.b64encode(raw).decode("ascii")
+
+
+def report_figures(report: Path) -> list[tuple[str, str]]:
+    """``(file name, caption)`` of every figure ``index.md`` shows, in its order (else the PNGs by name)."""
+    index = report / "index.md"
+    found: list[tuple[str, str]] = []
+    if index.exists():
+        for line in index.read_text().splitlines():
+            m = _FIGURE.match(line)
+            if m and (report / m["name"]).is_file():
+                found.append((m["name"], m["caption"]))
+    return found or [(p.name, p.stem) for p in sorted(report.glob("*.png"))]
+
+
+def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequence[StageOutcome] = (),
+                    budget: int = IMAGES_MAX_BYTES) -> str:
+    """The run in one markdown page: headline numbers, the funnel, the cost, the report's figures inline.
+
+    Figures are embedded as data URIs (:func:`png_data_uri`) until ``budget`` bytes of PNG are
+    spent; the rest are listed by path.  The report (``DIR/report/index.md``) and the explorer
+    (``DIR/report/index.html``, when it exists) are named by path: they live on the run's machine.
+    """
     root = Path(out).absolute()
     report = root / "report"
+    reports = read_reports(root)
+    price = cfg.teacher.price_per_mtok if cfg is not None else None
     lines = [f"# hopforge run: `{root}`", ""]
-    index = report / "index.md"
+    index, explorer = report / "index.md", report / "index.html"
+    if explorer.exists():
+        lines += [f"Explorer (open it in a browser on the machine that holds the run): `{explorer}`", ""]
     if index.exists():
-        lines += [f"Report: [{index}]({index.as_uri()})", ""]
-        pngs = sorted(report.glob("*.png"))
-        if pngs:
-            lines += ["| figure | file |", "| --- | --- |"]
-            lines += [f"| {p.stem} | [{p.name}]({p.as_uri()}) |" for p in pngs]
-            lines.append("")
+        lines += [f"Report: `{index}`", ""]
     else:
         lines += ["No report was written (the `report` stage did not run).", ""]
     lines += [f"Run summary: `{root / 'reports' / 'run.json'}`", ""]
+
+    lines += _headline(reports, price)
+    steps = funnel_table(root)
+    if steps:
+        lines += ["## Funnel", "", "Stage order, top to bottom; each row counts its own unit, and `dropped` is what "
+                  "the step removed from the row above.", "",
+                  "| step | count | dropped | reasons |", "| --- | ---: | ---: | --- |"]
+        lines += [f"| {s['step']} | {s['count']:,} {s['unit']} | "
+                  f"{'-' if s['dropped'] is None else format(s['dropped'], ',')} | {s['reasons'] or '-'} |"
+                  for s in steps]
+        lines.append("")
+    per = teacher_totals(reports, price)
+    if per:
+        status = {o.name: "reused" if o.reused else "ran" for o in outcomes}
+        lines += ["## Teacher cost", "", _price_text(price), "",
+                  "| stage | status | prompt tokens | completion tokens | cached prompt | cached completion | "
+                  "cost_usd | cost_with_cache_usd |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for stage, u in per.items():
+            g = lambda k: int(u.get(k, 0))  # noqa: E731
+            lines.append(f"| {stage} | {status.get(stage, '')} | {g('prompt_tokens'):,} | {g('completion_tokens'):,} | "
+                         f"{g('cached_prompt_tokens'):,} | {g('cached_completion_tokens'):,} | "
+                         f"{_usd(u.get('cost_usd'))} | {_usd(u.get('cost_with_cache_usd'))} |")
+        lines.append("")
+
+    if report.is_dir():
+        lines += _figures(report, budget)
     if cfg is not None:
         lines += ["## Config", "", "```yaml", yaml.safe_dump(safe_config(cfg), sort_keys=False).rstrip(), "```", ""]
     return "\n".join(lines)
 
 
+def _headline(reports: dict[str, dict], price: Any) -> list[str]:
+    q, r, f = (reports.get(s) or {} for s in ("questions", "rollout", "filter"))
+    rows = []
+    if q:
+        rows.append(("questions accepted", f"{int(q.get('output', 0)):,} of {int(q.get('input', 0)):,} drafted"))
+    if r:
+        rows.append(("traces", f"{int(r.get('output', 0)):,}"))
+    if f:
+        rows.append(("kept SFT rows", f"{int(f.get('output', 0)):,}"))
+        p = f.get("pass") or {}
+        if p.get("pass@1") is not None:
+            rows.append(("pass@1 / pass@n", f"{p['pass@1']} / {p.get('pass@n')}"))
+    total = teacher_totals(reports, price).get("total") or {}
+    if "cost_with_cache_usd" in total:
+        kept = int(f.get("output", 0)) if f else 0
+        each = f", {_usd(total['cost_with_cache_usd'] / kept)} per kept SFT row" if kept else ""
+        rows.append(("teacher cost (cache hits included)", f"{_usd(total['cost_with_cache_usd'])}{each}"))
+    elif total:
+        rows.append(("teacher cost", "not priced: set teacher.price_per_mtok"))
+    if not rows:
+        return []
+    return ["| run | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows), ""]
+
+
+def _price_text(price: Any) -> str:
+    p = price_pair(price)
+    if p is None:
+        return ("No `teacher.price_per_mtok` is set: costs are those the stages recorded, if any. Set it and rerun "
+                "to price the recorded tokens (no teacher call is made again).")
+    return (f"Priced now at `teacher.price_per_mtok` ({p[0]:g} USD per million prompt tokens, "
+            f"{p[1]:g} per million completion tokens) from the tokens each stage recorded; "
+            "cost_with_cache_usd adds the calls the cache answered.")
+
+
+def _usd(v: Any) -> str:
+    return "-" if v is None else f"${v:,.4f}"
+
+
+def _figures(report: Path, budget: int) -> list[str]:
+    lines = ["## Figures", ""]
+    left: list[str] = []
+    spent = 0
+    for name, caption in report_figures(report):
+        uri = png_data_uri(report / name)
+        size = len(uri) * 3 // 4
+        if size > IMAGE_MAX_BYTES or spent + size > budget:
+            left.append(name)
+            continue
+        spent += size
+        lines += [f"![{name}]({uri})", "", f"*{caption}*", ""]
+    if left:
+        lines += ["Not embedded (size budget): " + ", ".join(f"`{report / n}`" for n in left) + ".", ""]
+    return lines
+
+
 def attach(out: str | Path, cfg: Config, outcomes: Sequence[StageOutcome]) -> dict[str, Any]:
-    """Create the three artifacts in the current flow run; returns their ids by name."""
+    """Create the four artifacts in the current flow run; returns their ids by name."""
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+    root = Path(out).absolute()
+    price = cfg.teacher.price_per_mtok
     ids = {
         "funnel": create_table_artifact(
-            funnel_table(outcomes), key="synth-funnel",
-            description=f"Records into and out of each stage of `{Path(out).absolute()}` (status: ran or reused)."),
+            funnel_table(root), key="synth-funnel",
+            description=f"The funnel of `{root}` in stage order: questions drafted and accepted, traces, the traces "
+                        "left after each filter reason (chain order), kept SFT rows; each row in its own unit."),
+        "stages": create_table_artifact(
+            stages_table(outcomes), key="synth-stages",
+            description="Records into and out of each stage, each in its own unit (status: ran or reused)."),
         "cost": create_table_artifact(
-            cost_table(out, outcomes), key="synth-cost",
-            description="Teacher requests, cache hits and tokens per stage (cost_usd when teacher.price_per_mtok "
-                        "is set); a reused stage shows the run that computed it."),
+            cost_table(root, outcomes, price), key="synth-cost",
+            description="Teacher requests, cache hits and tokens per stage; cost_usd and cost_with_cache_usd priced "
+                        "at teacher.price_per_mtok now, from the recorded tokens. A reused stage shows the run that "
+                        "computed it."),
         "report": create_markdown_artifact(
-            report_markdown(out, cfg), key="synth-report", description="The run's report and figures."),
+            report_markdown(root, cfg, outcomes), key="synth-report",
+            description="The run: headline numbers, funnel, cost and the report's figures."),
     }
     return ids

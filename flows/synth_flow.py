@@ -15,8 +15,8 @@ with unchanged inputs reuses every stage, and a run that died resumes from its
 finished shards.  The teacher's ``concurrency`` / ``rpm`` / ``tpm`` are global: when
 shards run in N worker processes, each gets 1/N of them (:func:`split_teacher_limits`).
 
-At the end ``DIR/reports/run.json`` is current and the run carries three artifacts:
-the funnel, the teacher's cost and the report (:mod:`flows.artifacts`).
+At the end ``DIR/reports/run.json`` is current and the run carries four artifacts: the
+funnel, the stages, the teacher's cost and the report with its figures (:mod:`flows.artifacts`).
 """
 
 from __future__ import annotations

@@ -115,21 +115,32 @@ def _config_matches(cfg: Any, stage: str, entry: dict | None) -> bool:
     return cfg.section_hash(*entry["sections"]) == entry["config"]
 
 
-def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...]) -> dict[str, dict[str, float | None]]:
-    """Tokens and cost the data took to make, per stage: sent *and* cached calls (a cache hit was paid once)."""
+def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Any = None
+                  ) -> dict[str, dict[str, float | None]]:
+    """Tokens and cost the data took to make, per stage: sent *and* cached calls (a cache hit was paid once).
+
+    With ``price`` (``teacher.price_per_mtok`` of the config now) the cost is computed from the
+    recorded tokens, so a price set after the teacher stages ran still prices them; without it,
+    the cost the stage recorded (None: not priced).
+    """
+    from synth.report.stage import priced_usage
+
     out: dict[str, dict[str, float | None]] = {}
     for name in stages:
         t = (reports.get(name) or {}).get("teacher")
         if not isinstance(t, dict):
             continue
-        priced = "cost_usd" in t
         out[name] = {
             "prompt_tokens": int(t.get("prompt_tokens", 0)) + int(t.get("cached_prompt_tokens", 0)),
             "completion_tokens": int(t.get("completion_tokens", 0)) + int(t.get("cached_completion_tokens", 0)),
-            "cost_usd": (float(t.get("cost_usd", 0.0)) + float(t.get("cost_saved_by_cache_usd", 0.0))) if priced
-            else None,
+            "cost_usd": priced_usage(t, price).get("cost_with_cache_usd"),
         }
     return out
+
+
+def _price_now(cfg: Any) -> Any:
+    """``teacher.price_per_mtok`` of ``cfg`` (None: no config, or no price)."""
+    return getattr(getattr(cfg, "teacher", None), "price_per_mtok", None)
 
 
 def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, configs: list[dict],
@@ -170,8 +181,8 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
         "prompts": prompt_hashes(),
         "recorded_prompt_shas": column_counts(root / "questions", "prompt_sha"),
         "filter_cfg": filter_cfg,
-        "usage": teacher_usage(reports, COST_STAGES),
-        "judge_usage": teacher_usage(reports, ("filter",)),
+        "usage": teacher_usage(reports, COST_STAGES, _price_now(cfg)),
+        "judge_usage": teacher_usage(reports, ("filter",), _price_now(cfg)),
     }
 
 

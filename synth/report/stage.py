@@ -4,6 +4,10 @@ It reads what the stages left in DIR -- ``reports/<stage>.json`` (input / output
 dropped, teacher stats), ``questions``, ``traces``, ``filter/verdicts`` -- and skips
 whatever is missing (a run stopped before filtering still gets a report).
 
+The teacher's cost is priced here, from the tokens the teacher stages recorded and the
+config's ``teacher.price_per_mtok`` now, so a price set after those stages ran still prices
+them (the price is part of the report stage's key, so changing it reruns only the report).
+
 Definitions (evidence state, evidence recovery and calibration, with gold paths):
 
 - **Turns** count assistant messages from 1.  ``gold_first_seen[j]`` is the turn whose
@@ -35,8 +39,15 @@ from synth.engine.store import MissingInput, Store
 from synth.report.trust import trust_sections
 
 STAGE_ORDER = ("ingest", "graph", "walks", "expand", "questions", "rollout", "filter", "assemble")
-TEACHER_KEYS = ("calls", "requests", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
-                "cached_completion_tokens", "cost_usd")
+# What one record of each stage's input and output is (the stage table and the drops plot say it).
+STAGE_UNITS = {"ingest": "pages", "graph": "links", "walks": "walks", "expand": "subgraphs",
+               "questions": "question drafts", "rollout": "traces", "filter": "traces", "assemble": "longctx rows"}
+TOKEN_KEYS = ("calls", "requests", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
+              "cached_completion_tokens")
+COST_KEYS = ("cost_usd", "cost_with_cache_usd")
+TEACHER_KEYS = TOKEN_KEYS + COST_KEYS
+# Drop reasons of the filter stage that come after its chain, in the order they act.
+AFTER_CHAIN = ("held_out", "not_best")
 INF = math.inf
 
 
@@ -104,6 +115,11 @@ class TraceFacts:
     correct: bool
     completion_tokens: int
     n_tokens: int | None = None
+    n_search: int = 0
+    n_open: int = 0
+    n_find: int = 0
+    n_tool_errors: int = 0
+    kept: bool | None = None  # from filter/verdicts; None: not filtered yet
 
 
 def calibration_by_teacher(facts: Iterable[TraceFacts]) -> dict[str, dict[str, Any]]:
@@ -192,10 +208,12 @@ def _table(store: Store, rel: str, columns: list[str]) -> list[dict] | None:
 def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], dict[str, dict], list[dict] | None]:
     """Trace facts (correctness from ``filter/verdicts``, else the answer rule), questions, verdicts."""
     traces = _table(store, "traces", ["trace_id", "question_id", "teacher_model", "n_turns", "n_tool_calls",
-                                      "gold_first_seen", "final_answer", "completion_tokens"]) or []
+                                      "gold_first_seen", "final_answer", "completion_tokens", "n_search", "n_open",
+                                      "n_find", "n_tool_errors"]) or []
     questions = {q["question_id"]: q for q in (_table(store, "questions", ["question_id", "path", "answer",
                                                                            "answer_aliases"]) or [])}
-    verdicts = _table(store, "filter/verdicts", ["trace_id", "correct", "n_tokens", "kept", "ungrounded_steps"])
+    verdicts = _table(store, "filter/verdicts", ["trace_id", "correct", "n_tokens", "kept", "reason",
+                                                 "ungrounded_steps"])
     by_id = {v["trace_id"]: v for v in verdicts or []}
     facts = []
     for t in traces:
@@ -211,35 +229,136 @@ def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], dict[str,
             n_turns=int(t["n_turns"]), n_tool_calls=int(t["n_tool_calls"]),
             gold_first_seen=list(t["gold_first_seen"] or []),
             answered=bool(t["final_answer"] and str(t["final_answer"]).strip()), correct=correct,
-            completion_tokens=int(t["completion_tokens"] or 0), n_tokens=v.get("n_tokens") if v else None))
+            completion_tokens=int(t["completion_tokens"] or 0), n_tokens=v.get("n_tokens") if v else None,
+            n_search=int(t.get("n_search") or 0), n_open=int(t.get("n_open") or 0), n_find=int(t.get("n_find") or 0),
+            n_tool_errors=int(t.get("n_tool_errors") or 0), kept=bool(v["kept"]) if v else None))
     return facts, questions, verdicts
 
 
 def funnel_rows(reports: dict[str, dict]) -> list[dict]:
-    """The pipeline stages that reported, in order, with input, output and drops by reason."""
+    """The pipeline stages that reported, in order, with their unit, input, output and drops by reason."""
     rows = []
     for name in STAGE_ORDER:
         r = reports.get(name)
         if r is None:
             continue
-        rows.append({"stage": name, "input": int(r.get("input", 0)), "output": int(r.get("output", 0)),
-                     "dropped": dict(r.get("dropped") or {})})
+        rows.append({"stage": name, "unit": STAGE_UNITS.get(name, "records"), "input": int(r.get("input", 0)),
+                     "output": int(r.get("output", 0)), "dropped": dict(r.get("dropped") or {})})
     return rows
 
 
-def teacher_totals(reports: dict[str, dict]) -> dict[str, dict[str, float]]:
-    """Teacher usage per stage (``teacher`` key of questions / rollout / filter) and in total."""
+def _reasons(dropped: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0])) if v)
+
+
+def _step(label: str, count: int, unit: str, kind: str, dropped: int | None = None, note: str = "") -> dict:
+    return {"label": label, "count": int(count), "unit": unit, "kind": kind, "dropped": dropped, "note": note}
+
+
+def filter_drops(report: dict, verdicts: list[dict] | None) -> dict[str, int]:
+    """Traces the filter stage dropped, by reason: its report, else each trace's verdict (first failing reason)."""
+    dropped = {k: int(v) for k, v in (report.get("dropped") or {}).items()}
+    if not dropped and verdicts:
+        dropped = dict(Counter(v["reason"] for v in verdicts if not v.get("kept") and v.get("reason")))
+    return dropped
+
+
+def funnel_steps(reports: dict[str, dict], verdicts: list[dict] | None = None) -> list[dict]:
+    """The funnel in stage order, each step one unit: questions drafted and accepted; traces; the traces
+    left after each drop reason of the filter chain (chain order), after setting aside the traces of
+    questions outside the sft split (``held_out``); the kept SFT rows (best of n, ``not_best``).
+
+    Each step is a dict: ``label``, ``count``, ``unit``, ``kind`` (questions / traces / kept),
+    ``dropped`` (what the step removed from the step before it; None for a step that starts a unit)
+    and ``note`` (the reasons).  Per-reason counts of the filter come from ``reports/filter.json``
+    (``dropped`` and ``reason_order``, the reasons in chain order), else from ``filter/verdicts``.
+    """
+    steps: list[dict] = []
+    q = reports.get("questions")
+    if q:
+        drafted, accepted = int(q.get("input", 0)), int(q.get("output", 0))
+        steps.append(_step("drafted", drafted, "questions", "questions"))
+        steps.append(_step("accepted by the validators", accepted, "questions", "questions",
+                           dropped=drafted - accepted, note=_reasons(dict(q.get("dropped") or {}))))
+    r, f = reports.get("rollout"), reports.get("filter")
+    traces = int(r.get("output", 0)) if r else (int(f.get("input", 0)) if f else None)
+    if traces is not None:
+        n = (r or {}).get("n")
+        rdrop = {k: int(v) for k, v in ((r or {}).get("dropped") or {}).items()}
+        steps.append(_step(f"rollouts (n = {n} per question)" if n else "rollouts", traces, "traces", "traces",
+                           dropped=sum(rdrop.values()) or None, note=_reasons(rdrop)))
+    if f:
+        dropped = filter_drops(f, verdicts)
+        order = [x for x in (f.get("reason_order") or []) if x not in AFTER_CHAIN]
+        order += sorted(x for x in dropped if x not in order and x not in AFTER_CHAIN)
+        remaining = int(f.get("input", traces or 0))
+        for reason in order:
+            d = dropped.get(reason, 0)
+            remaining -= d
+            steps.append(_step(f"after {reason}", remaining, "traces", "traces", dropped=d))
+        remaining -= dropped.get("held_out", 0)
+        steps.append(_step("after held_out (sft-split questions only)", remaining, "traces", "traces",
+                           dropped=dropped.get("held_out", 0)))
+        kept = int(f.get("output", 0))
+        steps.append(_step("kept: best of n (SFT rows)", kept, "SFT rows", "kept", dropped=remaining - kept,
+                           note="not_best" if remaining - kept else ""))
+    return steps
+
+
+def price_pair(price: Any) -> tuple[float, float] | None:
+    """``(prompt, completion)`` USD per million tokens from a ``Price``, a mapping or None."""
+    if price is None:
+        return None
+    if isinstance(price, dict):
+        return float(price["prompt"]), float(price["completion"])
+    return float(price.prompt), float(price.completion)
+
+
+def usd(prompt_tokens: float, completion_tokens: float, price: Any) -> float:
+    """What ``prompt_tokens`` and ``completion_tokens`` cost at ``price`` (per million tokens)."""
+    p, c = price_pair(price) or (0.0, 0.0)
+    return round((prompt_tokens * p + completion_tokens * c) / 1e6, 6)
+
+
+def priced_usage(t: dict[str, Any], price: Any = None) -> dict[str, float]:
+    """One stage's teacher usage with its cost in USD.
+
+    With ``price`` (the config's ``teacher.price_per_mtok`` now), the cost is computed from the
+    recorded tokens, so a price set after the teacher stages ran still prices them:
+    ``cost_usd`` = (prompt_tokens, completion_tokens) x price, the calls sent to the endpoint;
+    ``cost_with_cache_usd`` adds the cached_* tokens, calls the call cache answered because an
+    earlier run paid for them (what the data took to make).  Without a price, the costs the
+    stage recorded when it ran (if it had one) are kept; otherwise there is no cost key.
+    """
+    out = {k: t[k] for k in TOKEN_KEYS if isinstance(t.get(k), (int, float))}
+    g = lambda k: float(t.get(k) or 0)  # noqa: E731
+    if price is not None:
+        out["cost_usd"] = usd(g("prompt_tokens"), g("completion_tokens"), price)
+        out["cost_with_cache_usd"] = usd(g("prompt_tokens") + g("cached_prompt_tokens"),
+                                         g("completion_tokens") + g("cached_completion_tokens"), price)
+    elif isinstance(t.get("cost_usd"), (int, float)):
+        out["cost_usd"] = float(t["cost_usd"])
+        out["cost_with_cache_usd"] = round(float(t["cost_usd"]) + g("cost_saved_by_cache_usd"), 6)
+    return out
+
+
+def teacher_totals(reports: dict[str, dict], price: Any = None) -> dict[str, dict[str, float]]:
+    """Teacher usage per stage (``teacher`` key of questions / rollout / filter) and in total, priced
+    by :func:`priced_usage`.  ``total`` has a cost only when every stage has one."""
     per: dict[str, dict[str, float]] = {}
     for name in STAGE_ORDER:
         t = (reports.get(name) or {}).get("teacher")
         if isinstance(t, dict):
-            per[name] = {k: t[k] for k in TEACHER_KEYS if isinstance(t.get(k), (int, float))}
+            per[name] = priced_usage(t, price)
     total: dict[str, float] = {}
     for vals in per.values():
         for k, v in vals.items():
             total[k] = total.get(k, 0) + v
+    for k in COST_KEYS:
+        if k in total:
+            total[k] = round(total[k], 6) if all(k in v for v in per.values()) else None
     if per:
-        per["total"] = total
+        per["total"] = {k: v for k, v in total.items() if v is not None}
     return per
 
 
@@ -249,6 +368,22 @@ def pass_rates(facts: list[TraceFacts]) -> list[float]:
     for f in facts:
         by_q[f.question_id].append(f.correct)
     return [sum(v) / len(v) for _, v in sorted(by_q.items())]
+
+
+def pass_counts(facts: list[TraceFacts]) -> dict[int, dict[int, int]]:
+    """Questions by their number of rollouts n, then by correct rollouts c: ``{n: {c: questions}}``."""
+    by_q: dict[str, list[bool]] = defaultdict(list)
+    for f in facts:
+        by_q[f.question_id].append(f.correct)
+    out: dict[int, Counter] = defaultdict(Counter)
+    for v in by_q.values():
+        out[len(v)][sum(v)] += 1
+    return {n: dict(sorted(c.items())) for n, c in sorted(out.items())}
+
+
+def main_n(counts: dict[int, dict[int, int]]) -> int | None:
+    """The n most questions have (ties: the larger n)."""
+    return max(counts, key=lambda n: (sum(counts[n].values()), n)) if counts else None
 
 
 # ---- the report ------------------------------------------------------------------------------
@@ -262,8 +397,13 @@ class Report:
     skipped: list[str] = field(default_factory=list)
 
 
-def build_report(store: Store, out: Path, min_f1: float = 0.8) -> Report:
-    """Write ``out/index.md`` and its PNG figures from the run in ``store``."""
+def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls: int | None = None,
+                 max_tool_calls: int | None = None, price: Any = None) -> Report:
+    """Write ``out/index.md`` and its PNG figures from the run in ``store``.
+
+    ``min_tool_calls`` / ``max_tool_calls`` (T_min, T_max of the low-step filter) are marked on the
+    tool-call histogram; ``price`` (``teacher.price_per_mtok``) prices the recorded teacher tokens.
+    """
     import synth.report.plots as plots
 
     out.mkdir(parents=True, exist_ok=True)
@@ -277,26 +417,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8) -> Report:
         rep.figures.append(name)
         md.extend([f"![{caption}]({name})", "", f"*{caption}*", ""])
 
-    # Funnel.
-    rows = funnel_rows(reports)
-    md += ["## Funnel", ""]
-    if rows:
-        md += ["| stage | input | output | dropped | drop reasons |", "| --- | ---: | ---: | ---: | --- |"]
-        for r in rows:
-            reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(r["dropped"].items(), key=lambda kv: -kv[1]) if v)
-            md.append(f"| {r['stage']} | {r['input']:,} | {r['output']:,} | {sum(r['dropped'].values()):,} | "
-                      f"{reasons or '-'} |")
-        md.append("")
-        plots.funnel([(r["stage"], r["input"], r["output"]) for r in rows], out / "funnel.png")
-        fig("funnel.png", "Records into and out of each stage, in pipeline order (walks -> questions -> traces -> "
-                          "kept SFT samples; log scale).")
-        drop_list = [(f"{r['stage']}: {k}", v) for r in rows for k, v in sorted(r["dropped"].items()) if v]
-        plots.drops(drop_list, out / "drops.png")
-        fig("drops.png", "Every dropped record, by the stage and the reason that dropped it.")
-        rep.summary["funnel"] = rows
-    else:
-        rep.skipped.append("funnel (no reports/*.json)")
-        md += ["No stage reports yet.", ""]
+    _funnel_section(md, reports, verdicts, out, rep, plots, fig)
 
     # Questions.
     if questions:
@@ -308,39 +429,122 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8) -> Report:
         rep.skipped.append("questions")
     rep.skipped += trust_sections(md, store.root, reports, verdicts, out, rep.summary, plots, fig)
 
-    # Traces.
     if facts:
-        md += ["## Traces", "", f"{len(facts):,} traces from {len({f.question_id for f in facts}):,} questions; "
-               f"{sum(f.correct for f in facts):,} correct.", ""]
-        plots.histogram([f.n_tool_calls for f in facts], out / "tool_calls.png", "Tool calls per trace",
-                        "tool calls", discrete=True)
-        fig("tool_calls.png", "Tool calls per trace: the T of the low-step filter (T >= T_min is kept).")
-        plots.histogram([f.n_turns for f in facts], out / "turns.png", "Turns per trace", "assistant turns",
-                        discrete=True)
-        fig("turns.png", "Assistant turns per trace (tool-calling turns plus the answer).")
-        rendered = [f.n_tokens for f in facts if f.n_tokens is not None]
-        plots.histogram([f.completion_tokens for f in facts], out / "tokens.png", "Tokens per trace", "tokens",
-                        label="teacher completion tokens",
-                        extra=("rendered SFT tokens (length filter)", rendered) if rendered else None)
-        fig("tokens.png", "Tokens per trace: what the teacher generated, and (when measured) the full rendered "
-                          "conversation in the student's tokenizer.")
-        rates = pass_rates(facts)
-        plots.histogram(rates, out / "pass_at_n.png", "Per-question success rate c/n", "c / n")
-        fig("pass_at_n.png", "Share of correct rollouts per question; questions strictly between 0 and 1 form the "
-                             "RL pool (1 <= c <= n-1).")
-        rep.summary["traces"] = len(facts)
-        rep.summary["pass@1"] = _mean(rates)
-        rep.summary["pass@n"] = _ratio(sum(1 for r in rates if r > 0), len(rates))
-        md += [f"pass@1 (mean c/n) = {rep.summary['pass@1']}, pass@n (any correct) = {rep.summary['pass@n']}.", ""]
+        _trace_sections(md, facts, reports, out, rep, plots, fig, min_tool_calls, max_tool_calls)
         _evidence_sections(md, facts, out, rep, plots, fig)
     else:
         rep.skipped.append("traces")
 
-    _cost_section(md, reports, rep)
+    _cost_section(md, reports, rep, price)
     if rep.skipped:
         md += ["## Skipped", "", "Missing inputs: " + ", ".join(rep.skipped) + ".", ""]
     (out / "index.md").write_text("\n".join(md).rstrip() + "\n")
     return rep
+
+
+def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict] | None, out: Path, rep: Report,
+                    plots: Any, fig: Any) -> None:
+    rows = funnel_rows(reports)
+    steps = funnel_steps(reports, verdicts)
+    md += ["## Funnel", ""]
+    if not rows and not steps:
+        rep.skipped.append("funnel (no reports/*.json)")
+        md += ["No stage reports yet.", ""]
+        return
+    if steps:
+        plots.funnel(steps, out / "funnel.png")
+        parts = []
+        if any(s["kind"] == "questions" for s in steps):
+            parts.append("questions drafted (one per walk or subgraph) and accepted by the validators (upper "
+                         "panel, counted in questions)")
+        chain = (reports.get("filter") or {}).get("chain")
+        trace_part = "traces (lower panel, counted in traces): every rollout"
+        if reports.get("filter"):
+            trace_part += (", then the traces left after each drop reason of the filter chain in chain order"
+                           + (f" ({' -> '.join(chain)})" if chain else "")
+                           + ", after setting aside traces of rl and eval questions (held_out), and the kept SFT "
+                             "rows (best of n; one kept trace is one row)")
+        if any(s["kind"] != "questions" for s in steps):
+            parts.append(trace_part)
+        fig("funnel.png", "Funnel, top to bottom in stage order: " + "; ".join(parts) + ". Linear scale; each bar "
+                          "says its count, its unit and how many its step dropped (-N).")
+        md += ["| step | count | dropped by the step | reasons |", "| --- | ---: | ---: | --- |"]
+        for s in steps:
+            md.append(f"| {s['label']} | {s['count']:,} {s['unit']} | "
+                      f"{'-' if s['dropped'] is None else format(s['dropped'], ',')} | {s['note'] or '-'} |")
+        md.append("")
+        rep.summary["funnel_steps"] = steps
+    if rows:
+        md += ["Every stage's input and output, each in its own unit:", "",
+               "| stage | unit | input | output | dropped | drop reasons |", "| --- | --- | ---: | ---: | ---: | --- |"]
+        for r in rows:
+            md.append(f"| {r['stage']} | {r['unit']} | {r['input']:,} | {r['output']:,} | "
+                      f"{sum(r['dropped'].values()):,} | {_reasons(r['dropped']) or '-'} |")
+        md.append("")
+        drop_list = [(f"{r['stage']}: {k} ({r['unit']})", v) for r in rows for k, v in sorted(r["dropped"].items())
+                     if v]
+        plots.drops(drop_list, out / "drops.png")
+        fig("drops.png", "Every dropped record, by the stage and the reason that dropped it; each bar counts its "
+                         "stage's unit (in brackets).")
+        rep.summary["funnel"] = rows
+
+
+def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, dict], out: Path, rep: Report,
+                    plots: Any, fig: Any, t_min: int | None, t_max: int | None) -> None:
+    one_per_turn = sum(1 for f in facts if f.n_turns == f.n_tool_calls + 1)
+    md += ["## Traces", "", f"{len(facts):,} traces from {len({f.question_id for f in facts}):,} questions; "
+           f"{sum(f.correct for f in facts):,} correct. Turns per trace: mean "
+           f"{sum(f.n_turns for f in facts) / len(facts):.1f}; {one_per_turn:,} traces make one tool call a turn "
+           "and answer in one more (turns = tool calls + 1), so turns are not plotted apart from tool calls.", ""]
+    kept = [f.kept for f in facts]
+    known = all(k is not None for k in kept)
+    chain = (reports.get("filter") or {}).get("chain")
+    in_chain = chain is None or "low_step" in chain
+    plots.tool_calls([f.n_tool_calls for f in facts], kept if known else None, t_min, t_max, out / "tool_calls.png",
+                     low_step_in_chain=in_chain)
+    marks = []
+    if t_min is not None:
+        marks.append(f"the dashed line at {t_min - 0.5:g} is T_min = {t_min} (filters.min_tool_calls): the low-step "
+                     "filter drops traces left of it")
+    if t_max is not None:
+        marks.append(f"T_max = {t_max} (filters.max_tool_calls) drops traces with more calls")
+    fig("tool_calls.png", "Tool calls per trace, one bar per count"
+        + (", split into traces kept as SFT rows and the others" if known else "")
+        + ("; " + "; ".join(marks) if marks else "")
+        + ("" if in_chain else " (low_step is not in this run's filter chain)") + ".")
+    groups: dict[str, list[TraceFacts]] = {"correct answer": [f for f in facts if f.correct],
+                                           "wrong or no answer": [f for f in facts if not f.correct]}
+    mix = {f"{name} ({len(fs):,})": {"search": _mean([f.n_search for f in fs]) or 0.0,
+                                      "open": _mean([f.n_open for f in fs]) or 0.0,
+                                      "find": _mean([f.n_find for f in fs]) or 0.0,
+                                      "errors": _mean([f.n_tool_errors for f in fs]) or 0.0}
+           for name, fs in groups.items() if fs}
+    plots.tool_mix(mix, out / "tools.png")
+    fig("tools.png", "Mean calls of each tool (search, open, find) per trace, and tool calls that returned an "
+                     "error, for traces with a correct answer and the others.")
+    rendered = [f.n_tokens for f in facts if f.n_tokens is not None]
+    plots.histogram([f.completion_tokens for f in facts], out / "tokens.png", "Tokens per trace", "tokens",
+                    label="teacher completion tokens",
+                    extra=("rendered SFT tokens (length filter)", rendered) if rendered else None)
+    fig("tokens.png", "Tokens per trace: what the teacher generated, and (when measured) the full rendered "
+                      "conversation in the student's tokenizer.")
+    counts = pass_counts(facts)
+    n = main_n(counts)
+    if n is not None:
+        plots.pass_at_n(counts[n], n, out / "pass_at_n.png")
+        others = {m: sum(c.values()) for m, c in counts.items() if m != n}
+        left_out = ("" if not others else " Left out: " + ", ".join(
+            f"{q:,} question{'s' if q != 1 else ''} with n = {m}" for m, q in others.items())
+                    + f" (the plot shows the most common n, {n}).")
+        fig("pass_at_n.png", f"Questions by c, the number of their n = {n} rollouts that answered correctly: one "
+                             f"bar at each c/n (0/{n} ... {n}/{n}). 1 <= c <= n-1 is the RL band (a GRPO group with "
+                             f"a gradient); c = 0 and c = n are all wrong and all right." + left_out)
+    rates = pass_rates(facts)
+    rep.summary["traces"] = len(facts)
+    rep.summary["pass_counts"] = {str(m): {str(c): q for c, q in cs.items()} for m, cs in counts.items()}
+    rep.summary["pass@1"] = _mean(rates)
+    rep.summary["pass@n"] = _ratio(sum(1 for r in rates if r > 0), len(rates))
+    md += [f"pass@1 (mean c/n) = {rep.summary['pass@1']}, pass@n (any correct) = {rep.summary['pass@n']}.", ""]
 
 
 def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: Report, plots: Any, fig: Any) -> None:
@@ -374,25 +578,36 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
     rep.summary["calibration"] = cal
 
 
-def _cost_section(md: list[str], reports: dict[str, dict], rep: Report) -> None:
-    per = teacher_totals(reports)
+def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: Any = None) -> None:
+    per = teacher_totals(reports, price)
     if not per:
         rep.skipped.append("teacher usage (no `teacher` key in the reports)")
         return
     kept = (reports.get("filter") or {}).get("output")
     cols = [k for k in TEACHER_KEYS if any(k in v for v in per.values())]
-    md += ["## Teacher cost", "", "Teacher usage by stage (cached_* tokens were served from the call cache, "
-           "not paid again)" + (f"; the last row divides the total by the {kept:,} kept SFT samples." if kept else
-                                 "."), "",
+    p = price_pair(price)
+    if p is not None:
+        how = (f"USD at teacher.price_per_mtok of the current config ({p[0]:g} per million prompt tokens, {p[1]:g} "
+               "per million completion tokens), applied to the tokens each stage recorded")
+    elif any("cost_usd" in v for v in per.values()):
+        how = "USD as the stages recorded it when they ran (no teacher.price_per_mtok is set now)"
+    else:
+        how = ("no USD cost: teacher.price_per_mtok is not set (set it and rerun; the report prices the recorded "
+               "tokens without calling the teacher)")
+    md += ["## Teacher cost", "",
+           "Teacher usage by stage. cached_* tokens were answered by the call cache, not paid again: cost_usd "
+           "prices the tokens sent, cost_with_cache_usd adds the cached ones (what the data took to make); "
+           + how + (f". The last row divides the total by the {kept:,} kept SFT samples." if kept else "."), "",
            "| stage | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
     for stage, vals in per.items():
         md.append(f"| {stage} | " + " | ".join(_fmt(vals.get(k)) for k in cols) + " |")
     if kept:
-        each = {k: per["total"].get(k, 0) / kept for k in cols}
-        md.append("| per kept sample | " + " | ".join(_fmt(each[k]) for k in cols) + " |")
+        each = {k: per["total"][k] / kept for k in cols if k in per["total"]}
+        md.append("| per kept sample | " + " | ".join(_fmt(each.get(k)) for k in cols) + " |")
         rep.summary["per_kept_sample"] = {k: round(v, 6) for k, v in each.items()}
     md.append("")
     rep.summary["teacher"] = per
+    rep.summary["price_per_mtok"] = None if p is None else {"prompt": p[0], "completion": p[1]}
 
 
 def _fmt(v: Any) -> str:
@@ -405,12 +620,15 @@ def _fmt(v: Any) -> str:
 
 def run_report(ctx: StageContext) -> StageResult:
     """The ``report`` stage: every trace is reported; writes ``report/index.md`` and its figures."""
-    rep = build_report(ctx.store, ctx.out("report"), ctx.cfg.filters.min_f1)
+    fcfg = ctx.cfg.filters
+    rep = build_report(ctx.store, ctx.out("report"), fcfg.min_f1, min_tool_calls=fcfg.min_tool_calls,
+                       max_tool_calls=fcfg.max_tool_calls, price=ctx.cfg.teacher.price_per_mtok)
     n = rep.summary.get("traces", 0)
     return StageResult(input=n, output=n, extra={"figures": rep.figures, "skipped": rep.skipped,
                                                  "summary": {k: v for k, v in rep.summary.items() if k != "funnel"}})
 
 
 __all__ = ["Report", "TraceFacts", "build_report", "calibration_by_teacher", "calibration_of", "erf_by_teacher",
-           "erf_curve", "evidence_states", "funnel_rows", "load_facts", "read_reports", "recovery_turn",
-           "run_report", "teacher_totals"]
+           "erf_curve", "evidence_states", "filter_drops", "funnel_rows", "funnel_steps", "load_facts", "main_n",
+           "pass_counts", "pass_rates", "price_pair", "priced_usage", "read_reports", "recovery_turn", "run_report",
+           "teacher_totals", "usd"]

@@ -85,7 +85,7 @@ def test_report_writes_index_and_figures(run) -> None:
     store, outcome = run
     out = store.path("report")
     index = (out / "index.md").read_text()
-    for png in ("funnel.png", "drops.png", "hops.png", "tool_calls.png", "turns.png", "tokens.png", "pass_at_n.png",
+    for png in ("funnel.png", "drops.png", "hops.png", "tool_calls.png", "tools.png", "tokens.png", "pass_at_n.png",
                 "erf.png", "calibration.png"):
         assert (out / png).stat().st_size > 1000, png
         assert f"]({png})" in index

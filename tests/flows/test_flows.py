@@ -181,7 +181,7 @@ def test_check_command_exits_2_with_the_problems(tmp_path) -> None:
     assert r.exit_code == 2 and "corpus.source is not set" in text and "--set corpus.source=" in text
 
 
-# ---- 4. artifacts: funnel, cost, report; no secret -----------------------------------------
+# ---- 4. artifacts: funnel, stages, cost, report; no secret -------------------------------
 def test_artifacts_and_logs_reach_the_server(flow_run) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (FlowRunFilter, FlowRunFilterId, FlowRunFilterParentFlowRunId, LogFilter,
@@ -198,26 +198,24 @@ def test_artifacts_and_logs_reach_the_server(flow_run) -> None:
         ids = [run_id, *(r.id for r in child)]
         logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=ids)))
     by_key = {a.key: a for a in arts}
-    assert set(by_key) >= {"synth-funnel", "synth-cost", "synth-report"}
-    funnel = json.loads(by_key["synth-funnel"].data)
-    assert [r["stage"] for r in funnel] == [s.name for s in PIPELINE]
-    assert all(r["status"] == "ran" for r in funnel)
-    assert {"input", "output", "dropped", "teacher calls", "seconds"} <= set(funnel[0])
+    assert set(by_key) >= {"synth-funnel", "synth-stages", "synth-cost", "synth-report"}
+    stages = json.loads(by_key["synth-stages"].data)
+    assert [r["stage"] for r in stages] == [s.name for s in PIPELINE]
+    assert all(r["status"] == "ran" for r in stages)
+    assert {"input", "output", "dropped", "teacher calls", "seconds"} <= set(stages[0])
+    funnel = json.loads(by_key["synth-funnel"].data)  # questions -> traces -> kept rows, no graph stage
+    assert funnel[0]["step"] == "drafted" and funnel[-1]["step"] == "kept: best of n (SFT rows)"
+    assert funnel[-1]["count"] == json.loads((out / "reports" / "filter.json").read_text())["output"]
+    assert not any(r["unit"] in ("pages", "links", "walks") for r in funnel)
     cost = {r["stage"]: r for r in json.loads(by_key["synth-cost"].data)}
     assert cost["rollout"]["requests"] > 0 and cost["total"]["requests"] >= cost["rollout"]["requests"]
     report = by_key["synth-report"].data
-    assert (out / "report" / "index.md").as_uri() in report and "funnel.png" in report
+    assert f"`{out / 'report' / 'index.md'}`" in report and "file://" not in report
+    assert report.count("](data:image/png;base64,") >= 5 and "*Funnel, top to bottom" in report
     assert "api_key_env: OPENAI_API_KEY" in report
     for a in arts:
         assert SECRET not in f"{a.data} {a.description}"
     assert any(lg.name == "hopforge" and "running (key" in lg.message for lg in logs), "hopforge lines reach Prefect"
-
-
-def test_report_markdown_without_a_report(tmp_path) -> None:
-    from flows.artifacts import cost_table, report_markdown
-
-    assert "did not run" in report_markdown(tmp_path)
-    assert cost_table(tmp_path, []) == []
 
 
 # ---- 5. deployments: prefect.yaml, hopforge serve ------------------------------------------
