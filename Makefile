@@ -24,6 +24,7 @@ demo: setup
 	$(BIN)/hopforge run --config configs/demo.yaml --out $(OUT)
 
 test: setup
+	bash scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q
 
 bench: setup

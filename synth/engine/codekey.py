@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA_SUFFIXES = (".jinja2", ".j2", ".json", ".yaml", ".txt")
+DATA_SUFFIXES = (".jinja2", ".j2", ".json", ".yaml", ".txt", ".html", ".js", ".css")
 _LAZY_REF = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*):[A-Za-z_]\w*$")
 
 

@@ -36,12 +36,10 @@ from typing import Any, Iterable
 from synth.text.answers import is_correct
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
+from synth.report.explorer import write_explorer
+from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
 from synth.report.trust import trust_sections
 
-STAGE_ORDER = ("ingest", "graph", "walks", "expand", "questions", "rollout", "filter", "assemble")
-# What one record of each stage's input and output is (the stage table and the drops plot say it).
-STAGE_UNITS = {"ingest": "pages", "graph": "links", "walks": "walks", "expand": "subgraphs",
-               "questions": "question drafts", "rollout": "traces", "filter": "traces", "assemble": "longctx rows"}
 TOKEN_KEYS = ("calls", "requests", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
               "cached_completion_tokens")
 COST_KEYS = ("cost_usd", "cost_with_cache_usd")
@@ -185,17 +183,6 @@ def _median(xs: list[float]) -> float | None:
 
 # ---- reading the run -------------------------------------------------------------------------
 
-def read_reports(root: Path) -> dict[str, dict]:
-    """``reports/<stage>.json`` of every stage that ran, by stage name."""
-    out = {}
-    for p in sorted((root / "reports").glob("*.json")):
-        try:
-            out[p.stem] = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-    return out
-
-
 def _table(store: Store, rel: str, columns: list[str]) -> list[dict] | None:
     try:
         ds_ = store.dataset(rel)
@@ -233,18 +220,6 @@ def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], dict[str,
             n_search=int(t.get("n_search") or 0), n_open=int(t.get("n_open") or 0), n_find=int(t.get("n_find") or 0),
             n_tool_errors=int(t.get("n_tool_errors") or 0), kept=bool(v["kept"]) if v else None))
     return facts, questions, verdicts
-
-
-def funnel_rows(reports: dict[str, dict]) -> list[dict]:
-    """The pipeline stages that reported, in order, with their unit, input, output and drops by reason."""
-    rows = []
-    for name in STAGE_ORDER:
-        r = reports.get(name)
-        if r is None:
-            continue
-        rows.append({"stage": name, "unit": STAGE_UNITS.get(name, "records"), "input": int(r.get("input", 0)),
-                     "output": int(r.get("output", 0)), "dropped": dict(r.get("dropped") or {})})
-    return rows
 
 
 def _reasons(dropped: dict[str, int]) -> str:
@@ -395,11 +370,13 @@ class Report:
     summary: dict[str, Any] = field(default_factory=dict)
     figures: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    explorer: dict[str, Any] = field(default_factory=dict)
 
 
 def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls: int | None = None,
-                 max_tool_calls: int | None = None, price: Any = None) -> Report:
-    """Write ``out/index.md`` and its PNG figures from the run in ``store``.
+                 max_tool_calls: int | None = None, price: Any = None, explorer: bool = True) -> Report:
+    """Write ``out/index.md`` and its PNG figures from the run in ``store``, and (``explorer``) the
+    browsable ``out/index.html`` (:mod:`synth.report.explorer`).
 
     ``min_tool_calls`` / ``max_tool_calls`` (T_min, T_max of the low-step filter) are marked on the
     tool-call histogram; ``price`` (``teacher.price_per_mtok``) prices the recorded teacher tokens.
@@ -438,7 +415,11 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     _cost_section(md, reports, rep, price)
     if rep.skipped:
         md += ["## Skipped", "", "Missing inputs: " + ", ".join(rep.skipped) + ".", ""]
+    md[2:2] = ["Browse every question, its path and evidence, and every trace with its filter verdicts in "
+               "[index.html](index.html) (a static page: open it from disk).", ""]
     (out / "index.md").write_text("\n".join(md).rstrip() + "\n")
+    if explorer:
+        rep.explorer = write_explorer(store, out, rep.figures, rep.summary, min_f1=min_f1)
     return rep
 
 
@@ -619,12 +600,14 @@ def _fmt(v: Any) -> str:
 
 
 def run_report(ctx: StageContext) -> StageResult:
-    """The ``report`` stage: every trace is reported; writes ``report/index.md`` and its figures."""
+    """The ``report`` stage: every trace is reported; writes ``report/index.md``, its figures and the explorer."""
     fcfg = ctx.cfg.filters
     rep = build_report(ctx.store, ctx.out("report"), fcfg.min_f1, min_tool_calls=fcfg.min_tool_calls,
                        max_tool_calls=fcfg.max_tool_calls, price=ctx.cfg.teacher.price_per_mtok)
     n = rep.summary.get("traces", 0)
     return StageResult(input=n, output=n, extra={"figures": rep.figures, "skipped": rep.skipped,
+                                                 "explorer": {k: rep.explorer.get(k) for k in ("questions", "traces",
+                                                                                              "shards", "bytes")},
                                                  "summary": {k: v for k, v in rep.summary.items() if k != "funnel"}})
 
 

@@ -88,7 +88,14 @@ def test_report_markdown_embeds_the_figures_and_links_no_file(run: Path) -> None
     for data in images:
         raw = base64.b64decode(data)
         assert raw.startswith(b"\x89PNG\r\n\x1a\n")
-    assert f"`{run / 'report' / 'index.md'}`" in md and "Explorer" not in md
+    assert f"`{run / 'report' / 'index.md'}`" in md
+    assert f"Explorer (open it in a browser on the machine that holds the run): `{run / 'report' / 'index.html'}`" in md
+    page = run / "report" / "index.html"
+    page.rename(page.with_suffix(".bak"))  # a report without the explorer names none
+    try:
+        assert "Explorer" not in report_markdown(run, _price(1.0, 4.0), _outcomes())
+    finally:
+        page.with_suffix(".bak").rename(page)
     # The funnel, the cost priced now, and the captions of the report.
     assert "| after wrong_answer | 24 traces | 8 | - |" in md
     assert "| questions | reused |" in md and "| rollout | reused |" in md
