@@ -2,8 +2,8 @@
 
 A trajectory is ``system, user, (assistant [+ tool_calls], tool*)*, assistant <answer>``.
 It ends when the assistant replies with ``<answer>…</answer>`` and no tool call
-(``answer``), with neither (``no_answer``; ``truncated`` when the reply was cut at the
-teacher's max_tokens), at ``rollout.max_turns`` (``max_turns``), when the context
+(``answer``), with neither (``no_answer``), with a reply cut at the teacher's max_tokens
+(``truncated``, whatever it holds: the turn never ended), at ``rollout.max_turns`` (``max_turns``), when the context
 reaches ``rollout.max_tokens`` (``max_tokens``), or when a teacher call fails for good
 (``teacher_failed``).  Tool calls reach the loop in OpenAI's shape whatever protocol
 carried them; the trace records which (``tool_protocol``).  A malformed or unknown
@@ -97,9 +97,14 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         msg, calls = _assistant_message(resp.message, t.n_turns)
         messages.append(msg)
         if not calls:
-            answer = extract_answer(msg["content"])
-            # A reply cut at max_tokens is not the model declining to answer: count it apart.
-            stop = "answer" if answer is not None else "truncated" if resp.finish_reason == "length" else "no_answer"
+            # A reply cut at max_tokens is neither an answer nor the model declining to give one: count it apart,
+            # even when an <answer> tag appeared before the cut (the turn never ended; a model reciting its
+            # instructions writes one).
+            if resp.finish_reason == "length":
+                stop = "truncated"
+            else:
+                answer = extract_answer(msg["content"])
+                stop = "answer" if answer is not None else "no_answer"
             break
         for tc in calls:
             obs, info = toolbox.call(tc.name, tc.arguments)

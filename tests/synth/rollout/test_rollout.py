@@ -201,3 +201,22 @@ def test_teacher_failure_ends_a_trace_with_its_reason(tmp_path, monkeypatch):
         run_stage(ROLLOUT, cfg, store)
     (t,) = _traces(tmp_path)
     assert t["stop_reason"] == "teacher_failed" and t["error"] == "http_503" and t["n_turns"] == 0
+
+
+
+def test_a_reply_cut_at_max_tokens_is_truncated_even_with_an_answer_tag(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    store = _store(tmp_path, n=2)
+
+    def handler(req):
+        if "Alder" in req["messages"][1]["content"]:  # the turn runs out after an answer tag: it never ended
+            return Reply(content="Format: <answer>...</answer>. Now I will keep explaining the", finish_reason="length")
+        return Reply(content="It is <answer>Birch 0-3</answer>", finish_reason="stop")
+
+    with serve(handler=handler) as srv:
+        cfg = load_config(None, ["rollout.n=1", "teacher.backend=openai", f"teacher.base_url={srv.base_url}",
+                                 "teacher.model=m", "teacher.max_retries=0"])
+        run_stage(ROLLOUT, cfg, store)
+    by = {next(n for n in ("Alder", "Birch") if n in check_trace_valid(t)[1].content): t for t in _traces(tmp_path)}
+    assert by["Alder"]["stop_reason"] == "truncated" and by["Alder"]["final_answer"] is None
+    assert by["Birch"]["stop_reason"] == "answer" and by["Birch"]["final_answer"] == "Birch 0-3"
