@@ -138,11 +138,6 @@ def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Any 
     return out
 
 
-def _price_now(cfg: Any) -> Any:
-    """``teacher.price_per_mtok`` of ``cfg`` (None: no config, or no price)."""
-    return getattr(getattr(cfg, "teacher", None), "price_per_mtok", None)
-
-
 def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, configs: list[dict],
                skipped: dict[str, str], pcfg: Any, target: str, version: str, target_kind: str = "local") -> dict:
     """Everything the card states, as plain data (see :func:`render_card`).
@@ -181,8 +176,8 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
         "prompts": prompt_hashes(),
         "recorded_prompt_shas": column_counts(root / "questions", "prompt_sha"),
         "filter_cfg": filter_cfg,
-        "usage": teacher_usage(reports, COST_STAGES, _price_now(cfg)),
-        "judge_usage": teacher_usage(reports, ("filter",), _price_now(cfg)),
+        "usage": teacher_usage(reports, COST_STAGES, cfg.teacher.price_per_mtok),
+        "judge_usage": teacher_usage(reports, ("filter",), cfg.teacher.price_per_mtok),
     }
 
 
