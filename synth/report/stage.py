@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from synth.text.answers import is_correct
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
 from synth.report.explorer import write_explorer
 from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
 from synth.report.trust import trust_sections
+from synth.teacher.config import Price
+from synth.text.answers import is_correct
 
 TOKEN_KEYS = ("calls", "requests", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
               "cached_completion_tokens")
@@ -280,19 +281,21 @@ def funnel_steps(reports: dict[str, dict], verdicts: list[dict] | None = None) -
     return steps
 
 
+def as_price(price: Any) -> Price | None:
+    """A :class:`~synth.teacher.config.Price` from a ``Price``, a mapping (``prompt``, ``completion``) or None."""
+    return Price(**price) if isinstance(price, dict) else price
+
+
 def price_pair(price: Any) -> tuple[float, float] | None:
     """``(prompt, completion)`` USD per million tokens from a ``Price``, a mapping or None."""
-    if price is None:
-        return None
-    if isinstance(price, dict):
-        return float(price["prompt"]), float(price["completion"])
-    return float(price.prompt), float(price.completion)
+    p = as_price(price)
+    return None if p is None else (p.prompt, p.completion)
 
 
 def usd(prompt_tokens: float, completion_tokens: float, price: Any) -> float:
-    """What ``prompt_tokens`` and ``completion_tokens`` cost at ``price`` (per million tokens)."""
-    p, c = price_pair(price) or (0.0, 0.0)
-    return round((prompt_tokens * p + completion_tokens * c) / 1e6, 6)
+    """What ``prompt_tokens`` and ``completion_tokens`` cost at ``price`` (per million tokens; none: 0)."""
+    p = as_price(price)
+    return 0.0 if p is None else p.usd(prompt_tokens, completion_tokens)
 
 
 def priced_usage(t: dict[str, Any], price: Any = None) -> dict[str, float]:

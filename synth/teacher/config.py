@@ -28,6 +28,10 @@ class Price(BaseModel):
     prompt: float = Field(..., ge=0, description="Price of one million prompt (input) tokens.")
     completion: float = Field(..., ge=0, description="Price of one million completion (output) tokens.")
 
+    def usd(self, prompt_tokens: float, completion_tokens: float) -> float:
+        """What ``prompt_tokens`` and ``completion_tokens`` cost, in USD (6 decimals)."""
+        return round((prompt_tokens * self.prompt + completion_tokens * self.completion) / 1e6, 6)
+
 
 class TeacherConfig(Section):
     """The teacher LLM: an offline oracle, or any OpenAI-compatible chat-completions endpoint."""

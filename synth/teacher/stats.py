@@ -54,9 +54,8 @@ class StatsSnapshot:
             d[f.name] = dict(sorted(v.items())) if isinstance(v, Counter) else (round(v, 3) if isinstance(v, float) else v)
         d["mean_latency_s"] = round(self.latency_s / self.completed, 4) if self.completed else None
         if price is not None:
-            d["cost_usd"] = round((self.prompt_tokens * price.prompt + self.completion_tokens * price.completion) / 1e6, 6)
-            d["cost_saved_by_cache_usd"] = round(
-                (self.cached_prompt_tokens * price.prompt + self.cached_completion_tokens * price.completion) / 1e6, 6)
+            d["cost_usd"] = price.usd(self.prompt_tokens, self.completion_tokens)
+            d["cost_saved_by_cache_usd"] = price.usd(self.cached_prompt_tokens, self.cached_completion_tokens)
         return d
 
 

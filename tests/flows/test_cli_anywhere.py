@@ -11,26 +11,22 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from helpers.cli import hopforge_command
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--set", "walk.num_walks=8", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
          "--set", "rollout.n=2"]
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "hopforge"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "flows.cli"]
-
-
 def hopforge(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``hopforge ARGS`` run in ``cwd`` (not the project), stdout and stderr merged."""
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
     env.pop("PYTHONPATH", None)
-    return subprocess.run([*_command(), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    return subprocess.run([*hopforge_command(), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout)
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+
+from helpers.cli import hopforge_command
 
 ROOT = Path(__file__).resolve().parents[2]
 HOPS = 3
@@ -24,15 +25,10 @@ NUM_WALKS = 20
 WALK_ARGS = ["--set", f"walk.num_walks={NUM_WALKS}", "--set", f"walk.hops={HOPS}"]
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "hopforge"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "flows.cli"]
-
-
 def hopforge(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``hopforge ARGS`` from the repo root (the default config path is relative to it); stdout+stderr merged."""
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1", TERM="dumb")  # wide, plain tables: no wrapped words
-    return subprocess.run([*_command(), *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    return subprocess.run([*hopforge_command(), *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli import hopforge_command
 from synth.engine.store import RunLock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,14 +26,9 @@ SMALL = ["--set", "walk.num_walks=12", "--set", "walk.hops=3", "--set", "expand.
          "--set", "synth.shard_workers=2"]
 
 
-def _cmd() -> list[str]:
-    script = Path(sys.executable).parent / "hopforge"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "flows.cli"]
-
-
 def hopforge(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     e = dict(os.environ, COLUMNS="400", NO_COLOR="1", TERM="dumb", **(env or {}))
-    return subprocess.run([*_cmd(), *args], cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    return subprocess.run([*hopforge_command(), *args], cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout)
 
 
@@ -248,7 +244,7 @@ def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
     out = _copy(walked, tmp_path)
     ledger = out / "cache" / "ledger.jsonl"
     env = dict(os.environ, COLUMNS="200")
-    p = subprocess.Popen([*_cmd(), "run", "--out", str(out), *SMALL, "--until", "rollout",
+    p = subprocess.Popen([*hopforge_command(), "run", "--out", str(out), *SMALL, "--until", "rollout",
                           "--set", "teacher.concurrency=2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # as a background job
@@ -269,7 +265,7 @@ def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
 
 def test_sigint_stops_a_long_running_server(tmp_path, walked):
     port = _free_port()
-    p = subprocess.Popen([*_cmd(), "tools", "serve", "--out", str(walked), "--port", str(port)], cwd=ROOT,
+    p = subprocess.Popen([*hopforge_command(), "tools", "serve", "--out", str(walked), "--port", str(port)], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 

@@ -14,10 +14,11 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from helpers.cli import hopforge_command
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINE = 300
@@ -30,11 +31,6 @@ SETS = [a for s in SMALL for a in ("--set", s)]
 METRIC_LINE = re.compile(r"^\d\d:\d\d:\d\d INFO sft: step \d+/4: loss [0-9.e+-]+, ", re.M)
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "hopforge"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "flows.cli"]
-
-
 def piped(log: Path, *args: str, timeout: float = 600) -> tuple[int, str]:
     """Run ``hopforge ARGS`` with stdout and stderr into the file ``log`` (not a terminal, no COLUMNS, as in
     ``make demo > log 2>&1``); returns the exit code and the file's text, carriage returns included."""
@@ -43,7 +39,7 @@ def piped(log: Path, *args: str, timeout: float = 600) -> tuple[int, str]:
     for var in ("TQDM_DISABLE", "HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS"):
         env.pop(var, None)  # hopforge must turn the bars off itself
     with log.open("wb") as f:
-        code = subprocess.run([*_command(), *args], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+        code = subprocess.run([*hopforge_command(), *args], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
                               timeout=timeout).returncode
     return code, log.read_bytes().decode("utf-8", errors="replace")
 

@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
 
+from helpers.cli import hopforge_command
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ARGS = ["--set", "walk.num_walks=80", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
             "--set", "questions.splits={sft: 0.35, rl: 0.6, eval: 0.05}"]
-
-
-def _hopforge() -> list[str]:
-    script = Path(sys.executable).parent / "hopforge"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "flows.cli"]
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +30,7 @@ def rl_run(tmp_path_factory) -> Path:
     """DIR of ``hopforge run --until filter`` on the demo corpus, with a non-empty ``rl_pool`` and ``sft``."""
     out = tmp_path_factory.mktemp("rlrun") / "run"
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1", TERM="dumb")
-    r = subprocess.run([*_hopforge(), "run", "--until", "filter", "--out", str(out), *RUN_ARGS], cwd=ROOT, env=env,
+    r = subprocess.run([*hopforge_command(), "run", "--until", "filter", "--out", str(out), *RUN_ARGS], cwd=ROOT, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-4000:]
     assert ds.dataset(out / "rl_pool").count_rows() >= 2, "the demo run put fewer than 2 questions in rl_pool"
