@@ -9,8 +9,13 @@ field          how                          why
 ``title``      analyzed (freqs), stored     BM25 on the title, boosted at query time
 ``title_key``  raw term                     exact-title lookup and the exact-title bonus
 ``body``       analyzed (freqs), stored     BM25 on the paragraphs; their text, for the tools
-``meta``       stored bytes (JSON)          description, aliases, url (only when present)
+``meta``       stored bytes (JSON)          description, aliases, url, links (only when present)
 =============  ==========================  ==============================================
+
+``links`` are the page's out-links, ``[anchor text, page id, title]`` in the order the page
+has them, each target once: ``open`` lists those whose anchor its window shows, as a browser
+shows a page's links.  They come from ``corpus/links`` (joined with the target titles in
+DuckDB, which spills past its memory limit), so a link the ingest could not resolve is none.
 
 Positions are not indexed: queries are bags of words (see :mod:`synth.tools.text`),
 so positions would only double the index and its build time.  The body is the
@@ -43,7 +48,7 @@ import tantivy
 from synth.tools.text import ANALYZER_NAME, MAX_TOKEN_CHARS, analyzer, render_paragraph, title_key
 from synth.engine.store import atomic_write_json
 
-FORMAT = 1  # bump when the schema, the analyzer or the rendering changes
+FORMAT = 2  # bump when the schema, the analyzer or the rendering changes
 META_FILE = "hopforge.json"
 PARA_SEP = "\x1e"  # between stored paragraphs; removed from the text itself
 COLUMNS = ["page_id", "title", "paragraphs", "description", "aliases", "url"]
@@ -71,17 +76,22 @@ def build_index(
     heap_mb: int = 256,
     threads: int = 0,
     batch_rows: int = 2048,
+    links: ds.Dataset | str | Path | None = None,
+    memory_limit: str = "2GB",
 ) -> dict:
-    """Index every page with text; returns ``{"pages", "indexed", "empty", "seconds", "pages_per_s"}``.
+    """Index every page with text; returns ``{"pages", "indexed", "empty", "links", "seconds", "pages_per_s"}``.
 
-    ``pages`` is the ``corpus/pages`` dataset (or its folder); ``index_dir`` is created,
-    and anything already in it is removed first (a crashed build leaves a half-written
-    index that must not be extended).  ``progress(n)`` is called after each batch of
-    ``n`` pages.  A page whose paragraphs are all empty is not indexed (``empty``).
+    ``pages`` is the ``corpus/pages`` dataset (or its folder) and ``links`` the ``corpus/links``
+    one (None: no page lists links); ``index_dir`` is created, and anything already in it is
+    removed first (a crashed build leaves a half-written index that must not be extended).
+    ``progress(n)`` is called after each batch of ``n`` pages.  A page whose paragraphs are
+    all empty is not indexed (``empty``).
     """
     t0 = time.perf_counter()
     if not isinstance(pages, ds.Dataset):
         pages = ds.dataset(str(pages), format="parquet")
+    if links is not None and not isinstance(links, ds.Dataset):
+        links = ds.dataset(str(links), format="parquet")
     index_dir = Path(index_dir)
     if index_dir.exists():
         shutil.rmtree(index_dir)
@@ -95,19 +105,23 @@ def build_index(
     # than the memory saved.
     heap = max(heap_mb, 64 * n_threads) << 20
     writer = index.writer(heap_size=heap, num_threads=n_threads)
-    n_in = n_out = 0
+    n_in = n_out = n_links = 0
     cols = [c for c in COLUMNS if c in pages.schema.names]
-    for batch in pages.to_batches(columns=cols, batch_size=batch_rows):
+    for batch in _batches(pages, links, cols, batch_rows, index_dir, memory_limit):
         n = batch.num_rows
         bodies = rendered_bodies(batch.column("paragraphs")).to_pylist()
         # Optional columns an older or hand-made pages table may lack read as nulls.
-        extra = {c: batch.column(c).to_pylist() if c in cols else [None] * n for c in ("description", "aliases", "url")}
+        extra = {c: batch.column(c).to_pylist() if c in batch.schema.names else [None] * n
+                 for c in ("description", "aliases", "url", "links")}
         ids, titles = batch.column("page_id").to_pylist(), batch.column("title").to_pylist()
         for i in range(n):
             body = bodies[i]
             if not body.strip(PARA_SEP):
                 continue
             fields = {"page_id": ids[i], "title": titles[i], "title_key": title_key(titles[i]), "body": body}
+            if extra["links"][i]:
+                extra["links"][i] = _first_per_target(extra["links"][i])
+                n_links += len(extra["links"][i])
             meta = {c: extra[c][i] for c in extra if extra[c][i]}
             if meta:
                 fields["meta"] = orjson.dumps(meta)
@@ -123,6 +137,7 @@ def build_index(
         "pages": n_in,
         "indexed": n_out,
         "empty": n_in - n_out,
+        "links": n_links,
         "seconds": round(seconds, 3),
         "pages_per_s": round(n_in / seconds, 1) if seconds > 0 else None,
     }
@@ -132,6 +147,50 @@ def build_index(
          "docs": n_out, "pages": n_in, "empty": n_in - n_out},
     )
     return stats
+
+
+def _batches(pages: ds.Dataset, links: ds.Dataset | None, cols: list[str], batch_rows: int, index_dir: Path,
+             memory_limit: str):
+    """The pages' rows in batches, with a ``links`` column (``[anchor, page id, title]`` lists) when
+    ``links`` is given: DuckDB groups the links by page and joins the target titles, spilling to a
+    scratch folder beside the index when the links outgrow ``memory_limit``."""
+    if links is None or links.count_rows() == 0:
+        yield from pages.to_batches(columns=cols, batch_size=batch_rows)
+        return
+    import duckdb
+
+    tmp = index_dir.parent / (index_dir.name + ".duckdb-tmp")
+    con = duckdb.connect()
+    try:
+        con.execute(f"SET memory_limit='{memory_limit}'")
+        con.execute("SET temp_directory='" + str(tmp).replace("'", "''") + "'")
+        con.execute("SET preserve_insertion_order=false")
+        con.register("pages", pages)
+        con.register("links", links)
+        picked = ", ".join(f'p."{c}"' for c in cols)
+        reader = con.sql(f"""
+            WITH l AS (
+                SELECT l.src_id, coalesce(l.anchor_text, '') AS anchor, l.dst_id, t.title, l.paragraph_id, l.start
+                FROM links l JOIN pages t ON t.page_id = l.dst_id),
+            agg AS (
+                SELECT src_id, list([anchor, dst_id, title] ORDER BY paragraph_id, start) AS links
+                FROM l GROUP BY src_id)
+            SELECT {picked}, agg.links FROM pages p LEFT JOIN agg ON agg.src_id = p.page_id""").to_arrow_reader(batch_rows)
+        yield from reader
+    finally:
+        con.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _first_per_target(links: list[list[str]]) -> list[list[str]]:
+    """Each target page once, at its first anchor in page order."""
+    seen: set[str] = set()
+    out = []
+    for anchor, dst, title in links:
+        if dst not in seen:
+            seen.add(dst)
+            out.append([anchor, dst, title])
+    return out
 
 
 def rendered_bodies(paragraphs: pa.ListArray | pa.ChunkedArray) -> pa.StringArray:

@@ -26,8 +26,9 @@ def tool_schemas(cfg: ToolsConfig | None = None) -> list[dict]:
         _fn(
             "search",
             "Search a local Wikipedia index (BM25 over whole pages). Returns a JSON list of "
-            f"{{page_id, title, snippet}}, best first; the snippet is the page's best-matching passage "
-            f"(at most {cfg.snippet_chars} characters). Use keywords, not a question.",
+            f"{{page_id, title, snippet}} (and the page's short description when it has one), best first; the "
+            f"snippet is the page's best-matching passage (at most {cfg.snippet_chars} characters). Use keywords, "
+            "not a question.",
             {
                 "query": {"type": "string", "description": "Keywords to search for."},
                 "k": {
@@ -42,8 +43,9 @@ def tool_schemas(cfg: ToolsConfig | None = None) -> list[dict]:
         _fn(
             "open",
             f"Read a page: its title and paragraphs, {cfg.page_chars} characters at a time. Returns "
-            "{page_id, title, offset, next_offset, total_chars, text}; call again with offset=next_offset "
-            "to read on (next_offset is null at the end).",
+            "{page_id, title, offset, next_offset, total_chars, text, links}, with the page's short description "
+            "in the first window; links are the pages this window links to, [{text, title}] (open a title to "
+            "follow one); call again with offset=next_offset to read on (next_offset is null at the end).",
             {
                 "page": page,
                 "offset": {

@@ -43,6 +43,7 @@ from synth.engine.store import MissingInput
 TITLE_BOOST = 2.0  # a query term in the title counts twice as much as one in the body
 EXACT_TITLE_BOOST = 10.0  # query == title: ranks above any partial match
 MAX_K = 1000
+MAX_REMEMBERED_IDS = 1 << 21  # document addresses whose page id a searcher keeps (~200 MB at most)
 MAX_FRAGMENT_CHARS = 1 << 30
 _S = tantivy.Occur.Should
 
@@ -66,6 +67,7 @@ class SearchIndex:
         self.index_dir = index_dir
         self.snippet_chars = snippet_chars
         self.num_docs: int = self._searcher.num_docs
+        self._ids: dict[tuple[int, int], str] = {}  # document address -> page id (a dict is safe across threads)
 
     @classmethod
     def open(cls, index_dir: str | Path, snippet_chars: int = 300) -> "SearchIndex":
@@ -94,7 +96,8 @@ class SearchIndex:
     # ---- search ----------------------------------------------------------------------------
     def search(self, query: str, k: int, exclude_page_ids: Iterable[str] = (),
                snippet_chars: int | None = None) -> list[dict]:
-        """The top ``k`` pages for a free-text query, as ``[{page_id, title, snippet}]``.
+        """The top ``k`` pages for a free-text query, as ``[{page_id, title, snippet}]`` (and the page's
+        ``description`` when it has one, as Wikipedia's search shows it).
 
         Any string is a valid query (an empty one returns ``[]``).  Pages in
         ``exclude_page_ids`` are never returned, and ``k`` results still come back when
@@ -104,7 +107,8 @@ class SearchIndex:
         if not terms:
             return []
         ranking = self._query(query, terms)
-        hits = self._ranked(ranking, min(int(k), MAX_K), exclude_page_ids)
+        hits = [(score, self._searcher.doc(addr).to_dict())
+                for score, addr, _ in self._ranked(ranking, min(int(k), MAX_K), exclude_page_ids)]
         chars = snippet_chars or self.snippet_chars
         # The generator takes the query's terms on `body` only; title and title_key terms are ignored.
         snippets = tantivy.SnippetGenerator.create(self._searcher, ranking, self._schema, "body")
@@ -120,8 +124,11 @@ class SearchIndex:
             else:
                 text = paragraphs[i]
                 spans = match_spans(snippets, text)
-            out.append({"page_id": doc["page_id"][0], "title": doc["title"][0],
-                        "snippet": snippet_window(text, spans, chars)})
+            hit = {"page_id": doc["page_id"][0], "title": doc["title"][0], "snippet": snippet_window(text, spans, chars)}
+            description = _meta(doc).get("description")
+            if description:
+                hit["description"] = description
+            out.append(hit)
         return out
 
     def search_ids(self, query: str, k: int, exclude_page_ids: Iterable[str] = ()) -> list[str]:
@@ -129,8 +136,7 @@ class SearchIndex:
         terms = query_terms(query) if isinstance(query, str) and k > 0 else []
         if not terms:
             return []
-        hits = self._ranked(self._query(query, terms), min(int(k), MAX_K), exclude_page_ids)
-        return [doc["page_id"][0] for _, doc in hits]
+        return [pid for _, _, pid in self._ranked(self._query(query, terms), min(int(k), MAX_K), exclude_page_ids)]
 
     def _query(self, query: str, terms: list[str]) -> tantivy.Query:
         """The ranking query: one flat disjunction of term queries.
@@ -148,8 +154,18 @@ class SearchIndex:
                 tq(self._schema, "title_key", key, index_option="basic"), EXACT_TITLE_BOOST)))
         return tantivy.Query.boolean_query(clauses)
 
-    def _ranked(self, query: tantivy.Query, k: int, exclude_page_ids: Iterable[str] = ()) -> list[tuple[float, dict]]:
-        """The top ``k`` (score, stored doc) of ``query``, excluded pages left out, ties by page id.
+    def _page_id(self, addr) -> str:
+        """The page id of a document address, read once (addresses are fixed for the searcher's life)."""
+        key = (addr.segment_ord, addr.doc)
+        pid = self._ids.get(key)
+        if pid is None:
+            if len(self._ids) >= MAX_REMEMBERED_IDS:
+                self._ids.clear()  # a bound on memory over a long run; the ids are read again as needed
+            pid = self._ids[key] = self._searcher.doc(addr)["page_id"][0]
+        return pid
+
+    def _ranked(self, query: tantivy.Query, k: int, exclude_page_ids: Iterable[str] = ()) -> list[tuple]:
+        """The top ``k`` (score, address, page id) of ``query``, excluded pages left out, ties by page id.
 
         Masking: the excluded pages are resolved to their document addresses and the search
         asks for ``k + len(excluded)`` hits, so after dropping them exactly the top ``k`` of
@@ -172,9 +188,9 @@ class SearchIndex:
             hits = [h for h in hits if h[0] >= cut]
         else:
             hits = hits[:k]
-        docs = [(score, self._searcher.doc(addr).to_dict()) for score, addr in hits]
-        docs.sort(key=lambda sd: (-sd[0], sd[1]["page_id"][0]))
-        return docs[:k]
+        ranked = [(score, addr, self._page_id(addr)) for score, addr in hits]
+        ranked.sort(key=lambda h: (-h[0], h[2]))
+        return ranked[:k]
 
     def _addresses(self, page_ids: Iterable[str]) -> set[tuple[int, int]]:
         """(segment, doc) of each indexed page in ``page_ids`` (a lone string is one id)."""
@@ -196,13 +212,27 @@ class SearchIndex:
             out[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         return out
 
+    def rarity(self, word: str) -> float:
+        """How rare ``word`` is: the largest BM25 idf of its terms over the page bodies (0 for no term)."""
+        terms = query_terms(word) if isinstance(word, str) else []
+        return max(self._idf(terms).values(), default=0.0)
+
+    def has_title(self, text: str) -> bool:
+        """Whether some page's title is ``text``, case and underscores aside (no document is read)."""
+        key = title_key(text) if isinstance(text, str) else ""
+        if not key:
+            return False
+        q = tantivy.Query.term_query(self._schema, "title_key", key, index_option="basic")
+        return self._searcher.search(q, 1, count=True).count > 0
+
     # ---- lookup ----------------------------------------------------------------------------
     def get_page(self, page: str) -> dict | None:
         """The page with this id, else with this title, else None.
 
         A title matches exactly first; failing that, case-insensitively with underscores
         read as spaces (the first such page by id).  Returns ``{page_id, title, paragraphs,
-        description, aliases, url}`` with the paragraphs as the agent reads them.
+        description, aliases, url, links}`` with the paragraphs as the agent reads them and the
+        links as ``[anchor text, page id, title]`` lists, in page order.
         """
         if not isinstance(page, str) or not page.strip():
             return None
@@ -215,10 +245,10 @@ class SearchIndex:
             doc = min(pool, key=lambda d: d["page_id"][0]) if pool else None
         if doc is None:
             return None
-        meta = orjson.loads(doc["meta"][0]) if doc.get("meta") else {}
+        meta = _meta(doc)
         return {"page_id": doc["page_id"][0], "title": doc["title"][0],
                 "paragraphs": doc["body"][0].split(PARA_SEP), "description": meta.get("description"),
-                "aliases": meta.get("aliases") or [], "url": meta.get("url")}
+                "aliases": meta.get("aliases") or [], "url": meta.get("url"), "links": meta.get("links") or []}
 
     def _lookup(self, field: str, value: str) -> dict | None:
         docs = self._lookup_all(field, value, limit=1)
@@ -229,6 +259,11 @@ class SearchIndex:
             return []
         q = tantivy.Query.term_query(self._schema, field, value, index_option="basic")
         return [self._searcher.doc(addr).to_dict() for _, addr in self._searcher.search(q, limit, count=False).hits]
+
+
+def _meta(doc: dict) -> dict:
+    """A stored document's ``meta`` (description, aliases, url, links), ``{}`` when it has none."""
+    return orjson.loads(doc["meta"][0]) if doc.get("meta") else {}
 
 
 __all__ = ["SearchIndex", "IndexNotFound", "build_index"]

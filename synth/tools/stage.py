@@ -1,4 +1,4 @@
-"""The ``index`` stage: ``corpus/pages`` -> ``index`` (the local BM25 index the tools search).
+"""The ``index`` stage: ``corpus/pages`` and ``corpus/links`` -> ``index`` (the local BM25 index the tools search).
 
 Funnel: input is every page, output every indexed page; a page with no text (all its
 paragraphs empty once rendered) is dropped as ``empty``.  The index is built in the
@@ -20,17 +20,18 @@ from synth.tools.config import ToolsConfig
 def run_index(ctx: StageContext) -> StageResult:
     """Build the search index over ``corpus/pages`` into ``ctx.out("index")``."""
     pages = ctx.store.dataset("corpus/pages", hint="ingest")
+    links = ctx.store.dataset("corpus/links", hint="ingest")
     tools: ToolsConfig = ctx.cfg.tools
     total = pages.count_rows()
     with ctx.bar("pages", total, "pages") as bar:
-        stats = build_index(pages, ctx.out("index"), progress=bar.update,
-                            heap_mb=tools.index_heap_mb, threads=tools.index_threads)
+        stats = build_index(pages, ctx.out("index"), progress=bar.update, heap_mb=tools.index_heap_mb,
+                            threads=tools.index_threads, links=links, memory_limit=tools.index_memory_limit)
     dropped = {"empty": stats["empty"]} if stats["empty"] else {}
     return StageResult(
         input=stats["pages"],
         output=stats["indexed"],
         dropped=dropped,
-        extra={"pages_per_s": stats["pages_per_s"]},
+        extra={"pages_per_s": stats["pages_per_s"], "links": stats["links"]},
     )
 
 

@@ -72,14 +72,48 @@ def run_search(index: SearchIndex, cfg: ToolsConfig, query: str, k: int | None =
 
 
 def run_open(index: SearchIndex, cfg: ToolsConfig, page: str, offset: int = 0) -> dict:
-    """One window of a page's text from ``offset``: ``{page_id, title, offset, next_offset, total_chars, text}``."""
+    """One window of a page's text from ``offset``: ``{page_id, title, offset, next_offset, total_chars, text,
+    links}``, with the page's ``description`` in its first window when it has one.
+
+    ``links`` are the pages the window links to, as a browser shows a page's links:
+    ``[{"text": anchor, "title": target}]``, each target once, in the order their anchors
+    first appear in the window (:func:`window_links`).
+    """
     p = resolve_page(index, page)
     text = page_text(p["title"], p["paragraphs"])
     if offset >= len(text):
         raise ToolError(f"offset {offset} is past the end of page {p['page_id']!r} (total_chars {len(text)})")
     chunk, next_offset = text_window(text, offset, cfg.page_chars)
-    return {"page_id": p["page_id"], "title": p["title"], "offset": offset, "next_offset": next_offset,
-            "total_chars": len(text), "text": chunk}
+    out = {"page_id": p["page_id"], "title": p["title"], "offset": offset, "next_offset": next_offset,
+           "total_chars": len(text)}
+    if offset == 0 and p.get("description"):
+        out["description"] = p["description"]
+    out["text"] = chunk
+    out["links"] = window_links(chunk, p.get("links") or [])
+    return out
+
+
+def window_links(text: str, links: list[list[str]]) -> list[dict]:
+    """The links (``[anchor, page id, title]``) whose anchor text ``text`` shows as whole words, each
+    target once, ordered by where its anchor first appears; case is ignored, as a reader ignores it."""
+    low = text.casefold()
+    found = []
+    for anchor, _, title in links:
+        a = anchor.casefold().strip()
+        if not a:
+            continue
+        i = low.find(a)
+        while i >= 0 and not (_edge(low, i - 1) and _edge(low, i + len(a))):
+            i = low.find(a, i + 1)
+        if i >= 0:
+            found.append((i, anchor, title))
+    found.sort(key=lambda f: f[0])
+    return [{"text": anchor, "title": title} for _, anchor, title in found]
+
+
+def _edge(text: str, i: int) -> bool:
+    """Whether position ``i`` is outside a word (a link's anchor is whole words: "sin" is not in "using")."""
+    return i < 0 or i >= len(text) or not text[i].isalnum()
 
 
 def text_window(text: str, offset: int, size: int) -> tuple[str, int | None]:
@@ -234,6 +268,7 @@ __all__ = [
     "run_search",
     "run_open",
     "run_find",
+    "window_links",
     "text_window",
     "check_arguments",
     "parse_arguments",

@@ -175,3 +175,35 @@ def test_run_functions_match_the_dispatcher(index, box):
     cfg = box.cfg
     assert json.loads(box.call("open", {"page": "102"})[0]) == run_open(index, cfg, "102")
     assert json.loads(box.call("find", {"page": "102", "text": "eiffel"})[0]) == run_find(index, cfg, "102", "eiffel")
+
+
+def test_open_lists_the_window_s_links_and_the_description(tmp_path):
+    import pyarrow as pa
+
+    from helpers.searchcorpus import write_pages
+    from synth.engine.records import LINK_SCHEMA
+    from synth.engine.store import write_parquet_atomic
+    from synth.tools.search import build_index
+
+    links = [("100", "101", "Paris Hilton"), ("100", "107", "lighthouse keeper"), ("100", "103", "Louvre"),
+             ("100", "101", "Hilton"), ("105", "107", "lighthouse keeper"), ("105", "999", "ghost")]
+    rows = [{"src_id": s, "dst_id": d, "paragraph_id": 1, "start": i, "end": i + len(a), "anchor_text": a}
+            for i, (s, d, a) in enumerate(links)]
+    write_pages(tmp_path / "pages")
+    write_parquet_atomic(pa.Table.from_pylist(rows, schema=LINK_SCHEMA), tmp_path / "links" / "part-0.parquet")
+    stats = build_index(tmp_path / "pages", tmp_path / "index", threads=1, heap_mb=32, links=tmp_path / "links")
+    assert stats["links"] == 4  # each target once per page; a link to a page that is not there is none
+    box = Toolbox(SearchIndex.open(tmp_path / "index"), ToolsConfig(page_chars=500))
+    paris, _ = _call(box, "open", {"page": "Paris"})
+    assert paris["description"] == "capital of France"
+    # Only the anchors this window shows: "Louvre" (a bullet of the page, linked to page 103 here); "Paris
+    # Hilton", "Hilton" and "lighthouse keeper" are not in its text.
+    assert paris["links"] == [{"text": "Louvre", "title": "Obsidian"}]
+    long_first, _ = _call(box, "open", {"page": "Long harbour page"})
+    later, _ = _call(box, "open", {"page": "Long harbour page", "offset": long_first["next_offset"]})
+    assert "description" not in later  # the description heads the first window only
+    assert [l["title"] for l in long_first["links"]] == ["Lighthouse keeper"]
+    hits, _ = _call(box, "search", {"query": "capital of France"})
+    assert hits[0]["title"] == "Paris" and hits[0]["description"] == "capital of France"
+    hits, _ = _call(box, "search", {"query": "volcano crater lake"})
+    assert hits and all("description" not in h for h in hits)  # a page without one shows none
