@@ -3,7 +3,7 @@
 A sentence's *skeleton* is the sentence with everything that comes from the question's
 material taken out, so only the writer's own phrasing is left:
 
-1. the question is split into sentences (:func:`synth.teacher.question_text.sentences`)
+1. the question is split into sentences (:func:`synth.text.question_text.sentences`)
    and each sentence into words and single punctuation marks, lower-cased;
 2. every word that occurs in the material of the question's source -- the titles and
    descriptions of its entities and the paragraphs of its evidence -- becomes ``X``,
@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from typing import Iterable
 
-from synth.teacher.question_text import sentences
+from synth.text.question_text import sentences
 
 STOP = frozenset("""a an the of to in on at by for with from and or but as that this these those its it is are was
 were be been which what who whom whose where when how than then there their they he she his her one""".split())

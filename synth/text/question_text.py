@@ -1,7 +1,7 @@
 """How a question's text is read: its sentences, the content words of a clue, and what names an answer.
 
 Two parts of hopforge read question text and must read it the same way: the offline
-oracle's question writer (:mod:`synth.teacher.oracle_questions`), which must not make the
+oracle's question writer (:mod:`synth.teacher.oracle.writer`), which must not make the
 mistakes, and the question validators (:mod:`synth.questions.validate`), which catch
 them in any teacher's output.  So the rules live here, below both.
 
@@ -28,11 +28,10 @@ them in any teacher's output.  So the rules live here, below both.
 from __future__ import annotations
 
 import re
-import string
 from functools import lru_cache
 from typing import Iterable
 
-from synth.text.answers import names_of
+from synth.text.answers import names_of, normalize_answer
 
 STOP = frozenset("""
 a about above after again against all also am an and any are as at be because been before being below between
@@ -55,7 +54,7 @@ onward onwards along trail trip route stop stops current latest previous just en
 land lands closes close completes complete identify expect cite cites whose own another some somewhere
 afterwards back click conceals containing fragment hence hidden hides hyperlink jump landed likewise masked
 meanwhile thence naming opens passing path phrases pull quoted quotes remarks saying see set sits starts thereafter
-visited called hop hops gap onward
+visited called hop hops gap onward among discuss discusses talk talks continue connection section
 """.split())
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
@@ -141,33 +140,23 @@ def has_token(text: str, token: str, case_sensitive: bool) -> bool:
     return re.search(pattern, text, 0 if case_sensitive else re.I) is not None
 
 
-_PUNCT = str.maketrans("", "", string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-
-
-def normalized(text: str) -> str:
-    """:func:`synth.text.answers.normalize_answer`, the same result in C-speed steps (the validators
-    normalise every question and the writer every window)."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
-
-
 class Giveaways:
     """The names and distinctive tokens of one entity, compiled once to test many texts."""
 
     def __init__(self, entity: dict, aliases: Iterable[str] = ()):
         aliases = list(aliases)
-        self.names = [n for n in dict.fromkeys([*names_of(entity), *aliases]) if normalized(n)]
-        self._norm = [f" {normalized(n)} " for n in self.names]
+        self.names = [n for n in dict.fromkeys([*names_of(entity), *aliases]) if normalize_answer(n)]
+        self._norm = [f" {normalize_answer(n)} " for n in self.names]
         self.tokens = answer_tokens(entity, aliases)
         self._patterns = [(t, re.compile(r"(?<![^\W_])" + re.escape(t) + r"(?![^\W_])", 0 if cs else re.I))
                           for t, cs in self.tokens]
 
     def find(self, text: str, norm: str | None = None, named: Iterable[str] = ()) -> str | None:
-        """The name or token that ``text`` gives away, or None (``norm``: ``normalized(text)``, if known).
+        """The name or token that ``text`` gives away, or None (``norm``: ``normalize_answer(text)``, if known).
 
         Tokens inside a phrase of ``named`` (the start entity's title, which the question must
         write) do not count: the writer could not have left them out."""
-        norm = f" {normalized(text) if norm is None else norm} "
+        norm = f" {normalize_answer(text) if norm is None else norm} "
         name = next((n for n, k in zip(self.names, self._norm) if k in norm), None)
         if name is not None:
             return name
@@ -201,15 +190,15 @@ def description_cores(description: str | None) -> tuple[str, ...]:
     if not d:
         return ()
     forms = [d, re.split(r"[;,(]", d, maxsplit=1)[0], re.sub(r"\([^)]*\)", " ", d)]
-    cores = {normalized(f) for f in forms}
+    cores = {normalize_answer(f) for f in forms}
     return tuple(sorted((c for c in cores if len(c.split()) >= 2), key=lambda c: (-len(c), c)))
 
 
 def repeats_description(text: str, description: str | None, norm: str | None = None) -> str | None:
-    """The core of ``description`` that ``text`` repeats, or None (``norm``: ``normalized(text)``, if known)."""
-    norm = f" {normalized(text) if norm is None else norm} "
+    """The core of ``description`` that ``text`` repeats, or None (``norm``: ``normalize_answer(text)``, if known)."""
+    norm = f" {normalize_answer(text) if norm is None else norm} "
     return next((c for c in description_cores(description) if f" {c} " in norm), None)
 
 
 __all__ = ["STOP", "PUZZLE", "sentences", "stem", "words", "content_words", "answer_tokens", "has_token", "Giveaways",
-           "giveaways", "leaked", "description_cores", "repeats_description", "normalized"]
+           "giveaways", "leaked", "description_cores", "repeats_description"]
