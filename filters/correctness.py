@@ -103,7 +103,7 @@ def run_judge(teacher: Any, items: list[tuple[Question, str]], progress: Any = N
 
     async def ask(item: tuple[Question, str]):
         q, pred = item
-        hint = JUDGE.hint(question=q.question, answer=q.answer, aliases=list(q.answer_aliases or []),
+        hint = JUDGE.hint(answer=q.answer, aliases=tuple(q.answer_aliases or ()),
                           prediction=pred)
         return await teacher.chat(judge_messages(q, pred), hint=hint)
 

@@ -42,6 +42,7 @@ from synth.teacher.cache import canonical_json
 from synth.teacher.config import TeacherConfig
 from synth.teacher import probe, protocols
 from synth.teacher.limits import parse_retry_after
+from synth.teacher.tasks import Hint
 from synth.teacher.types import BackendError, ChatResponse, ToolsUnusable, normalise_message
 
 log = logging.getLogger("hopforge")
@@ -163,7 +164,7 @@ class OpenAIBackend:
         protocol = None
         if tools:
             protocol = cfg.tool_protocol if cfg.tool_protocol != "auto" else await self._auto_protocol()
-        task = hint.get("task") if isinstance(hint, dict) else None
+        task = hint.task if isinstance(hint, Hint) else None
         rf = None
         if not tools and getattr(task, "output", None) == "json" and cfg.structured_output != "off":
             mode = "json_schema" if cfg.structured_output == "on" else await probe.once(

@@ -3,18 +3,21 @@
 A task has a name, a template in ``prompts/``, :meth:`Task.format_input` (inputs ->
 chat messages) and :meth:`Task.format_output` (a reply -> a value, or a named reason and
 a detail; it never raises).  Stages call the teacher with a task's messages and pass
-``task.hint(...)``, the facts only the offline oracle reads (never sent, never cached):
-the oracle dispatches on the task, so it needs no stage's code.
+``task.hint(...)``: a frozen hint of the task's own type (:class:`QuestionHint`,
+:class:`RepairHint`, :class:`AgentHint`...), the facts only the offline oracle reads
+(never sent, never part of a cache key).  The oracle dispatches on the hint's type, so it
+needs no stage's code; a real backend reads only ``hint.task`` (for a JSON schema).
 
 The questions' input, :class:`Source`, lives here too: it is what the question tasks
-format and what the oracle writes from.
+format and what the oracle writes from; and so does :class:`CorpusView`, what the
+questions stage lets the oracle's writer ask of the corpus.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, NamedTuple, Protocol
 
 from synth.engine.records import Evidence
 from synth.engine.seeding import short_hash
@@ -93,9 +96,134 @@ class Task:
             return Parsed(None, "prose", "no <answer>...</answer> tag")
         return Parsed(content)
 
-    def hint(self, **facts: Any) -> dict:
-        """What the offline oracle reads for this call: the task and the facts it answers from."""
-        return {"task": self, **facts}
+    def hint(self, **facts: Any) -> "Hint":
+        """What the offline oracle reads for this call: the task's hint type, holding ``facts``."""
+        return HINTS[self.name](**facts)
+
+
+class CorpusView(Protocol):
+    """What the oracle's question writer may ask of the corpus, beyond the source it writes from:
+    the pages around a chain (to make each clue fit one of them) and the search index (so no clue
+    is found by one search).  The questions stage implements it (``synth.questions.links``)."""
+
+    k: int  # depth of the searches a clue must not be found in (``questions.shortcut_k``)
+
+    def neighbours(self, page_id: str, backward: bool) -> list[str]:
+        """The pages ``page_id`` links to (``backward``: the pages that link to it)."""
+
+    def title(self, page_id: str) -> str:
+        """A page's title."""
+
+    def description(self, page_id: str) -> str:
+        """A page's short description (``""`` when none)."""
+
+    def page(self, page_id: str) -> dict | None:
+        """A page as the tools show it: ``paragraphs`` and ``links`` (``[anchor, page id, title]``)."""
+
+    def search_ids(self, text: str, k: int) -> list[str]:
+        """The top ``k`` pages of one search for ``text`` in the unmasked index."""
+
+    def rarity(self, word: str) -> float:
+        """How rare a word is in the corpus (its inverse document frequency)."""
+
+    def is_title(self, text: str) -> bool:
+        """Whether some page has this title (case aside): a word a clue may name a topic by."""
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A hint's base: the task it belongs to (``TASK``, a task name)."""
+
+    TASK: ClassVar[str] = ""
+
+    @property
+    def task(self) -> "Task":
+        """The task this hint belongs to."""
+        return TASKS[self.TASK]
+
+
+@dataclass(frozen=True)
+class QuestionHint(Hint):
+    """A question through a walk's path: the source, its seed, the word budget and the corpus view."""
+
+    TASK: ClassVar[str] = "question"
+    source: "Source"
+    seed: int
+    max_words: int
+    corpus: CorpusView | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class SubgraphHint(Hint):
+    """A question over a subgraph: as :class:`QuestionHint`, and the least hops its chain needs."""
+
+    TASK: ClassVar[str] = "subgraph_question"
+    source: "Source"
+    seed: int
+    max_words: int
+    min_hops: int
+    corpus: CorpusView | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class RepairHint(Hint):
+    """One rewrite of a rejected question: why it failed (``reason``, ``detail``) and the hop it names."""
+
+    TASK: ClassVar[str] = "repair"
+    source: "Source"
+    seed: int
+    reason: str
+    hop: int | None
+    max_words: int
+    min_hops: int
+    detail: str = ""
+    corpus: CorpusView | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ObfuscateHint(Hint):
+    """A rewrite that blurs names: the source and the question to rewrite."""
+
+    TASK: ClassVar[str] = "obfuscate"
+    source: "Source"
+    question: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class ClosedBookHint(Hint):
+    """A question asked without tools: its answer and the chain's titles."""
+
+    TASK: ClassVar[str] = "closed_book"
+    answer: str
+    titles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SolvableHint(Hint):
+    """A question asked with the gold pages in context: its answer and the chain's titles."""
+
+    TASK: ClassVar[str] = "solvable"
+    answer: str
+    titles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JudgeHint(Hint):
+    """A final answer to judge against the gold answer and its aliases."""
+
+    TASK: ClassVar[str] = "judge"
+    prediction: str | None
+    answer: str
+    aliases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AgentHint(Hint):
+    """A rollout: the persona seed of the question (the agent reads the question from the conversation)."""
+
+    TASK: ClassVar[str] = "agent"
+    seed: int
 
 
 QUESTION = Task("question", "question.jinja2", "json")
@@ -123,6 +251,8 @@ JUDGE = Task("judge", "judge.jinja2", "json", parse=_judge_verdict)
 AGENT = Task("agent", "agent.jinja2", "turn")
 
 TASKS = {t.name: t for t in (QUESTION, SUBGRAPH_QUESTION, REPAIR, OBFUSCATE, CLOSED_BOOK, SOLVABLE, JUDGE, AGENT)}
+HINTS: dict[str, type[Hint]] = {h.TASK: h for h in (QuestionHint, SubgraphHint, RepairHint, ObfuscateHint,
+                                                    ClosedBookHint, SolvableHint, JudgeHint, AgentHint)}
 
 
 @dataclass(slots=True)

@@ -63,7 +63,7 @@ def test_judge_only_adds_through_the_filter() -> None:
     assert runner.dropped == {"wrong_answer": 2}
     far = next(d for r, _, d in runner.rejects if r.trace_id == "far")
     assert "judge correct" in far  # both verdicts are visible in the reject detail
-    assert backend.seen[0]["task"].name == "judge" and backend.seen[0]["answer"] == "Delta City"
+    assert backend.seen[0].task.name == "judge" and backend.seen[0].answer == "Delta City"
     assert t.stats.as_dict()["completed"] == 4
 
 

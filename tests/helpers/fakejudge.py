@@ -18,7 +18,7 @@ class FakeJudge:
 
     async def chat(self, messages, tools=None, *, sample_index=0, hint=None):
         self.seen.append(hint)
-        pred = hint["prediction"]
+        pred = hint.prediction
         if pred in self.fail:
             raise BackendError("http_400", "bad request", retryable=False)
         text = "no idea" if pred in self.garble else json.dumps({"correct": pred in self.yes, "reason": "test"})

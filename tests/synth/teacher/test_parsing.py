@@ -122,11 +122,11 @@ def test_structured_output_sends_the_tasks_schema(tmp_path, monkeypatch, mode, a
         cfg = TeacherConfig(backend="openai", base_url=srv.base_url, model="m", api_key_env=KEY_ENV, max_retries=0,
                             structured_output=mode)
         t = Teacher(cfg, tmp_path / "t.sqlite")
-        resp = t.chat_sync([{"role": "user", "content": "rewrite"}], hint=OBFUSCATE.hint())
+        resp = t.chat_sync([{"role": "user", "content": "rewrite"}], hint=OBFUSCATE.hint(source=None, question="rewrite", seed=0))
         t.chat_sync([{"role": "user", "content": "free text"}])  # no task: never constrained
         bodies = [r.body for r in srv.requests if "rewrite" in json.dumps(r.body["messages"])]
         plain = [r.body for r in srv.requests if "free text" in json.dumps(r.body["messages"])]
-        variant = asyncio.run(t.backend.prepare(None, OBFUSCATE.hint()))
+        variant = asyncio.run(t.backend.prepare(None, OBFUSCATE.hint(source=None, question="rewrite", seed=0)))
     probe.forget()
     assert OBFUSCATE.format_output(resp).value["question"] == "Q?"
     assert ("response_format" in bodies[-1]) == bool(sent) and "response_format" not in plain[0]
