@@ -10,7 +10,7 @@ into :class:`Conversation` (``Trace.conversation``).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from functools import lru_cache
 from typing import Any, ClassVar, Iterator
 
@@ -83,7 +83,9 @@ class Record:
     @classmethod
     def from_row(cls, row: dict[str, Any]):
         """The record of a table row (as ``to_pylist`` gives it)."""
-        kw = {f.name: row[f.name] for f in fields(cls)}  # type: ignore[arg-type]
+        # A column a record gained later (with a default) may be missing from a row written before it.
+        kw = {f.name: row[f.name] if f.name in row or f.default is MISSING else f.default
+              for f in fields(cls)}  # type: ignore[arg-type]
         for name, item in cls.NESTED.items():
             kw[name] = [x if isinstance(x, item) else item(**x) for x in kw[name]]
         return cls(**kw)
@@ -177,6 +179,9 @@ class Question(Record):
     prompt_sha: str
     seed: int
     split: str  # sft | rl | eval: decided once, by a stable hash of the question id
+    # Hops a solver with a search tool must walk (synth.questions.depth); None when not measured (no index).
+    effective_depth: int | None = None
+    entry: str | None = None  # the search that lets a solver enter the chain later than its start, in words
 
     NESTED: ClassVar[dict[str, type]] = {"hops": Hop}
 
@@ -196,6 +201,8 @@ class Question(Record):
             pa.field("prompt_sha", pa.string(), nullable=False),
             pa.field("seed", pa.int64(), nullable=False),
             pa.field("split", pa.string(), nullable=False),
+            pa.field("effective_depth", pa.int64()),
+            pa.field("entry", pa.string()),
         ]
     )
 

@@ -328,6 +328,27 @@ def _cost_rows(usage: dict, kept: int) -> list[str]:
     return rows
 
 
+def _depth_section(q: dict) -> list[str]:
+    """The card's effective-depth section, from the questions report (empty when it has none)."""
+    depth = q.get("depth") or {}
+    kept, checked = depth.get("kept") or {}, depth.get("checked") or {}
+    if not kept.get("questions"):
+        return []
+    lines = ["## Effective depth", "",
+             "A question's effective depth is the number of hops a solver with a search tool must walk: the hops "
+             "left from the latest page of its chain that one search (for a hop's sub-question, a quoted span, a "
+             "hop's sentence, or the whole question) returns in the top k of the corpus's index. Every clue names "
+             "its entity by vague attributes that only the previous page resolves, and the questions stage drops a "
+             "question whose effective depth is below its `questions.min_effective_depth` share of its hops.", "",
+             f"Of the {_n(kept['questions'])} questions kept: mean nominal depth {_n(kept['mean_nominal'])} hops, "
+             f"mean effective depth {_n(kept['mean_effective'])} (ratio {_n(kept['ratio'])}); "
+             f"{_n(round(100 * kept['full_depth_share'], 1))}% need every hop."]
+    if checked.get("questions"):
+        lines[-1] += (f" Of the {_n(checked['questions'])} drafts the validators checked, the ratio was "
+                      f"{_n(checked['ratio'])} and {_n(round(100 * checked['full_depth_share'], 1))}% needed every hop.")
+    return lines + [""]
+
+
 def render_card(f: dict) -> str:
     """The whole ``README.md``: YAML front matter, then the Markdown body."""
     reports = f["reports"]
@@ -375,6 +396,8 @@ def render_card(f: dict) -> str:
            + (", `longctx`" if any(c["name"] == "longctx" for c in f["configs"]) else "") + ".", "",
            "Stage content keys (from the run's manifest): "
            + ", ".join(f"{s} `{k}`" for s, k in f["stage_keys"].items() if k) + ".", ""]
+
+    md += _depth_section(reports.get("questions") or {})
 
     c = f["corpus"]
     md += ["## Corpus", "", f"Source: {c['label']}."

@@ -36,7 +36,12 @@ class QuestionsConfig(Section):
     check_shortcut: bool = Field(True, description="Shortcut checks (need the `index`): drop a question when one "
                                  "search for its text (`shortcut`), for one of its sub-questions or for its final clue "
                                  "alone (`clue_shortcut`) returns the answer page in the top `shortcut_k`.")
-    shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut searches.")
+    shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut searches and of the effective-depth "
+                            "searches: a page in the top `shortcut_k` of one search is found by it.")
+    min_effective_depth: float = Field(
+        1.0, ge=0, le=1, description="Least effective depth a question keeps, as a share of its hops (`enterable_hop`): "
+        "the hops left from the latest page of the chain that one search for a clue, a quote, a hop's sentence or the "
+        "whole question returns (needs the `index`). 1.0: every hop is needed; 0: measured and recorded, never dropped.")
     repair: bool = Field(True, description="Give a question that fails a validator one repair request naming the "
                          "reason; it is dropped only if the rewrite fails too.")
     splits: SplitFractions = Field(default_factory=SplitFractions, description="Each question's split "

@@ -7,8 +7,8 @@ plus, when the question has exactly one sentence per hop between its first and l
 sentences (the layout the prompts ask for), that hop's sentence; the *final clue* is the
 question's second-to-last sentence when it has three or more (in that layout, the last
 hop's sentence, the last sentence asking for the answer).  Sentences are split by
-:func:`synth.teacher.question_text.sentences`, words read by
-:func:`~synth.teacher.question_text.content_words`.
+:func:`synth.text.question_text.sentences`, words read by
+:func:`~synth.text.question_text.content_words`.
 
 ``answer_description``
     The question, or its last hop's ``sub_question``, repeats the answer page's own
@@ -33,9 +33,14 @@ hop's sentence, the last sentence asking for the answer).  Sentences are split b
 ``clue_shortcut``
     One search of the unmasked index for a hop's ``sub_question``, or for the final clue,
     returns the answer page in the top ``questions.shortcut_k`` (the whole question is the
-    stage's ``shortcut`` check).  A query none of whose terms the answer page holds cannot
-    return it and is not sent; a query already answered for the same answer page (a
-    repaired question repeats most of its clues) is not sent again.
+    stage's ``shortcut`` check).  The searches are the effective-depth searches' own: one
+    memo serves both.
+``enterable_hop``
+    The question's effective depth (:mod:`synth.questions.depth`: the hops left from the
+    latest page of the chain that one search for something the question says returns) is
+    below ``questions.min_effective_depth`` of its hops.  The depth is measured for every
+    question that reaches the checks, and recorded on the row (``effective_depth``,
+    ``entry``) whether or not it is dropped.
 
 :data:`RULES` says each reason in words: the repair request quotes it to the teacher.
 """
@@ -47,7 +52,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from synth.engine.records import Question
-from synth.teacher.question_text import content_words, repeats_description, sentences
+from synth.questions.depth import Depth, DepthMeter, required
+from synth.text.clues import FIT, covers
+from synth.text.question_text import content_words, repeats_description, sentences
 from synth.teacher.tasks import Source
 
 RULES = {
@@ -63,8 +70,12 @@ RULES = {
                      "to; give a clue from that hop's evidence that fits only its entity.",
     "clue_shortcut": "one search for a single clue (a sub-question, or the final clue alone) already finds the "
                      "answer page; choose clues that share fewer words with the answer's own page.",
+    "enterable_hop": "one search for a hop's clue alone (its sub-question, a quoted span, or its sentence) returns "
+                     "a page of the chain, so a solver can enter the chain there and skip every hop before it. "
+                     "Describe each entity by vague attributes (a kind of thing, a period, a role) that fit many "
+                     "pages of the whole corpus but only one of the pages the previous entity links to, and "
+                     "never quote page text: a verbatim quote is found by one search.",
 }
-FIT = 0.75  # share of a description's content words a clue must hold to fit that page
 _title_words = lru_cache(maxsize=1 << 14)(content_words)  # titles recur across a shard's chains
 
 
@@ -90,31 +101,18 @@ def hop_clues(q: Question) -> tuple[list[str], str | None]:
     return clues, (sents[-2] if len(sents) >= 3 else None)
 
 
-def fits(clue_words: set[str], description: str | set[str]) -> float:
-    """How well a clue fits a page by its description (or the description's content words): the share of
-    those words it holds, or 0 when that is under :data:`FIT` or fewer than two (one, for a one-word one)."""
-    d = content_words(description) if isinstance(description, str) else description
-    if not d:
-        return 0.0
-    hit = len(d & clue_words)
-    share = hit / len(d)
-    return share if hit >= min(2, len(d)) and share >= FIT else 0.0
-
-
 class Validator:
     """The checks of the module docstring over one shard's questions, with what they cost."""
 
-    def __init__(self, links, index=None, k: int = 5):
+    def __init__(self, links, index=None, k: int = 5, min_depth: float = 0.0, shortcuts: bool = True):
         self.links, self.index, self.k = links, index, k
+        self.min_depth, self.shortcuts = min_depth, shortcuts
+        self.depth = DepthMeter(index, k) if index is not None else None
+        self.depths: list[tuple[int, int]] = []  # (nominal, effective) of every question checked
         self.seconds = 0.0  # wall time, and CPU time of the checking thread (steadier on shared cores)
         self.cpu_seconds = 0.0
         self.by_check: dict[str, float] = {}
         self.checked = 0
-        self.searches = 0
-        self.pruned = 0
-        # (terms, title key, answer page) -> in the top k: a repaired question repeats most of its clues
-        self._verdicts: dict[tuple, bool] = {}
-        self._held: dict[str, set[str]] = {}  # answer page -> the index terms it holds
 
     def check(self, q: Question) -> Failure | None:
         """The first check ``q`` fails, or None."""
@@ -122,10 +120,13 @@ class Validator:
         try:
             self.checked += 1
             clues, final = hop_clues(q)
+            depth = self._timed("enterable_hop", self._depth, q)
+            shortcuts = self.index is not None and self.shortcuts
             return (self._timed("answer_description", self._description, q)
                     or self._timed("skippable_hop", self._skippable, q)
                     or self._timed("ambiguous_hop", self._ambiguous, q, clues)
-                    or (self._timed("clue_shortcut", self._shortcut, q, final) if self.index is not None else None))
+                    or (self._timed("clue_shortcut", self._shortcut, q, final) if shortcuts else None)
+                    or self._enterable(q, depth))
         finally:
             self.seconds += time.perf_counter() - t0
             self.cpu_seconds += time.thread_time() - c0
@@ -140,11 +141,31 @@ class Validator:
     def stats(self) -> dict:
         """Questions checked, seconds spent (in all, loading included, and per check), searches sent and
         skipped, and graph lookups."""
+        depth = self.depth
         return {"checked": self.checked, "seconds": round(self.seconds, 4), "cpu_seconds": round(self.cpu_seconds, 4),
                 **{f"seconds_{k}": round(v, 4) for k, v in self.by_check.items()},
-                "searches": self.searches, "searches_pruned": self.pruned, "graph_lookups": self.links.lookups}
+                "searches": depth.searches if depth else 0, "searches_remembered": depth.pruned if depth else 0,
+                "graph_lookups": self.links.lookups}
 
     # ---- the checks, in order -------------------------------------------------------------
+    def _depth(self, q: Question) -> Depth | None:
+        """Measure and record the question's effective depth (None without an index)."""
+        if self.depth is None:
+            return None
+        d = self.depth.measure(q)
+        q.effective_depth = d.effective
+        q.entry = d.entry.describe(d.nominal) if d.entry is not None else None
+        self.depths.append((d.nominal, d.effective))
+        return d
+
+    def _enterable(self, q: Question, d: Depth | None) -> Failure | None:
+        if d is None or d.effective >= required(d.nominal, self.min_depth):
+            return None
+        e = d.entry
+        # The hop to rewrite: the one whose clue was searched, or (for the whole question) the hop into the page found.
+        hop = e.hop if e.hop is not None else e.page - 1
+        return Failure("enterable_hop", f"effective depth {d.effective} of {d.nominal}: {e.describe(d.nominal)}", hop)
+
     def _description(self, q: Question) -> Failure | None:
         desc = self.links.description(q.answer_page_id)
         if not desc:
@@ -174,7 +195,7 @@ class Validator:
                 return Failure("ambiguous_hop", f"hop {i + 1}: the clue names nothing that tells "
                                                 f"{q.titles[i + 1]!r} apart", i)
             backward = not self.links.links(here, bridge)
-            own = fits(words, self.links.description_words(bridge))
+            own = covers(words, self.links.description_words(bridge))
             # A page can fit only if its description holds some clue word, and a word begins with its
             # stem less the last letter ("citi" of "cities" and "city"): a substring test rules most out.
             probes = [" " + (w[:-1] if len(w) >= 3 else w) for w in words]
@@ -184,7 +205,7 @@ class Validator:
                 text = self.links.description_text(other)
                 if len(text) < 2 or not any(p in text for p in probes):
                     continue
-                f = fits(words, self.links.description_words(other))
+                f = covers(words, self.links.description_words(other))
                 if f and f >= own:
                     side = "linking to" if backward else "linked from"
                     return Failure("ambiguous_hop", f"hop {i + 1}: the clue also fits {self.links.title(other)!r} "
@@ -193,39 +214,16 @@ class Validator:
         return None
 
     def _shortcut(self, q: Question, final: str | None) -> Failure | None:
-        from synth.tools.text import analyze, query_terms, title_key
-        from synth.tools.toolbox import is_shortcut
-
-        held = self._held.get(q.answer_page_id)
-        if held is None:
-            page = self.index.get_page(q.answer_page_id)
-            held = self._held[q.answer_page_id] = (
-                set(analyze(page["title"] + "\n" + "\n".join(page["paragraphs"]))) if page else set())
-        if not held:  # not indexed: no search can return it
-            return None
         k = len(q.hops) - 1
         queries = [(h.sub_question, i) for i, h in enumerate(q.hops)]
         if final:
             queries.append((final, k))
-        seen: set[tuple] = set()
         for text, hop in queries:
-            terms = query_terms(text)
-            if not terms:
-                continue
-            if not held.intersection(terms):
-                self.pruned += 1
-                continue
-            key = (frozenset(terms), title_key(text), q.answer_page_id)  # the same bag of terms ranks the same
-            if key in seen:
-                continue
-            seen.add(key)
-            if key not in self._verdicts:
-                self.searches += 1
-                self._verdicts[key] = is_shortcut(self.index, text, q.answer_page_id, self.k)
-            if self._verdicts[key]:
+            # The depth meter makes these searches too (a sub-question, a hop's sentence): one memo serves both.
+            if q.answer_page_id in (self.depth.top(text) or []):
                 what = "the final clue" if hop == k and text != q.hops[k].sub_question else f"hop {hop + 1}'s clue"
                 return Failure("clue_shortcut", f"{what} {text!r} finds the answer page in the top {self.k}", hop)
         return None
 
 
-__all__ = ["RULES", "FIT", "Failure", "Validator", "hop_clues", "fits", "repairable"]
+__all__ = ["RULES", "FIT", "Failure", "Validator", "hop_clues", "repairable"]

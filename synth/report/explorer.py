@@ -469,7 +469,7 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
     n = len(pos)
     ids = [""] * n
     text, titles, answer = [""] * n, [""] * n, [""] * n
-    split, hops = [""] * n, [-1] * n
+    split, hops, depth = [""] * n, [-1] * n, [-1] * n
     rejected: list[str | None] = [None] * n
     n_traces, n_verdicts, n_correct, n_kept = [0] * n, [0] * n, [0] * n, [0] * n
     reasons_of: dict[int, Counter] = {}
@@ -478,7 +478,8 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
     spill = _Spill(work / "spill", shard_size)
 
     for rows in _batches(questions, ["question_id", "kind", "walk_id", "path", "titles", "question", "answer",
-                                     "answer_aliases", "answer_page_id", "hops", "teacher_model", "split"], 1024):
+                                     "answer_aliases", "answer_page_id", "hops", "teacher_model", "split",
+                                     "effective_depth", "entry"], 1024):
         for r in rows:
             p = pos[r["question_id"]]
             if ids[p]:
@@ -489,6 +490,7 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
             answer[p] = r["answer"] or ""
             split[p] = r["split"] or ""
             hops[p] = max(len(r["path"] or []) - 1, 0)
+            depth[p] = r["effective_depth"] if r.get("effective_depth") is not None else -1
             need[r["walk_id"]].append(p)
             if golds is not None:
                 golds[p] = [r["answer"], *(r["answer_aliases"] or [])]
@@ -634,7 +636,7 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
         "version": 1, "n": n, "shard_starts": starts, "splits": split_names,
         "reasons": reasons, "reason_counts": reason_counts, "labels": labels,
         "cols": {"id": ids, "text": text, "titles": titles, "answer": answer, "split": [six[x] for x in split],
-                 "hops": hops, "status": status, "reason": reason_ix, "trace_reasons": trace_ix, "label": label_ix,
+                 "hops": hops, "depth": depth, "status": status, "reason": reason_ix, "trace_reasons": trace_ix, "label": label_ix,
                  "c": n_correct, "n": [max(a, b) for a, b in zip(n_traces, n_verdicts)]},
     }
     counts = {"questions": n, "kept_questions": sum(1 for x in status if x == KEPT),
@@ -673,7 +675,8 @@ def _assemble(lines: Iterator[list], lo: int, hi: int, chain: list[str]) -> list
         if q is not None:
             links = (src or {}).get("links") or []
             d["question"] = {k: q[k] for k in ("kind", "walk_id", "question", "answer", "answer_aliases", "answer_page_id",
-                                               "path", "titles", "teacher_model", "split") if k in q}
+                                               "path", "titles", "teacher_model", "split", "effective_depth", "entry")
+                             if k in q}
             d["hops"] = hop_evidence(links, q["path"] or [], q["titles"] or [], q.get("hops"))
         elif src is not None:  # a dropped question: the walk (or subgraph) it was written from
             path = src["path"] or []

@@ -38,6 +38,11 @@ def split_counts(root: Path) -> dict[str, dict[str, int]]:
     return out
 
 
+def _values(hist: dict[str, int] | None) -> list[int]:
+    """A ``{value: count}`` histogram back as its values."""
+    return [int(v) for v, n in (hist or {}).items() for _ in range(n)]
+
+
 def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts: list[dict] | None, out: Path,
                    summary: dict[str, Any], plots: Any, fig: Callable[[str, str], None]) -> list[str]:
     """Append the sections to ``md``; returns the names of those skipped for want of inputs."""
@@ -73,6 +78,33 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
         summary["question_drops"] = dict(q.get("dropped") or {})
     else:
         skipped.append("question validators")
+
+    depth = (q or {}).get("depth") or {}
+    if (depth.get("checked") or {}).get("questions"):
+        md += ["## Effective depth", "",
+               "How many hops a solver with a search tool must walk: the hops left from the latest page of the chain "
+               "that one search for a hop's sub-question, a quoted span, a hop's sentence or the whole question "
+               "returns in the top `questions.shortcut_k` of the unmasked index.  Questions the validators checked "
+               "(repairs included) and those kept; `enterable_hop` drops a question below "
+               "`questions.min_effective_depth` of its hops.", "",
+               "| questions | count | mean nominal | mean effective | effective / nominal | every hop needed |",
+               "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for name in ("checked", "kept"):
+            d = depth.get(name) or {}
+            if d.get("questions"):
+                md.append(f"| {name} | {d['questions']:,} | {d['mean_nominal']:.2f} | {d['mean_effective']:.2f} | "
+                          f"{d['ratio']:.3f} | {d['full_depth_share']:.1%} |")
+        md.append("")
+        checked = depth["checked"]
+        plots.histogram(_values(checked.get("effective")), out / "effective_depth.png",
+                        "Effective against nominal depth (questions checked)", "hops", discrete=True,
+                        extra=("nominal depth", _values(checked.get("nominal"))), label="effective depth")
+        fig("effective_depth.png", "Effective depth (hops a solver must walk) against nominal depth (hops in the "
+            "chain), of every question the validators checked.")
+        summary["effective_depth"] = {name: {k: v for k, v in (depth.get(name) or {}).items()
+                                             if k not in ("effective", "nominal")} for name in ("checked", "kept")}
+    else:
+        skipped.append("effective depth (no depth in the questions report)")
 
     steps = [v["ungrounded_steps"] for v in verdicts or [] if v.get("ungrounded_steps") is not None]
     if steps:

@@ -257,6 +257,8 @@
       var tr = el('tr', { 'data-i': i, 'data-qid': c.id[i], tabindex: 0, title: c.titles[i] }, [
         el('td', { className: 'qid' }, c.id[i]), el('td', { className: 'text' }, c.text[i]), el('td', null, c.answer[i]),
         el('td', null, S.data.splits[c.split[i]] || '–'), el('td', { className: 'num' }, c.hops[i] >= 0 ? c.hops[i] : '–'),
+        el('td', { className: 'num', title: 'effective depth: hops a solver with a search tool must walk' },
+          c.depth && c.depth[i] >= 0 ? c.depth[i] + '/' + c.hops[i] : '–'),
         el('td', null, outcomeCell(i)), el('td', { className: 'num' }, c.n[i] ? c.c[i] + '/' + c.n[i] : '–')]);
       if (i === S.current) tr.className = 'selected';
       frag.appendChild(tr);
@@ -312,6 +314,12 @@
     return el('table', { className: 'kv' }, tb);
   }
 
+  function depthText(q) {
+    if (q.effective_depth == null) return null;
+    var n = (q.path || []).length - 1;
+    return q.effective_depth + ' of ' + n + ' hops' + (q.entry ? ' — ' + q.entry : ' (no single search enters the chain after its start)');
+  }
+
   function renderDetail(box, i, d) {
     var c = S.cols, q = d.question, x = d.rejected;
     box.appendChild(el('h3', null, d.id));
@@ -324,7 +332,7 @@
     if (q) {
       box.appendChild(el('div', { className: 'qtext' }, q.question));
       box.appendChild(kv([['answer', q.answer], ['aliases', (q.answer_aliases || []).join(', ')],
-        ['written from', q.walk_id], ['teacher', q.teacher_model]]));
+        ['written from', q.walk_id], ['teacher', q.teacher_model], ['effective depth', depthText(q)]]));
     }
     if (x) {
       box.appendChild(el('p', { className: 'warn' }, 'Dropped by the questions stage: ' + x.reason + (x.detail ? ' — ' + x.detail : '')));

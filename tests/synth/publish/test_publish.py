@@ -747,3 +747,15 @@ def test_corpus_facts():
     assert corpus_facts("/home/me/data/kilt_demo.jsonl", None, {})["kind"] == "demo"
     other = corpus_facts("/home/me/wiki.jsonl", None, {})
     assert other["kind"] == "other" and "`wiki.jsonl`" in other["label"] and "/home" not in other["label"]
+
+
+def test_the_card_states_effective_depth_from_the_questions_report():
+    from synth.publish.card import _depth_section
+
+    depth = {"kept": {"questions": 199, "mean_nominal": 6.7, "mean_effective": 6.7, "ratio": 1.0, "full_depth_share": 1.0},
+             "checked": {"questions": 281, "mean_nominal": 6.7, "mean_effective": 6.27, "ratio": 0.9347,
+                         "full_depth_share": 0.7082}}
+    text = "\n".join(_depth_section({"depth": depth}))
+    assert "## Effective depth" in text and "Of the 199 questions kept" in text and "100% need every hop" in text
+    assert "the ratio was 0.9347 and 70.8% needed every hop" in text
+    assert _depth_section({}) == []  # a run without the measure says nothing of it

@@ -8,8 +8,9 @@ from synth.engine.records import Evidence, Hop, Question
 from synth.engine.runner import run_stage
 from synth.questions.links import LinkView, load_graph
 from synth.questions.sources import parse_question
-from synth.questions.validate import Failure, Validator, fits, hop_clues, repairable
-from synth.teacher.question_text import answer_tokens, content_words, leaked, sentences
+from synth.questions.validate import Failure, Validator, hop_clues, repairable
+from synth.text.clues import covers
+from synth.text.question_text import answer_tokens, content_words, leaked, sentences
 from synth.teacher.tasks import QUESTION, Source
 
 
@@ -20,8 +21,8 @@ def _q(path, titles, text, subs, kind="walk"):
                     prompt_sha="x", seed=0, split="sft")
 
 
-def _validator(store, path, index=None):
-    return Validator(LinkView.open(store, load_graph(store), path, path), index, k=5)
+def _validator(store, path, index=None, min_depth=1.0):
+    return Validator(LinkView.open(store, load_graph(store), path, path), index, k=5, min_depth=min_depth)
 
 
 CHAIN = {
@@ -106,12 +107,12 @@ def test_ambiguous_backward_hop_compares_the_pages_linking_to_it(tmp_path, corpu
     assert f.reason == "ambiguous_hop" and "'Seine Club'" in f.detail and "linking to 'Paris'" in f.detail
 
 
-def test_fit_rule():
+def test_cover_rule():
     words = content_words("a state of matter with no fixed volume")
-    assert fits(words, "State of matter") == 1.0
-    assert fits(words, "Ionised state of matter") == 0.0  # two of three words: under three quarters
-    assert fits(words, "Matter") == 1.0 and fits(content_words("a painter"), "Painter") == 1.0
-    assert fits(words, "") == 0.0
+    assert covers(words, "State of matter") == 1.0
+    assert covers(words, "Ionised state of matter") == 0.0  # two of three words: under three quarters
+    assert covers(words, "Matter") == 1.0 and covers(content_words("a painter"), "Painter") == 1.0
+    assert covers(words, "") == 0.0
 
 
 ELEMENTS = {
@@ -136,16 +137,19 @@ def indexed(tmp_path, corpus):
 def test_clue_shortcut_searches_each_sub_question_and_the_final_clue(indexed):
     store, index = indexed
     path, titles = ["a", "b", "e"], ["Alder", "Birch", "Europium"]
-    v = _validator(store, path, index)
+    v = _validator(store, path, index, min_depth=0.0)  # this test is about the answer page; depth is measured only
     subs = ["Which town sits by the river Bree?", "Which mine does the timber town trade with far to the east?"]
     ok = _q(path, titles, "Start at Alder. Find the town by the river. Then the mine it trades with. Which is it?",
             subs)
     assert v.check(ok) is None
-    # No term of these clues is on the answer's page: no search can return it, and none is sent.
-    assert v.searches == 0 and v.pruned == 3
+    # ... and it is shallow: hop 2's clue quotes Birch's own page, so one search enters the chain there.
+    assert ok.effective_depth == 1 and "'Birch'" in ok.entry
+    sent = v.depth.searches
     bad_sub = _q(path, titles, ok.question, [subs[0], "Which silvery lanthanide metal glows red in phosphors?"])
     f = v.check(bad_sub)
-    assert f.reason == "clue_shortcut" and f.hop == 1 and "hop 2's clue" in f.detail and v.searches == 1
+    assert f.reason == "clue_shortcut" and f.hop == 1 and "hop 2's clue" in f.detail
+    # The shortcut check reads the effective-depth searches: only the new clue was searched.
+    assert v.depth.searches == sent + 1
     bad_final = _q(path, titles, "Start at Alder. Find the town by the river. The next one glows red in phosphors, "
                                  "a silvery lanthanide metal. What is it?", subs)
     f = v.check(bad_final)
@@ -185,3 +189,94 @@ def test_sentences_keep_titles_whole():
     text = "Start at St. Louis. Then the river. Which one?"
     assert sentences(text) == ["Start at St.", "Louis.", "Then the river.", "Which one?"]
     assert sentences(text, protect=["St. Louis"]) == ["Start at St. Louis.", "Then the river.", "Which one?"]
+
+
+# ---- effective depth ---------------------------------------------------------------------------------------
+
+WOODS = {
+    "a": ("Alder", "Village in Ruritania", ["Alder sits by the river Bree, next to Birch."]),
+    "b": ("Birch", "Market town", ["Birch trades timber with the Cedar sawmill, far to the east of the hills."]),
+    "c": ("Cedar", "Sawmill", ["Cedar cuts logs for the Europium mine on the moor."]),
+    "e": ("Europium", "Chemical element with atomic number 63 (Eu)",
+          ["Europium is a silvery lanthanide metal that glows red in phosphors."]),
+    **{f"f{i}": (f"Filler {i}", "Place", [f"Filler {i} is about rivers, towns, hills and trade number {i}."])
+       for i in range(12)},
+}
+WOOD_PATH, WOOD_TITLES = ["a", "b", "c", "e"], ["Alder", "Birch", "Cedar", "Europium"]
+BLURRY = ["Which coastal settlement does the previous page link to?", "Which forestry works does that place link to?",
+          "Which mineral deposit does the previous article mention?"]
+
+
+@pytest.fixture
+def woods(tmp_path, corpus):
+    store = corpus(tmp_path, WOODS, [("a", "b", "Birch"), ("b", "c", "Cedar"), ("c", "e", "Europium")])
+    run_stage(INDEX, load_config(None, []), store, progress=False)
+    from synth.tools.search import SearchIndex
+
+    return store, SearchIndex.open(store.path("index"))
+
+
+def _woods_q(text: str, subs: list[str] = BLURRY) -> Question:
+    return _q(WOOD_PATH, WOOD_TITLES, text, subs)
+
+
+def test_blurry_clues_need_every_hop(woods):
+    store, index = woods
+    v = _validator(store, WOOD_PATH, index)
+    q = _woods_q("Start at Alder. It links to a coastal settlement. That links to forestry works. Then a mineral deposit. Which is it?")
+    assert v.check(q) is None
+    assert (q.effective_depth, q.entry) == (3, None)
+    assert v.depths == [(3, 3)]
+
+
+@pytest.mark.parametrize("hop, how, sub, sentence, entered", [
+    # a verbatim quote of a later page, in the hop's sentence: one search enters at the page it is read on
+    (2, "quote", None, 'Then a mineral deposit: the page says "cuts logs for the mine on the moor".', 2),
+    # a unique description (what the page itself says) as the sub-question: one search finds the page it leads to
+    (1, "sub-question", "Which sawmill far to the east of the hills trades timber?", None, 1),
+    # the same, in the hop's sentence
+    (0, "sentence", None, "It links to a coastal town that trades timber far to the east of the hills.", 1),
+])
+def test_a_later_hop_one_search_finds_is_an_entry_point(woods, hop, how, sub, sentence, entered):
+    store, index = woods
+    v = _validator(store, WOOD_PATH, index)
+    sents = ["Start at Alder.", "It links to a coastal settlement.", "That links to forestry works.",
+             "Then a mineral deposit.", "Which is it?"]
+    if sentence is not None:
+        sents[hop + 1] = sentence
+    subs = list(BLURRY)
+    if sub is not None:
+        subs[hop] = sub
+    q = _woods_q(" ".join(sents), subs)
+    f = v.check(q)
+    assert f is not None and f.reason == "enterable_hop" and f.hop == hop
+    assert f"hop {hop + 1}'s {how}" in f.detail and f"page {entered} of the chain" in f.detail
+    assert q.effective_depth == 3 - entered and q.entry is not None and repr(WOOD_TITLES[entered]) in q.entry
+
+
+def test_the_whole_question_is_searched_too(tmp_path, corpus):
+    # Birch's page names the start: no clue alone finds it, but the whole question, which names the start, does.
+    pages = dict(WOODS, b=("Birch", "Market town", ["Birch, a neighbour of Alder, trades timber with Cedar."]))
+    store = corpus(tmp_path, pages, [("a", "b", "Birch"), ("b", "c", "Cedar"), ("c", "e", "Europium")])
+    run_stage(INDEX, load_config(None, []), store, progress=False)
+    from synth.tools.search import SearchIndex
+
+    v = _validator(store, WOOD_PATH, SearchIndex.open(store.path("index")))
+    q = _woods_q("Start at Alder. It links to a coastal settlement. That links to forestry works. "
+                 "Then a mineral deposit. Which is it?")
+    f = v.check(q)
+    assert f.reason == "enterable_hop" and "the whole question" in f.detail and "'Birch'" in f.detail
+    assert f.hop == 0  # the hop into the page found: its clue is the one to rewrite
+
+
+def test_min_effective_depth_is_a_share_of_the_hops(woods):
+    store, index = woods
+    text = ('Start at Alder. It links to a coastal settlement. That links to forestry works. Then a mineral deposit, '
+            '"cuts logs for the mine". Which?')
+    assert _validator(store, WOOD_PATH, index).check(_woods_q(text)).reason == "enterable_hop"
+    # 1 of 3 hops left (the quote enters at page 2): enough for a floor of 0.3, not for 0.4; with 0 it is
+    # only measured.
+    for floor, dropped in ((0.4, True), (0.3, False), (0.0, False)):
+        q = _woods_q(text)
+        f = _validator(store, WOOD_PATH, index, min_depth=floor).check(q)
+        assert (f is not None) == dropped and q.effective_depth == 1

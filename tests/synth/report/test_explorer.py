@@ -73,6 +73,8 @@ def walk(walk_id: str, reverse_hop: int | None = None) -> Walk:
     return Walk(walk_id, PATH, TITLES, hops, 0)
 
 
+ENTRY = ("one search for hop 3's sub-question ('hop 2') returns 'Charlie (planet)', page 2 of the chain, at rank 1: "
+         "a solver can enter there and skip 2 of 3 hops")
 SPLITS = {"qa": "sft", "qb": "sft", "qc": "rl", "qd": "rl", "qe": "eval", "qf": "sft"}
 
 
@@ -86,6 +88,8 @@ def build_run(root: Path, tokenizer_dir: Path) -> Store:
     store = Store(root)
     questions = [make_question(q, split=s, question=(HOSTILE + " Which city?") if q == "qb" else None)
                  for q, s in SPLITS.items()]
+    questions[0].effective_depth = 3  # qa needs every hop; qc can be entered at its second page
+    questions[2].effective_depth, questions[2].entry = 1, ENTRY
     rejects = [
         {"record_id": "qx", "source_id": "w-qx", "reason": "ambiguous_hop", "detail": "hop 2: the clue also fits Echo",
          "raw": json.dumps({"question": "Which river flows past the harbour?", "answer": "Delta City"})},
@@ -305,6 +309,15 @@ def test_every_question_with_its_outcome_and_pass_count(run, written) -> None:
     assert cols["text"][row["qx"]] == "Which river flows past the harbour?"
     assert cols["titles"][row["qx"]] == " → ".join(TITLES)  # from its walk
     assert cols["text"][row["qy"]].startswith("(prose) This group")
+
+
+def test_effective_depth_in_the_table_and_the_detail(written) -> None:
+    _, _, index, details = written
+    row = {q: i for i, q in enumerate(index["cols"]["id"])}
+    depth = index["cols"]["depth"]
+    assert (depth[row["qa"]], depth[row["qc"]], depth[row["qb"]], depth[row["qx"]]) == (3, 1, -1, -1)
+    assert details["qc"]["question"]["effective_depth"] == 1 and details["qc"]["question"]["entry"] == ENTRY
+    assert details["qa"]["question"]["entry"] is None
 
 
 def test_detail_has_path_evidence_traces_and_verdicts(written) -> None:

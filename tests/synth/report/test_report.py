@@ -237,7 +237,9 @@ def test_a_price_set_later_reruns_only_the_report_and_prices_the_recorded_tokens
     assert summary["per_kept_sample"]["cost_usd"] == pytest.approx(want / kept, abs=1e-5)
     index = (store.root / "report" / "index.md").read_text()
     assert "2 per million prompt tokens, 8 per million completion tokens" in index
-    for png in ("funnel.png", "pass_at_n.png", "tool_calls.png", "tools.png"):
+    # Effective depth against nominal: every question kept needs every hop, and the drafts checked are shown too.
+    assert "## Effective depth" in index and "| kept |" in index and "100.0% |" in index
+    for png in ("funnel.png", "pass_at_n.png", "tool_calls.png", "tools.png", "effective_depth.png"):
         assert (store.root / "report" / png).stat().st_size > 1000, png
     assert not (store.root / "report" / "turns.png").exists()
 
