@@ -10,3 +10,15 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory):
+    """The demo corpus up to the index, with 4-hop walks and a few subgraphs: ``(store, cfg)``, built once."""
+    from helpers.demostore import build_demo_store
+
+    return build_demo_store(tmp_path_factory.mktemp("demo"), "walk.hops=4", "walk.num_walks=300",
+                            "expand.num_subgraphs=40")

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from synth.graph.csr import CSRGraph, open_graph
-from synth.teacher.question_text import content_words
+from synth.text.question_text import content_words
 
 
 def load_graph(store) -> CSRGraph:
@@ -37,7 +37,7 @@ def load_graph(store) -> CSRGraph:
     return CSRGraph.from_edges(len(ids), src[ok], dst[ok], page_ids=ids.to_pylist())
 
 
-# Whatever is not inside a word, as synth.teacher.question_text reads words: an apostrophe only between letters.
+# Whatever is not inside a word, as synth.text.question_text reads words: an apostrophe only between letters.
 _GAPS = re.compile(r"[^\w']+|_+|(?<![^\W_])'|'(?![^\W_])")
 
 
@@ -135,4 +135,44 @@ class LinkView:
         return words
 
 
-__all__ = ["LinkView", "load_graph"]
+class ShardCorpus:
+    """The :class:`~synth.teacher.tasks.CorpusView` of one shard for the oracle's writer: the shard's
+    :class:`LinkView` for neighbours, titles and descriptions, and the search index for the pages
+    as the tools show them and for searches."""
+
+    def __init__(self, links: LinkView, index, k: int):
+        self.links, self.index, self.k = links, index, k
+        self._pages: dict[str, dict | None] = {}
+        self._rarity: dict[str, float] = {}
+        self._titles: dict[str, bool] = {}
+
+    def neighbours(self, page_id: str, backward: bool) -> list[str]:
+        return self.links.neighbours(page_id, backward)
+
+    def title(self, page_id: str) -> str:
+        return self.links.title(page_id)
+
+    def description(self, page_id: str) -> str:
+        return self.links.description(page_id)
+
+    def page(self, page_id: str) -> dict | None:
+        if page_id not in self._pages:
+            self._pages[page_id] = self.index.get_page(page_id)
+        return self._pages[page_id]
+
+    def search_ids(self, text: str, k: int) -> list[str]:
+        return self.index.search_ids(text, k)
+
+    def rarity(self, word: str) -> float:
+        if word not in self._rarity:
+            self._rarity[word] = self.index.rarity(word)
+        return self._rarity[word]
+
+    def is_title(self, text: str) -> bool:
+        key = text.lower()
+        if key not in self._titles:
+            self._titles[key] = self.index.has_title(text)
+        return self._titles[key]
+
+
+__all__ = ["LinkView", "ShardCorpus", "load_graph"]

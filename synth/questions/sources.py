@@ -14,8 +14,10 @@ with its reason.  Every check below is a counted drop reason:
 ``hop_missing``    a bridging entity missing, unknown or out of order
 ``wrong_answer``   the answer is not the last entity's title or alias
 ``answer_leak``    the answer, an alias, or a distinctive token of them (a year, a number, a
-                   symbol: :func:`synth.teacher.question_text.answer_tokens`) appears in the question
+                   symbol: :func:`synth.text.question_text.answer_tokens`) appears in the question
 ``length``         the question is too short or too long
+``no_clue``        the teacher found no clue for some hop that only the previous page resolves, and said so
+``no_chain``       the teacher found no chain long enough through a subgraph, and said so
 ``duplicate``      the same question as an earlier one, after normalisation
 ``too_easy`` / ``unsolvable`` / ``obfuscate_failed`` / ``shortcut``  the optional checks
 
@@ -33,9 +35,9 @@ from typing import Any
 import pyarrow.compute as pc
 
 from synth.text.answers import names_of, normalize_answer
-from synth.teacher.question_text import leaked
+from synth.text.question_text import leaked
 from synth.engine.stage import StageContext
-from synth.teacher.tasks import QUESTION, SUBGRAPH_QUESTION, Source, Task
+from synth.teacher.tasks import QUESTION, SUBGRAPH_QUESTION, CorpusView, Hint, Source, Task
 from synth.engine.records import Evidence, Hop, Question, Subgraph, Walk
 from synth.engine.seeding import derive_seed
 
@@ -47,16 +49,22 @@ def _evidence_view(src: Source, link: Evidence) -> dict:
             "anchor_text": link.anchor_text, "paragraph": link.paragraph}
 
 
-def format_request(src: Source, qcfg) -> tuple[Task, list[dict], dict]:
-    """(task, messages, oracle hint) for a source."""
+def format_request(src: Source, qcfg, corpus: CorpusView | None = None) -> tuple[Task, list[dict], Hint]:
+    """(task, messages, oracle hint) for a source; ``corpus`` is what the oracle's writer may read.
+
+    The request holds the source alone, not the pages around it, so a rebuild over a grown corpus
+    asks nothing again for a walk it kept (the validators, which read the current corpus, judge the
+    cached question anew; a repair names the page a clue also fits)."""
     ents = [{"title": e["title"], "description": e.get("description") or ""} for e in src.entities]
     views = [_evidence_view(src, h) for h in src.links]
     if src.kind == "walk":
         task, inputs = QUESTION, {"entities": ents, "hops": views, "n_hops": len(src.links), "max_words": qcfg.max_words}
+        hint = task.hint(source=src, seed=src.seed, max_words=qcfg.max_words, corpus=corpus)
     else:
         task, inputs = SUBGRAPH_QUESTION, {"entities": ents, "edges": views, "min_hops": qcfg.min_subgraph_hops,
                                            "max_words": qcfg.max_words}
-    hint = task.hint(source=src, seed=src.seed, min_hops=qcfg.min_subgraph_hops, max_words=qcfg.max_words)
+        hint = task.hint(source=src, seed=src.seed, max_words=qcfg.max_words, min_hops=qcfg.min_subgraph_hops,
+                         corpus=corpus)
     return task, task.format_input(**inputs), hint
 
 
@@ -73,6 +81,13 @@ def parse_question(src: Source, reply: Any, qcfg, teacher_model: str,
     obj, reason, detail = task.format_output(reply)
     if obj is None:
         return None, reason, detail
+    if "question" not in obj:
+        # A teacher may decline, as the prompts allow: a hop with no clue only its previous page resolves, or
+        # (a subgraph) no chain of links long enough.
+        if "no_clue" in obj:
+            return None, "no_clue", f"hop {obj.get('no_clue')}: {obj.get('why') or 'no clue fits'}"
+        if "no_chain" in obj:
+            return None, "no_chain", str(obj.get("why") or "no chain of links long enough")
     q, ans, aliases, hops = obj.get("question"), obj.get("answer"), obj.get("answer_aliases", []), obj.get("hops")
     if not (isinstance(q, str) and q.strip() and isinstance(ans, str) and ans.strip() and _is_str_list(aliases)
             and isinstance(hops, list) and hops

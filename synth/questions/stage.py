@@ -26,9 +26,10 @@ import pyarrow.parquet as pq
 
 from synth.text.answers import is_correct, normalize_answer
 from synth.engine.stage import Shards, StageContext, StageResult
-from synth.teacher.question_text import leaked
+from synth.text.question_text import leaked
 from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, REPAIR, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
-from synth.questions.links import LinkView, load_graph
+from synth.questions.depth import summary as depth_summary
+from synth.questions.links import LinkView, ShardCorpus, load_graph
 from synth.questions.skeletons import count_skeletons, vocabulary
 from synth.questions.sources import load_sources, page_meta
 from synth.questions.validate import Validator
@@ -72,10 +73,19 @@ def _validator(ctx: StageContext, sources: list[Source]) -> Validator:
     backward = {e["page_id"] for s in sources if s.kind == "subgraph" for e in s.entities}
     links = LinkView.open(ctx.store, graph, pages, backward)
     qcfg = ctx.cfg.questions
-    v = Validator(links, _index(ctx) if qcfg.check_shortcut else None, qcfg.shortcut_k)
+    index = _index(ctx) if ctx.store.exists("index") else None
+    v = Validator(links, index, qcfg.shortcut_k, qcfg.min_effective_depth, qcfg.check_shortcut)
     v.seconds += time.perf_counter() - t0  # loading what the checks read is part of their cost
     v.cpu_seconds += time.thread_time() - c0
     return v
+
+
+def _corpus(ctx: StageContext, validator: Validator) -> ShardCorpus | None:
+    """What the oracle's writer may read of the corpus: the shard's link view and the index (None
+    without an index: the oracle then declines every question; real teachers read only the prompt)."""
+    if not ctx.store.exists("index"):
+        return None
+    return ShardCorpus(validator.links, _index(ctx), ctx.cfg.questions.shortcut_k)
 
 
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
@@ -86,7 +96,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     funnel, repairs = Funnel(), Repairs()
     validator = _validator(ctx, sources)
     bar = ctx.shared_bar("write", len(_sources(ctx)), "questions")
-    kept = write_questions(ctx, teacher, sources, funnel, validator, repairs, bar)
+    kept = write_questions(ctx, teacher, sources, funnel, validator, repairs, bar, _corpus(ctx, validator))
     if qcfg.obfuscate:
         kept = _obfuscate(ctx, teacher, kept, funnel, validator)
     if qcfg.check_closed_book:
@@ -101,7 +111,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA),
                          ctx.shard_out("rejects/questions", i))
     return {"input": len(sources), "kept": len(kept), "dropped": dict(funnel.dropped), "repairs": repairs.as_dict(),
-            "validators": validator.stats(), **shard_usage(teacher)}
+            "validators": validator.stats(), "depths": validator.depths, **shard_usage(teacher)}
 
 
 def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
@@ -132,8 +142,17 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     extra = {"kinds": dict(Counter(q.kind for q in kept)), "shards": len(summaries),
              "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION, REPAIR)},
              "repairs": _merged_repairs(summaries), "validators": _merged_validators(summaries),
-             "phrasing": _phrasing(ctx, kept), **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
+             "phrasing": _phrasing(ctx, kept), "depth": _depth_report(kept, summaries),
+             **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
     return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra)
+
+
+def _depth_report(kept: list[Question], summaries: list[dict]) -> dict:
+    """Effective against nominal depth: of the questions kept, and of every question the validators
+    checked (repairs included), which shows what the ``enterable_hop`` check removed."""
+    measured = [(len(q.hops), q.effective_depth) for q in kept if q.effective_depth is not None]
+    checked = [tuple(d) for s in summaries for d in s.get("depths") or []]
+    return {"kept": depth_summary(measured), "checked": depth_summary(checked)}
 
 
 def _merged_repairs(summaries: list[dict]) -> dict[str, dict[str, int]]:
@@ -217,7 +236,7 @@ def _check(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, task
 
     async def ask(item: tuple[Source, Question]):
         src, q = item
-        hint = task.hint(source=src, question=q.question, answer=q.answer, titles=q.titles, seed=q.seed)
+        hint = task.hint(answer=q.answer, titles=tuple(q.titles))
         return await teacher.chat(make_messages(src, q), hint=hint)
 
     out = []

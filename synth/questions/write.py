@@ -21,7 +21,7 @@ from synth.engine.records import Question
 from synth.questions.sources import format_request, parse_question
 from synth.questions.validate import RULES, Failure, Validator, repairable
 from synth.teacher.client import Teacher, TeacherError
-from synth.teacher.tasks import REPAIR, Source, Task
+from synth.teacher.tasks import REPAIR, CorpusView, Source, Task
 
 
 class Funnel:
@@ -59,12 +59,13 @@ def judge(src: Source, reply: Any, task: Task, ctx, validator: Validator) -> tup
 
 
 def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel, validator: Validator,
-                    repairs: Repairs, bar=None) -> list[tuple[Source, Question]]:
-    """One question per source, validated and repaired once where it can be; kept in source order."""
+                    repairs: Repairs, bar=None, corpus: CorpusView | None = None) -> list[tuple[Source, Question]]:
+    """One question per source, validated and repaired once where it can be; kept in source order.
+    ``corpus`` is what the oracle's writer may read of the corpus (real teachers read the prompt only)."""
     qcfg = ctx.cfg.questions
 
     async def write(src: Source):
-        task, messages, hint = format_request(src, qcfg)
+        task, messages, hint = format_request(src, qcfg, corpus)
         return task, messages, await teacher.chat(messages, hint=hint)
 
     kept: dict[int, Question] = {}
@@ -86,8 +87,8 @@ def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel
         _, src, task, messages, raw, failure = item
         msgs = REPAIR.format_input(request=messages[-1]["content"], previous=raw or "", reason=failure.reason,
                                    rule=RULES[failure.reason], detail=failure.detail)
-        hint = REPAIR.hint(source=src, seed=src.seed, of=task.name, reason=failure.reason, hop=failure.hop,
-                           min_hops=qcfg.min_subgraph_hops, max_words=qcfg.max_words)
+        hint = REPAIR.hint(source=src, seed=src.seed, reason=failure.reason, hop=failure.hop, detail=failure.detail,
+                           min_hops=qcfg.min_subgraph_hops, max_words=qcfg.max_words, corpus=corpus)
         return await teacher.chat(msgs, hint=hint)
 
     for item, res in zip(pending, teacher.map(repair, pending)):

@@ -7,6 +7,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from helpers.openai_server import Reply, Status, serve
+from helpers.demostore import copy_demo_store, demo_config
 from helpers.walkstore import chain_title, make_chain_store
 from synth.text.answers import mentions, normalize_answer
 from flows.config import load_config
@@ -40,36 +41,41 @@ def _check_valid(rows, qcfg):
         seen.add(normalize_answer(r["question"]))
 
 
-def test_oracle_questions_pass_every_validation(tmp_path):
-    store = make_chain_store(tmp_path, n=6, hops=3)
-    cfg = load_config(None, ["questions.check_shortcut=false"])
+def test_oracle_questions_pass_every_validation(tmp_path, demo_store):
+    store = copy_demo_store(demo_store[0], tmp_path / "run", walks=40)
+    cfg = demo_config("questions.from_subgraphs=false")
     out = run_stage(QUESTIONS, cfg, store)
-    rows = _questions(tmp_path)
-    assert out.report["output"] == len(rows) == 6 and out.report["dropped"] == {}
+    rows = _questions(store.root)
+    assert out.report["output"] == len(rows) >= 12
+    # A walk the oracle writes no question for is declined, by name, never passed with a shortcut in it.
+    assert set(out.report["dropped"]) <= {"no_clue", "enterable_hop"}
     _check_valid(rows, cfg.questions)
     assert all(r["teacher_model"] == "oracle-v1" and r["prompt_sha"] for r in rows)
+    assert all(r["effective_depth"] == len(r["hops"]) for r in rows)
     # Deterministic: the same config gives the same rows.
     run_stage(QUESTIONS, cfg, store, force=True)
-    assert _questions(tmp_path) == rows
+    assert _questions(store.root) == rows
 
 
-def test_optional_checks_with_the_oracle(tmp_path):
+def test_optional_checks_with_the_oracle(tmp_path, demo_store):
     # The oracle "knows" two-hop chains closed-book, so every question there is too easy.
-    store = make_chain_store(tmp_path / "two", n=3, hops=2)
-    checks = ["questions.check_shortcut=false", "questions.check_closed_book=true", "questions.check_solvable=true",
+    two = copy_demo_store(demo_store[0], tmp_path / "two", walks=12, hops=2)
+    checks = ["questions.from_subgraphs=false", "questions.check_closed_book=true", "questions.check_solvable=true",
               "questions.obfuscate=true"]
-    with pytest.raises(StageFailed, match="every one of its 3 items was dropped .too_easy 3"):
-        run_stage(QUESTIONS, load_config(None, checks), store)  # an empty result is not a finished stage...
-    cfg = load_config(None, [*checks, "synth.allow_empty=true"])  # ...unless the config says it is fine
-    out = run_stage(QUESTIONS, cfg, store)
-    assert out.report["dropped"] == {"too_easy": 3} and out.report["output"] == 0
-    # Three hops: closed-book fails, the gold pages solve it, and the rewrite blurs the start name.
-    store = make_chain_store(tmp_path / "three", n=3, hops=3)
-    out = run_stage(QUESTIONS, cfg, store)
-    rows = _questions(tmp_path / "three")
-    assert out.report["output"] == 3
+    with pytest.raises(StageFailed, match=r"every one of its 12 items was dropped \(.*too_easy"):
+        run_stage(QUESTIONS, demo_config(*checks), two)  # an empty result is not a finished stage...
+    cfg = demo_config(*checks, "synth.allow_empty=true")  # ...unless the config says it is fine
+    out = run_stage(QUESTIONS, cfg, two)
+    assert out.report["dropped"]["too_easy"] >= 3 and out.report["output"] == 0
+    # Four hops: closed-book fails, the gold pages solve it, and the rewrite blurs the start name (and must
+    # pass every check again, effective depth included).
+    four = copy_demo_store(demo_store[0], tmp_path / "four", walks=12)
+    out = run_stage(QUESTIONS, cfg, four)
+    rows = _questions(four.root)
+    assert out.report["output"] == len(rows) >= 3
     assert all(not mentions(r["question"], r["titles"][0]) for r in rows)
-    assert out.report["teacher"]["requests"] == 12  # write + obfuscate + closed book + solvable, 3 each
+    # Every kept question cost a write, a rewrite, a closed-book and a solvable call.
+    assert out.report["teacher"]["requests"] >= out.report["input"] + 3 * out.report["output"]
 
 
 def _handler(req, mode=None):

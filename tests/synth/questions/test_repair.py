@@ -106,25 +106,61 @@ def test_each_reason_counted_and_one_repair(store, monkeypatch, fixes):
     assert rep["validators"]["checked"] == 5 + 3 + int(fixes)
 
 
-def test_oracle_questions_pass_and_repairs_choose_other_clues(store):
+def test_oracle_repairs_rewrite_the_hop_the_check_names(tmp_path, demo_store):
+    from synth.questions.links import LinkView, ShardCorpus, load_graph
+    from synth.questions.sources import load_sources
     from synth.teacher.oracle import OracleModel
     from synth.teacher.tasks import QUESTION, REPAIR
-    from synth.questions.sources import load_sources
+    from synth.tools.search import SearchIndex
 
-    cfg = load_config(None, ["questions.from_subgraphs=false"])
-    rep = run_stage(QUESTIONS, cfg, store, progress=False).report
-    assert rep["input"] == rep["output"] + sum(rep["dropped"].values())
-    assert rep["dropped"].get("skippable_hop") == 1  # the Beta walk; the oracle cannot unlink pages
+    store, cfg = demo_store
 
     class Ctx:
         pass
 
     ctx = Ctx()
     ctx.store, ctx.cfg = store, cfg
-    src = next(s for s in load_sources(ctx) if s.entities[0]["title"] == "Alpha Start")
+    sources = [s for s in load_sources(ctx) if s.kind == "walk"][:30]
+    pages = {e["page_id"] for s in sources for e in s.entities}
+    corpus = ShardCorpus(LinkView.open(store, load_graph(store), pages), SearchIndex.open(store.path("index")), 5)
     oracle = OracleModel(cfg.teacher)
-    first = json.loads(oracle._question([], None, 0, QUESTION.hint(source=src, seed=src.seed))["content"])
-    again = json.loads(oracle._repair([], None, 0, REPAIR.hint(source=src, seed=src.seed, reason="clue_shortcut",
-                                                                 hop=1, of="question"))["content"])
-    assert first["hops"][0] == again["hops"][0]  # the hop the check did not name keeps its clue
-    assert first["hops"][1]["sub_question"] != again["hops"][1]["sub_question"]
+    changed = 0
+    for src in sources:
+        first = json.loads(oracle.answer([], 0, QUESTION.hint(source=src, seed=src.seed, max_words=220,
+                                                              corpus=corpus))["content"])
+        if "hops" not in first:
+            continue
+        again = json.loads(oracle.answer([], 0, REPAIR.hint(
+            source=src, seed=src.seed, reason="enterable_hop", hop=1, detail="hop 2's sentence ...", max_words=220,
+            min_hops=3, corpus=corpus))["content"])
+        assert [h for i, h in enumerate(first["hops"]) if i != 1] == [h for i, h in enumerate(again["hops"]) if i != 1]
+        changed += first["hops"][1]["sub_question"] != again["hops"][1]["sub_question"]
+    assert changed >= 5  # the named hop gets another clue wherever a second one qualifies
+
+
+def test_a_repair_request_names_the_hop_and_the_search_that_entered_the_chain(store, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    seen = []
+    quote = "Then the page that says it sends its goods"  # Mid Six's own words: one search finds Mid Six
+
+    def handle(req):
+        user = req["messages"][-1]["content"]
+        seen.append(user)
+        titles = re.findall(r"^\d+\. (.+?) \(", user, re.M)
+        good = (f"Start at {titles[0]}. Next find the place that locals visit often. Then the next such place "
+                f"down the road. Which place is it?")
+        question = good
+        if titles[0] == "Eta Start" and "A check rejected that answer" not in user:
+            question = f'Start at {titles[0]}. {quote} "sends its goods to". Then the place that locals visit often. ' \
+                       'Which place is it?'
+        return Reply(content=json.dumps({"question": question, "answer": titles[-1], "answer_aliases": [],
+                                         "hops": [{"sub_question": HOP, "bridge": t} for t in titles[1:]]}))
+
+    with serve(handler=handle) as srv:
+        rep = run_stage(QUESTIONS, _cfg(srv.base_url), store, progress=False).report
+    assert rep["repairs"]["enterable_hop"] == {"attempted": 1, "repaired": 1}
+    repair = next(u for u in seen if "A check rejected that answer (enterable_hop)" in u)
+    # The request names the hop, how it was searched, the query and the page it found.
+    assert "hop 1's quote ('sends its goods to')" in repair and "'Mid Six', page 1 of the chain" in repair
+    kept = {q["titles"][0]: q for q in ds.dataset(store.root / "questions").to_table().to_pylist()}
+    assert kept["Eta Start"]["effective_depth"] == 2 and kept["Eta Start"]["entry"] is None

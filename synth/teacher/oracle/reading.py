@@ -1,17 +1,13 @@
 """What the offline oracle agent reads in the question, and how it compares words.
 
 Everything here works on text the agent was actually shown -- the question and its
-tool observations -- never on the gold chain.  Words are compared as the index
-compares them (:func:`synth.tools.text.analyze`: lowercase, ASCII folding, English
-stemming, stop words dropped), with one loosening a reader would make too: two terms
-of five letters or more that share their first five letters ("anatomy" and
-"anatomical") count as the same word.
-
-The question is read by the contract the question writer keeps: the first sentence
-names the start entity by its exact title, then one sentence per hop gives that hop's
-clue, in chain order, and the last sentence asks for the final entity.  Words that
-recur in most of the question's sentences are the writer's template ("article",
-"mentions"), not clues, and are ignored when matching.
+tool observations -- never on the gold chain.  The question is read by the contract the
+question writer keeps (:mod:`synth.teacher.oracle.frames`): the first sentence names the
+start entity by its exact title, then one sentence per hop gives that hop's clue, in chain
+order, and the last sentence asks for the final entity.  A clue is a blurry description of
+the next page, checked against what a page says it is (:mod:`synth.text.clues`); words for
+queries and for naming pages are compared as the index compares them
+(:func:`synth.tools.text.analyze`: lowercase, ASCII folding, English stemming).
 """
 
 from __future__ import annotations
@@ -20,6 +16,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from synth.teacher.oracle.frames import CONNECTORS
+from synth.text.clues import head_noun, keywords, matches
+from synth.text.question_text import PUZZLE, content_words
 from synth.tools.text import STOP_WORDS, analyze, query_terms
 
 PREFIX = 5  # letters two long terms must share to count as one word (stems of one family)
@@ -92,49 +91,85 @@ def split_sentences(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Clue:
-    """One hop's sentence of the question.
+    """One hop's sentence of the question, read by the writer's contract (:mod:`synth.teacher.oracle.frames`).
 
-    ``quote`` is the part in double quotes when there is one (``quoted``: the passage the clue
-    is drawn from), else the whole sentence; ``left`` and ``right`` are the quote's words either
-    side of a blank (a run of underscores), when it has one; ``terms`` are its content terms.
+    ``kind`` is the part that says what the next page is ("that article links to an organic
+    compound"): its content words, the frame's aside, are the clue's ``words``, which a page's
+    definition must hold (:func:`synth.text.clues.matches`).  ``relation`` is the word after a
+    relation connector ("in a passage on anatomy"), when there is one: it stands in the sentence
+    where the current page links on.
     """
 
     text: str
-    quote: str
-    left: str | None
-    right: str | None
-    terms: frozenset[str]
-    quoted: bool = True
-    hint: frozenset[str] = frozenset()  # terms outside the quote (a type hint, when the writer gave one)
+    kind: str
+    relation: str | None
+    words: frozenset[str]
 
     @property
-    def blank(self) -> bool:
-        """Whether the quote blanks out a name (the clue frames the next entity's name)."""
-        return self.left is not None
+    def phrase(self) -> str:
+        """The clue's words in the sentence's order, as a keyword query (periods kept as written)."""
+        return keywords(self.kind)
 
     @property
-    def elsewhere(self) -> bool:
-        """A quote without a blank: a passage of the page sought (it names the current entity), not of
-        the current page."""
-        return self.quoted and not self.blank
+    def described(self) -> str:
+        """The clue's description as the sentence writes it, article included ("an organic compound")."""
+        found = _ARTICLE.search(self.kind)
+        return found.group(0).strip().rstrip(",") if found else self.phrase
+
+    @property
+    def head(self) -> str:
+        """The clue's head noun ("compound" in "an organic compound found in ...")."""
+        found = _ARTICLE.search(self.kind)
+        return head_noun(found.group(1)) if found else (self.phrase.split() or [""])[-1]
+
+    def fits(self, definition: str) -> bool:
+        """Whether a page that says it is ``definition`` is what the clue describes."""
+        return matches(self.kind, definition)
+
+    def share(self, definition: str) -> float:
+        """How much of the clue a definition holds (0..1), for ranking and for a hasty reader."""
+        if not self.words:
+            return 0.0
+        return len(self.words & content_words(definition)) / len(self.words)
 
 
-_QUOTE = re.compile(r'"([^"]+)"|“([^”]+)”')
-_BLANK = re.compile(r"_{2,}")
+_ARTICLE = re.compile(r"\b(?:an?|a page on)\s+(.+?)(?=[;.]|$)")
 
 
-def read_clue(sentence: str, template: frozenset[str] = frozenset()) -> Clue:
-    """A hop sentence read as a :class:`Clue`; without quotes the template words are left out of its terms."""
-    m = _QUOTE.search(sentence)
-    quote = (m.group(1) or m.group(2)) if m else sentence
-    left = right = None
-    parts = _BLANK.split(quote, maxsplit=1)
-    if len(parts) == 2:
-        left, right = parts[0].strip(), parts[1].strip()
-    words = _BLANK.sub(" ", quote)
-    found = terms(words) if m else (terms(words) - template) or terms(words)
-    outside = sentence[:m.start()] + " " + sentence[m.end():] if m else ""
-    return Clue(sentence, quote, left, right, found, m is not None, terms(outside) - template - found)
+def read_clue(sentence: str) -> Clue:
+    """A hop sentence read as a :class:`Clue`."""
+    body = sentence.split(";", 1)[0]
+    relation = None
+    for conn in CONNECTORS:
+        at = body.lower().find(conn)
+        if at >= 0:
+            rel = re.split(r"[;,.]", body[at + len(conn):], maxsplit=1)[0].strip()
+            relation = rel or None
+            body = body[:at]
+            break
+    return Clue(sentence, body, relation, frozenset(content_words(body)))
+
+
+def start_name(opening: str) -> str:
+    """The start's title in the opening sentence: the span from its first to its last content word (the
+    writer's frames around the title are function and puzzle words: "Start from the Wikipedia article on
+    {title}.")."""
+    toks = [(m.group(0), m.start(), m.end()) for m in WORD.finditer(opening)]
+    content = [i for i, (w, _, _) in enumerate(toks) if content_words(w)]
+    if not content:
+        return opening.strip().rstrip(".")
+    lo, hi = content[0], content[-1]
+
+    def name_part(i: int) -> bool:
+        # A capitalised function word or numeral belongs to the title ("Mary I", "The Hague"); the frame's
+        # capitalised words are puzzle words ("Wikipedia").
+        w = toks[i][0]
+        return (w[:1].isupper() or w[:1].isdigit()) and w.lower() not in PUZZLE
+    while lo > 1 and name_part(lo - 1):
+        lo -= 1
+    while hi + 1 < len(toks) and name_part(hi + 1):
+        hi += 1
+    return opening[toks[lo][1]:toks[hi][2]]
 
 
 @dataclass(frozen=True)
@@ -146,19 +181,18 @@ class QuestionView:
     clues: tuple[Clue, ...]
     closing: str
 
+    @property
+    def start(self) -> str:
+        """The start's title, as the opening sentence gives it."""
+        return start_name(self.opening)
+
     @classmethod
     def parse(cls, text: str) -> "QuestionView":
         """Read a question; with fewer than three sentences every sentence after the first is a clue."""
         sents = split_sentences(text) or [text]
         middle = sents[1:-1] if len(sents) >= 3 else sents[1:]
         closing = sents[-1] if len(sents) >= 3 else ""
-        # Template words: those in more than half of the sentences (with at least three to compare).
-        counts: dict[str, int] = {}
-        for s in sents:
-            for t in terms(s):
-                counts[t] = counts.get(t, 0) + 1
-        template = frozenset(t for t, n in counts.items() if len(sents) >= 3 and n * 2 > len(sents))
-        return cls(text, sents[0], tuple(read_clue(s, template) for s in middle), closing)
+        return cls(text, sents[0], tuple(read_clue(s) for s in middle), closing)
 
 
 def words_of(text: str) -> list[str]:
@@ -186,5 +220,5 @@ def excerpt(text: str, around: frozenset[str], words: int = 18) -> str:
     return ("…" if start > 0 else "") + body + ("…" if start + words < len(toks) else "")
 
 
-__all__ = ["Clue", "FUNCTION_WORDS", "QuestionView", "WORD", "contains_name", "excerpt", "matched", "read_clue",
+__all__ = ["start_name", "Clue", "FUNCTION_WORDS", "QuestionView", "WORD", "contains_name", "excerpt", "matched", "read_clue",
            "split_sentences", "term_seq", "terms", "words_of"]
