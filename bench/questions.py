@@ -6,7 +6,8 @@ summaries) -- then runs the ``questions`` stage ``--runs`` times from scratch (f
 the teacher's call cache emptied first, so every question is written, validated and
 repaired anew).  Each run's report carries the stage's wall time and the validators' own
 (``validators.seconds``: the link view and index they read, and every check of every
-question, repaired ones included; per check in ``seconds_<reason>``).  Each run is a
+question, repaired ones included, the effective-depth searches among them; per check in
+``seconds_<reason>``).  Each run is a
 fresh process, as in a real run: a stage repeated in one process would find the word
 caches of the writer and of the checks already warm.  CPU seconds are measured too
 (the checking thread's, against the whole process's), the steadier figure on shared cores.  The figure is the
@@ -26,7 +27,8 @@ a run of a few questions (``walk.num_walks=8``, no subgraphs) on the same corpus
 those fixed costs: the figure for a run of many shards.
 
 The last line is JSON: {"bench": "questions", "ratio": r, "cpu_ratio": c, "marginal_cpu_ratio": m,
-"validators_ms_per_question": v, "stage_ms_per_question": s, "goal": 0.2, ...}.  Goal: ratio <= 0.2.
+"validators_ms_per_question": v, "stage_ms_per_question": s, "goal": 0.25, ...}.  Goal: ratio <= 0.25 (the
+validators, effective depth's searches included, at most a quarter of the stage with the oracle teacher).
 
 Usage: python bench/questions.py [--out data/bench-questions] [--runs 3] [--set key=value ...]
 """
@@ -92,7 +94,7 @@ def _row(rep: dict, cpu: float) -> dict:
     return {"stage_s": rep["seconds"], "validators_s": v["seconds"], "ratio": v["seconds"] / rep["seconds"],
             "cpu_s": cpu, "validators_cpu_s": v["cpu_seconds"], "cpu_ratio": v["cpu_seconds"] / cpu,
             "sources": rep["input"], "checked": v["checked"], "searches": v["searches"],
-            "pruned": v["searches_pruned"], "by_check": {k[8:]: round(t, 3) for k, t in v.items()
+            "pruned": v["searches_remembered"], "by_check": {k[8:]: round(t, 3) for k, t in v.items()
                                                          if k.startswith("seconds_")}}
 
 
@@ -114,7 +116,7 @@ def main() -> None:
         r = rows[-1]
         print(f"run {i + 1}: stage {r['stage_s']:.3f} s, validators {r['validators_s']:.3f} s ({r['ratio']:.1%}; "
               f"CPU {r['validators_cpu_s']:.3f} of {r['cpu_s']:.3f} s, {r['cpu_ratio']:.1%}); {r['checked']} checks, "
-              f"{r['searches']} searches sent, {r['pruned']} pruned; by check {r['by_check']}; "
+              f"{r['searches']} searches sent, {r['pruned']} answered from memory; by check {r['by_check']}; "
               f"a {fixed[-1]['sources']}-question run: CPU {fixed[-1]['cpu_s']:.3f} s")
     med = statistics.median
     n = rows[-1]["sources"]
@@ -135,11 +137,11 @@ def main() -> None:
         "questions_in": n, "output": last["output"], "dropped": last["dropped"], "repairs": last["repairs"],
         "skeletons": last["phrasing"]["skeletons"], "skeletons_before": BEFORE_SKELETONS,
         "top20_share": last["phrasing"]["top20_share"],
-        "runs": args.runs, "goal": 0.2, "loadavg": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+        "runs": args.runs, "goal": 0.25, "loadavg": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
     }
     print(f"validators: {result['validators_ms_per_question']} ms a question, {result['ratio']:.1%} of the stage "
           f"({result['stage_ms_per_question']} ms a question; CPU {result['cpu_ratio']:.1%}; past fixed costs, "
-          f"CPU {result['marginal_cpu_ratio']:.1%}); goal <= 20%; load {result['loadavg']}")
+          f"CPU {result['marginal_cpu_ratio']:.1%}); goal <= 25%; load {result['loadavg']}")
     print(json.dumps(result))
 
 

@@ -14,6 +14,12 @@ For every accepted question of ``DIR/questions`` it checks, with its own simple 
   year of its title or description, or a parenthesised symbol of its description?
 * description: does the question hold the answer page's description (up to its first
   ``(``, ``;`` or ``,``)?
+* effective depth: each hop's sub-question, each quoted span, each of the question's sentences
+  between its first and last, and the whole question, searched alone; a search whose top 5
+  holds a page of the chain other than the start lets a solver enter there, and the effective
+  depth is the hops left from the latest such page.  Measured twice: in ``DIR/index``
+  (hopforge's tantivy index), and in an independent BM25 (``rank_bm25.BM25Okapi``, built here
+  over the page titles and text with a tokeniser of its own).
 
 The last line is JSON with the counts.  Usage: python bench/questions_audit.py DIR
 """
@@ -32,6 +38,46 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synth.tools.search import SearchIndex  # noqa: E402
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+_STOP = set("a an the of in on at to for and or but is are was were be by with from as that this it its which "
+            "what who whose does do".split())
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case alphanumeric words, a few English stop words left out (the independent BM25's tokeniser)."""
+    return [t for t in _TOKEN.findall((text or "").lower()) if t not in _STOP]
+
+
+class Independent:
+    """An independent BM25 over the corpus's pages (rank_bm25), for the effective-depth audit."""
+
+    def __init__(self, pages: dict[str, dict]):
+        from rank_bm25 import BM25Okapi
+
+        self.ids = sorted(pages)
+        self.bm25 = BM25Okapi([tokens(pages[p]["title"] + " " + " ".join(pages[p]["paragraphs"])) or ["_"]
+                               for p in self.ids])
+        self._memo: dict[tuple, list[str]] = {}
+
+    def top(self, text: str, k: int = 5) -> list[str]:
+        q = tuple(sorted(set(tokens(text))))
+        if q not in self._memo:
+            scores = self.bm25.get_scores(list(q)) if q else []
+            order = sorted(range(len(scores)), key=lambda i: -scores[i])[:k]
+            self._memo[q] = [self.ids[i] for i in order if scores[i] > 0]
+        return self._memo[q]
+
+
+def effective_depth(q: dict, sents: list[str], top) -> int:
+    """Hops left from the latest chain page (the start aside) that one search for a clue returns (``top``)."""
+    path = q["path"]
+    k = len(path) - 1
+    where = {p: j for j, p in enumerate(path) if j >= 1}
+    texts = [h["sub_question"] for h in q["hops"]] + sents[1:-1] + [q["question"]]
+    texts += [m for t in texts for m in _QUOTE.findall(t)]
+    latest = max((where[p] for t in texts for p in top(t) if p in where), default=0)
+    return k - latest
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[\"(]?[A-Z0-9])")
 _QUOTE = re.compile(r'"([^"]+)"')
@@ -61,13 +107,15 @@ def split(question: str, titles: list[str]) -> list[str]:
 def main(root: Path) -> dict:
     qs = ds.dataset(root / "questions").to_table().to_pylist()
     pages = {r["page_id"]: r for r in ds.dataset(root / "corpus/pages").to_table(
-        columns=["page_id", "title", "description", "aliases"]).to_pylist()}
+        columns=["page_id", "title", "description", "aliases", "paragraphs"]).to_pylist()}
     out_links, in_links = defaultdict(set), defaultdict(set)
     for r in ds.dataset(root / "corpus/links").to_table(columns=["src_id", "dst_id"]).to_pylist():
         out_links[r["src_id"]].add(r["dst_id"])
         in_links[r["dst_id"]].add(r["src_id"])
     index = SearchIndex.open(root / "index")
+    other = Independent(pages)
     n = defaultdict(int)
+    depth = {"tantivy": [], "bm25": []}
     for q in qs:
         path, titles, ans = q["path"], q["titles"], pages[q["answer_page_id"]]
         sents = split(q["question"], titles)
@@ -94,7 +142,16 @@ def main(root: Path) -> dict:
             re.search(rf"(?<!\w){re.escape(t)}(?!\w)", body) for t in tokens)
         core = re.split(r"[(;,]", ans["description"] or "", maxsplit=1)[0]
         n["answer_description"] += len(norm(core).split()) >= 2 and has(q["question"], core)
+        depth["tantivy"].append(effective_depth(q, sents, lambda t: index.search_ids(t, 5)))
+        depth["bm25"].append(effective_depth(q, sents, other.top))
     result = {"questions": len(qs), **dict(n)}
+    nominal = sum(len(q["path"]) - 1 for q in qs)
+    for name, ds_ in depth.items():
+        result[f"effective_depth_{name}_mean"] = round(sum(ds_) / max(1, len(ds_)), 3)
+        result[f"effective_depth_{name}_ratio"] = round(sum(ds_) / max(1, nominal), 4)
+        result[f"full_depth_{name}_share"] = round(
+            sum(d == len(q["path"]) - 1 for d, q in zip(ds_, qs)) / max(1, len(qs)), 4)
+    result["nominal_depth_mean"] = round(nominal / max(1, len(qs)), 3)
     result["final_sentence_share"] = round(n["final_sentence_top5"] / max(1, len(qs)), 4)
     return result
 
