@@ -338,7 +338,7 @@ def phrases(description: str | None, rarity: Callable[[str], float] = lambda w: 
             tails += level
         for h in heads:
             for t in tails:
-                text = _ARTICLE.sub(_fix_article, " ".join([*h, *t]).replace(" ,", ","))
+                text = _ARTICLE.sub(_fix_article, " ".join([*h, *t]).replace(" ,", ",")).rstrip(",")
                 out.setdefault(text.lower(), Phrase(text, phrase_words(text)))
     ranked = sorted(out.values(), key=lambda p: (-p.size, sum(rarity(w) for w in p.words), p.text))
     return ranked[:limit]

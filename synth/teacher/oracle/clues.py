@@ -53,6 +53,8 @@ def article(phrase: str) -> str:
     plural one as a page on a class ("a page on organic compounds")."""
     if plural_head(phrase):
         return "a page on " + phrase
+    if phrase.split(" ", 1)[0].lower() in ("something", "anything", "everything", "someone", "anyone"):
+        return phrase  # "something that has mass and volume" takes no article
     digits = re.match(r"\d+", phrase)
     if digits:
         n = digits.group(0)
