@@ -29,7 +29,9 @@ import yaml
 from flows.config import Config
 from synth.engine.runner import SUMMARY_COLUMNS, summary_rows
 from synth.engine.stage import StageOutcome
-from synth.report.stage import funnel_steps, price_pair, priced_usage, read_reports, teacher_totals
+from synth.report.stage import funnel_steps, read_reports, teacher_totals
+from synth.teacher.config import Price
+from synth.teacher.stats import TeacherUsage
 
 FUNNEL_COLUMNS = ["step", "count", "unit", "dropped", "reasons"]
 COST_COLUMNS = ["stage", "status", "requests", "cache hits", "prompt tokens", "completion tokens",
@@ -52,7 +54,7 @@ def stages_table(outcomes: Sequence[StageOutcome]) -> list[dict[str, Any]]:
     return [dict(zip(SUMMARY_COLUMNS, row)) for row in summary_rows(outcomes)]
 
 
-def cost_table(out: str | Path, outcomes: Sequence[StageOutcome], price: Any = None) -> list[dict[str, Any]]:
+def cost_table(out: str | Path, outcomes: Sequence[StageOutcome], price: Price | None = None) -> list[dict[str, Any]]:
     """One row per stage that used the teacher, from ``reports/<stage>.json`` ``teacher``, plus a total.
 
     A reused stage's tokens are those of the run that computed it (its status says so).  With
@@ -63,16 +65,16 @@ def cost_table(out: str | Path, outcomes: Sequence[StageOutcome], price: Any = N
     """
     rows = []
     for o in outcomes:
-        t = _stage_report(out, o.name).get("teacher") or o.report.get("teacher")
-        if not t:
+        t = TeacherUsage.from_report(_stage_report(out, o.name).get("teacher") or o.report.get("teacher"))
+        if t is None:
             continue
-        u = priced_usage(t, price)
+        u = t.priced(price)
         rows.append({"stage": o.name, "status": "reused" if o.reused else "ran",
-                     "requests": t.get("requests", 0), "cache hits": t.get("cache_hits", 0),
-                     "prompt tokens": t.get("prompt_tokens", 0), "completion tokens": t.get("completion_tokens", 0),
-                     "cached prompt tokens": t.get("cached_prompt_tokens", 0),
-                     "cached completion tokens": t.get("cached_completion_tokens", 0),
-                     "cost_usd": u.get("cost_usd"), "cost_with_cache_usd": u.get("cost_with_cache_usd")})
+                     "requests": t.requests, "cache hits": t.cache_hits,
+                     "prompt tokens": t.prompt_tokens, "completion tokens": t.completion_tokens,
+                     "cached prompt tokens": t.cached_prompt_tokens,
+                     "cached completion tokens": t.cached_completion_tokens,
+                     "cost_usd": u.cost_usd, "cost_with_cache_usd": u.cost_with_cache_usd})
     if rows:
         total: dict[str, Any] = {c: sum(r[c] or 0 for r in rows) for c in COST_COLUMNS[2:]}
         for c in ("cost_usd", "cost_with_cache_usd"):
@@ -179,7 +181,7 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
     return "\n".join(lines)
 
 
-def _headline(reports: dict[str, dict], price: Any) -> list[str]:
+def _headline(reports: dict[str, dict], price: Price | None) -> list[str]:
     q, r, f = (reports.get(s) or {} for s in ("questions", "rollout", "filter"))
     rows = []
     if q:
@@ -203,13 +205,12 @@ def _headline(reports: dict[str, dict], price: Any) -> list[str]:
     return ["| run | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows), ""]
 
 
-def _price_text(price: Any) -> str:
-    p = price_pair(price)
-    if p is None:
+def _price_text(price: Price | None) -> str:
+    if price is None:
         return ("No `teacher.price_per_mtok` is set: costs are those the stages recorded, if any. Set it and rerun "
                 "to price the recorded tokens (no teacher call is made again).")
-    return (f"Priced now at `teacher.price_per_mtok` ({p[0]:g} USD per million prompt tokens, "
-            f"{p[1]:g} per million completion tokens) from the tokens each stage recorded; "
+    return (f"Priced now at `teacher.price_per_mtok` ({price.prompt:g} USD per million prompt tokens, "
+            f"{price.completion:g} per million completion tokens) from the tokens each stage recorded; "
             "cost_with_cache_usd adds the calls the cache answered.")
 
 

@@ -54,13 +54,31 @@ def run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
     """Run the named stages in order through the pipeline's run loop, then print the summary tables."""
     from flows.stages import PIPELINE
     from synth.engine.progress import print_table
-    from synth.engine.runner import SUMMARY_COLUMNS, TEACHER_COLUMNS, summary_rows, teacher_rows
+    from synth.engine.runner import SUMMARY_COLUMNS, summary_rows
     from synth.engine.store import Store
 
     outcomes = PIPELINE.run([PIPELINE[n] for n in names], cfg, Store(out), force=force)
     if rows := teacher_rows(outcomes):
         print_table("teacher calls (as recorded when each stage ran)", TEACHER_COLUMNS, rows)
     print_table(f"hopforge: {out}", SUMMARY_COLUMNS, summary_rows(outcomes))
+
+
+TEACHER_COLUMNS = ["stage", "requests", "cache hits", "retries", "failed", "prompt tokens", "completion tokens",
+                   "cost (USD)"]
+
+
+def teacher_rows(outcomes) -> list[list]:
+    """Rows for the teacher accounting table: what each stage's calls cost (as recorded in its report)."""
+    from synth.teacher.stats import TeacherUsage
+
+    rows = []
+    for o in outcomes:
+        t = TeacherUsage.from_report(o.report.get("teacher"))
+        if t is None:
+            continue
+        rows.append([o.name + (" (reused)" if o.reused else ""), t.requests, t.cache_hits, t.retries, t.failed,
+                     t.prompt_tokens, t.completion_tokens, "-" if t.cost_usd is None else round(t.cost_usd, 4)])
+    return rows
 
 
 def guard(fn):

@@ -322,9 +322,6 @@ def _prepare_partial(partial: Path, sharded: bool) -> None:
 
 SUMMARY_COLUMNS = ["stage", "status", "input", "output", "dropped", "teacher calls", "seconds"]
 
-TEACHER_COLUMNS = ["stage", "requests", "cache hits", "retries", "failed", "prompt tokens", "completion tokens",
-                   "cost (USD)"]
-
 
 def summary_rows(outcomes: Sequence[StageOutcome]) -> list[list]:
     """Rows for the end-of-run table: stage, status, input, output, dropped, teacher calls, seconds."""
@@ -333,18 +330,4 @@ def summary_rows(outcomes: Sequence[StageOutcome]) -> list[list]:
         r = o.report
         rows.append([o.name, "reused" if o.reused else "ran", r.get("input", ""), r.get("output", ""),
                      sum((r.get("dropped") or {}).values()), o.teacher_calls, round(o.seconds, 2)])
-    return rows
-
-
-def teacher_rows(outcomes: Sequence[StageOutcome]) -> list[list]:
-    """Rows for the teacher accounting table: what each stage's calls cost (as recorded in its report)."""
-    rows = []
-    for o in outcomes:
-        t = o.report.get("teacher")
-        if not t:
-            continue
-        cost = t.get("cost_usd")
-        rows.append([o.name + (" (reused)" if o.reused else ""), t.get("requests", 0), t.get("cache_hits", 0),
-                     t.get("retries", 0), t.get("failed", 0), t.get("prompt_tokens", 0), t.get("completion_tokens", 0),
-                     "-" if cost is None else round(cost, 4)])
     return rows

@@ -26,6 +26,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import yaml
 
+from synth.teacher.config import Price
+from synth.teacher.stats import TeacherUsage
+
 CONFIG_TEXT = {
     "sft": "Kept teacher trajectories (best of n by entity rubric) in TRL's conversational format: `messages` "
            "(a list of `{role, content, tool_calls, tool_call_id, name}`; tool-call `arguments` are JSON strings) "
@@ -115,7 +118,7 @@ def _config_matches(cfg: Any, stage: str, entry: dict | None) -> bool:
     return cfg.section_hash(*entry["sections"]) == entry["config"]
 
 
-def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Any = None
+def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Price | None = None
                   ) -> dict[str, dict[str, float | None]]:
     """Tokens and cost the data took to make, per stage: sent *and* cached calls (a cache hit was paid once).
 
@@ -123,18 +126,13 @@ def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Any 
     recorded tokens, so a price set after the teacher stages ran still prices them; without it,
     the cost the stage recorded (None: not priced).
     """
-    from synth.report.stage import priced_usage
-
     out: dict[str, dict[str, float | None]] = {}
     for name in stages:
-        t = (reports.get(name) or {}).get("teacher")
-        if not isinstance(t, dict):
+        usage = TeacherUsage.from_report((reports.get(name) or {}).get("teacher"))
+        if usage is None:
             continue
-        out[name] = {
-            "prompt_tokens": int(t.get("prompt_tokens", 0)) + int(t.get("cached_prompt_tokens", 0)),
-            "completion_tokens": int(t.get("completion_tokens", 0)) + int(t.get("cached_completion_tokens", 0)),
-            "cost_usd": priced_usage(t, price).get("cost_with_cache_usd"),
-        }
+        out[name] = {"prompt_tokens": usage.all_prompt_tokens, "completion_tokens": usage.all_completion_tokens,
+                     "cost_usd": usage.priced(price).cost_with_cache_usd}
     return out
 
 

@@ -39,12 +39,10 @@ from synth.report.explorer import write_explorer
 from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
 from synth.report.trust import trust_sections
 from synth.teacher.config import Price
+from synth.teacher.stats import PricedUsage, TeacherUsage
 from synth.text.answers import is_correct
 
-TOKEN_KEYS = ("calls", "requests", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
-              "cached_completion_tokens")
-COST_KEYS = ("cost_usd", "cost_with_cache_usd")
-TEACHER_KEYS = TOKEN_KEYS + COST_KEYS
+TEACHER_KEYS = PricedUsage.TOKENS + PricedUsage.COSTS
 # Drop reasons of the filter stage that come after its chain, in the order they act.
 AFTER_CHAIN = ("held_out", "not_best")
 INF = math.inf
@@ -281,63 +279,18 @@ def funnel_steps(reports: dict[str, dict], verdicts: list[dict] | None = None) -
     return steps
 
 
-def as_price(price: Any) -> Price | None:
-    """A :class:`~synth.teacher.config.Price` from a ``Price``, a mapping (``prompt``, ``completion``) or None."""
-    return Price(**price) if isinstance(price, dict) else price
-
-
-def price_pair(price: Any) -> tuple[float, float] | None:
-    """``(prompt, completion)`` USD per million tokens from a ``Price``, a mapping or None."""
-    p = as_price(price)
-    return None if p is None else (p.prompt, p.completion)
-
-
-def usd(prompt_tokens: float, completion_tokens: float, price: Any) -> float:
-    """What ``prompt_tokens`` and ``completion_tokens`` cost at ``price`` (per million tokens; none: 0)."""
-    p = as_price(price)
-    return 0.0 if p is None else p.usd(prompt_tokens, completion_tokens)
-
-
-def priced_usage(t: dict[str, Any], price: Any = None) -> dict[str, float]:
-    """One stage's teacher usage with its cost in USD.
-
-    With ``price`` (the config's ``teacher.price_per_mtok`` now), the cost is computed from the
-    recorded tokens, so a price set after the teacher stages ran still prices them:
-    ``cost_usd`` = (prompt_tokens, completion_tokens) x price, the calls sent to the endpoint;
-    ``cost_with_cache_usd`` adds the cached_* tokens, calls the call cache answered because an
-    earlier run paid for them (what the data took to make).  Without a price, the costs the
-    stage recorded when it ran (if it had one) are kept; otherwise there is no cost key.
-    """
-    out = {k: t[k] for k in TOKEN_KEYS if isinstance(t.get(k), (int, float))}
-    g = lambda k: float(t.get(k) or 0)  # noqa: E731
-    if price is not None:
-        out["cost_usd"] = usd(g("prompt_tokens"), g("completion_tokens"), price)
-        out["cost_with_cache_usd"] = usd(g("prompt_tokens") + g("cached_prompt_tokens"),
-                                         g("completion_tokens") + g("cached_completion_tokens"), price)
-    elif isinstance(t.get("cost_usd"), (int, float)):
-        out["cost_usd"] = float(t["cost_usd"])
-        out["cost_with_cache_usd"] = round(float(t["cost_usd"]) + g("cost_saved_by_cache_usd"), 6)
-    return out
-
-
-def teacher_totals(reports: dict[str, dict], price: Any = None) -> dict[str, dict[str, float]]:
-    """Teacher usage per stage (``teacher`` key of questions / rollout / filter) and in total, priced
-    by :func:`priced_usage`.  ``total`` has a cost only when every stage has one."""
-    per: dict[str, dict[str, float]] = {}
+def teacher_totals(reports: dict[str, dict], price: Price | None = None) -> dict[str, dict[str, float]]:
+    """Teacher usage per stage (``teacher`` key of questions / rollout / filter) and in total, priced by
+    :meth:`~synth.teacher.stats.TeacherUsage.priced`.  ``total`` has a cost only when every stage has one."""
+    per: dict[str, PricedUsage] = {}
     for name in STAGE_ORDER:
-        t = (reports.get(name) or {}).get("teacher")
-        if isinstance(t, dict):
-            per[name] = priced_usage(t, price)
-    total: dict[str, float] = {}
-    for vals in per.values():
-        for k, v in vals.items():
-            total[k] = total.get(k, 0) + v
-    for k in COST_KEYS:
-        if k in total:
-            total[k] = round(total[k], 6) if all(k in v for v in per.values()) else None
+        usage = TeacherUsage.from_report((reports.get(name) or {}).get("teacher"))
+        if usage is not None:
+            per[name] = usage.priced(price)
+    out = {name: p.as_dict() for name, p in per.items()}
     if per:
-        per["total"] = {k: v for k, v in total.items() if v is not None}
-    return per
+        out["total"] = PricedUsage.total(per.values()).as_dict()
+    return out
 
 
 def pass_rates(facts: list[TraceFacts]) -> list[float]:
@@ -377,7 +330,7 @@ class Report:
 
 
 def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls: int | None = None,
-                 max_tool_calls: int | None = None, price: Any = None, explorer: bool = True) -> Report:
+                 max_tool_calls: int | None = None, price: Price | None = None, explorer: bool = True) -> Report:
     """Write ``out/index.md`` and its PNG figures from the run in ``store``, and (``explorer``) the
     browsable ``out/index.html`` (:mod:`synth.report.explorer`).
 
@@ -562,17 +515,16 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
     rep.summary["calibration"] = cal
 
 
-def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: Any = None) -> None:
+def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: Price | None = None) -> None:
     per = teacher_totals(reports, price)
     if not per:
         rep.skipped.append("teacher usage (no `teacher` key in the reports)")
         return
     kept = (reports.get("filter") or {}).get("output")
     cols = [k for k in TEACHER_KEYS if any(k in v for v in per.values())]
-    p = price_pair(price)
-    if p is not None:
-        how = (f"USD at teacher.price_per_mtok of the current config ({p[0]:g} per million prompt tokens, {p[1]:g} "
-               "per million completion tokens), applied to the tokens each stage recorded")
+    if price is not None:
+        how = (f"USD at teacher.price_per_mtok of the current config ({price.prompt:g} per million prompt tokens, "
+               f"{price.completion:g} per million completion tokens), applied to the tokens each stage recorded")
     elif any("cost_usd" in v for v in per.values()):
         how = "USD as the stages recorded it when they ran (no teacher.price_per_mtok is set now)"
     else:
@@ -591,7 +543,7 @@ def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: A
         rep.summary["per_kept_sample"] = {k: round(v, 6) for k, v in each.items()}
     md.append("")
     rep.summary["teacher"] = per
-    rep.summary["price_per_mtok"] = None if p is None else {"prompt": p[0], "completion": p[1]}
+    rep.summary["price_per_mtok"] = None if price is None else {"prompt": price.prompt, "completion": price.completion}
 
 
 def _fmt(v: Any) -> str:
@@ -616,5 +568,4 @@ def run_report(ctx: StageContext) -> StageResult:
 
 __all__ = ["Report", "TraceFacts", "build_report", "calibration_by_teacher", "calibration_of", "erf_by_teacher",
            "erf_curve", "evidence_states", "filter_drops", "funnel_rows", "funnel_steps", "load_facts", "main_n",
-           "pass_counts", "pass_rates", "price_pair", "priced_usage", "read_reports", "recovery_turn", "run_report",
-           "teacher_totals", "usd"]
+           "pass_counts", "pass_rates", "read_reports", "recovery_turn", "run_report", "teacher_totals"]

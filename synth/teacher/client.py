@@ -54,11 +54,11 @@ from synth.teacher.cache import CallCache, cache_key, canonical_json, shared_cac
 from synth.teacher.config import TeacherConfig
 from synth.teacher.inflight import Flight, RetryLog, Throttle
 from synth.teacher.limits import Gate, RateLimiter, backoff_delay
-from synth.teacher.stats import StatsSnapshot, TeacherStats, merge_reports
+from synth.teacher.stats import PricedUsage, TeacherStats, TeacherUsage
 from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError, ToolsUnusable
 
-__all__ = ["BackendError", "Breaker", "ChatModel", "ChatResponse", "StatsSnapshot", "Teacher", "TeacherConfig",
-           "TeacherError", "TeacherStats", "TeacherUnavailable", "ToolsUnusable", "cache_path", "failure_kind",
+__all__ = ["BackendError", "Breaker", "ChatModel", "ChatResponse", "PricedUsage", "Teacher", "TeacherConfig",
+           "TeacherError", "TeacherStats", "TeacherUnavailable", "TeacherUsage", "ToolsUnusable", "cache_path", "failure_kind",
            "make_backend", "open_teacher", "register_backend"]
 
 log = logging.getLogger("hopforge")
@@ -503,5 +503,5 @@ def shard_usage(teacher: Teacher) -> dict[str, Any]:
 def merged_usage(summaries: list[dict], price: Any) -> dict[str, Any]:
     """``{"teacher": report}`` for a sharded stage's report, merged from its shards' summaries
     (empty when no shard used the teacher)."""
-    merged = merge_reports([s.get("teacher") for s in summaries], price)
-    return {} if merged is None else {"teacher": merged}
+    merged = TeacherUsage.merged(TeacherUsage.from_report(s.get("teacher")) for s in summaries)
+    return {} if merged is None else {"teacher": merged.as_dict(price)}

@@ -1,8 +1,11 @@
-"""Accounting of teacher calls, for ``reports/<stage>.json`` (under the ``teacher`` key).
+"""Accounting of teacher calls: :class:`TeacherUsage`, the one shape of a stage's teacher usage.
 
 Counters are updated from every thread and loop that shares a teacher, so they sit
 behind one lock.  A stage takes a :meth:`TeacherStats.snapshot` when it starts and
-reports ``stats.since(snapshot)``; one teacher can then serve several stages.
+reports ``stats.since(snapshot)``; one teacher can then serve several stages.  The report
+(``reports/<stage>.json``, under ``teacher``) is :meth:`TeacherUsage.as_dict`; everything that
+reads one back -- the run summary, the report, the dataset card, the Prefect artifacts -- reads
+it with :meth:`TeacherUsage.from_report` and prices it with :meth:`TeacherUsage.priced`.
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar, Iterable, Mapping
 
 from synth.teacher.config import Price
 
 
 @dataclass
-class StatsSnapshot:
-    """Frozen counter values at one moment (see :meth:`TeacherStats.snapshot`)."""
+class TeacherUsage:
+    """What the teacher did for a stage (or between two snapshots): every counter, and the cost the
+    stage recorded when it ran priced (``cost_usd``, ``cost_saved_by_cache_usd``; None otherwise)."""
 
     calls: int = 0              # logical calls made (cache hits included)
     requests: int = 0           # requests actually sent, retries included
@@ -37,51 +41,133 @@ class StatsSnapshot:
     backoff_s: float = 0.0      # summed sleeps before retries
     rate_wait_s: float = 0.0    # summed waits imposed by rpm/tpm limits
     wall_s: float = 0.0         # time with at least one call in flight
+    cost_usd: float | None = None  # as recorded when the stage ran with a price (None: not priced then)
+    cost_saved_by_cache_usd: float | None = None
 
-    def minus(self, other: "StatsSnapshot") -> "StatsSnapshot":
+    COSTS: ClassVar[tuple[str, ...]] = ("cost_usd", "cost_saved_by_cache_usd")
+
+    def counters(self) -> list[str]:
+        """The names of the counting fields (the costs aside)."""
+        return [f.name for f in fields(self) if f.name not in self.COSTS]
+
+    def minus(self, other: "TeacherUsage") -> "TeacherUsage":
         """Counter differences ``self - other`` (what happened between two snapshots)."""
-        out = StatsSnapshot()
-        for f in fields(self):
-            a, b = getattr(self, f.name), getattr(other, f.name)
-            setattr(out, f.name, Counter({k: v for k, v in (a - b).items() if v}) if isinstance(a, Counter) else a - b)
+        out = TeacherUsage()
+        for name in self.counters():
+            a, b = getattr(self, name), getattr(other, name)
+            setattr(out, name, Counter({k: v for k, v in (a - b).items() if v}) if isinstance(a, Counter) else a - b)
         return out
 
     def as_dict(self, price: Price | None = None) -> dict[str, Any]:
-        """A JSON-ready report; includes ``cost_usd`` (and what the cache saved) when ``price`` is set."""
+        """The JSON-ready report; includes ``cost_usd`` (and what the cache saved) when ``price`` is set, or
+        when the usage recorded them."""
         d: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            d[f.name] = dict(sorted(v.items())) if isinstance(v, Counter) else (round(v, 3) if isinstance(v, float) else v)
+        for name in self.counters():
+            v = getattr(self, name)
+            d[name] = dict(sorted(v.items())) if isinstance(v, Counter) else (round(v, 3) if isinstance(v, float) else v)
         d["mean_latency_s"] = round(self.latency_s / self.completed, 4) if self.completed else None
         if price is not None:
             d["cost_usd"] = price.usd(self.prompt_tokens, self.completion_tokens)
             d["cost_saved_by_cache_usd"] = price.usd(self.cached_prompt_tokens, self.cached_completion_tokens)
+        else:
+            d.update({k: getattr(self, k) for k in self.COSTS if getattr(self, k) is not None})
         return d
 
-
-def merge_reports(reports: list[dict[str, Any]], price: Price | None = None) -> dict[str, Any] | None:
-    """One report from several (e.g. one per shard): counters summed, ``wall_s`` the longest."""
-    reports = [r for r in reports if r]
-    if not reports:
-        return None
-    total = StatsSnapshot()
-    for r in reports:
-        for f in fields(total):
-            v = r.get(f.name)
+    @classmethod
+    def from_report(cls, report: Mapping[str, Any] | None) -> "TeacherUsage | None":
+        """The usage a report recorded (``reports/<stage>.json`` ``teacher``), None for none."""
+        if not isinstance(report, Mapping) or not report:
+            return None
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            v = report.get(f.name)
             if v is None:
                 continue
-            cur = getattr(total, f.name)
-            if isinstance(cur, Counter):
-                cur.update(v)
-            elif f.name == "wall_s":
-                total.wall_s = max(total.wall_s, v)
-            else:
-                setattr(total, f.name, cur + v)
-    out = total.as_dict(price)
-    for key in ("cost_usd", "cost_saved_by_cache_usd"):
-        if price is None and any(key in r for r in reports):
-            out[key] = round(sum(r.get(key, 0.0) for r in reports), 6)
-    return out
+            kw[f.name] = Counter(v) if f.name in ("failures", "attempt_errors") else v
+        return cls(**kw)
+
+    @classmethod
+    def merged(cls, usages: Iterable["TeacherUsage | None"]) -> "TeacherUsage | None":
+        """One usage from several (e.g. one per shard): counters and recorded costs summed, ``wall_s`` the
+        longest; None when none is given."""
+        usages = [u for u in usages if u is not None]
+        if not usages:
+            return None
+        total = cls()
+        for u in usages:
+            for name in total.counters():
+                cur, v = getattr(total, name), getattr(u, name)
+                if isinstance(cur, Counter):
+                    cur.update(v)
+                else:
+                    setattr(total, name, max(cur, v) if name == "wall_s" else cur + v)
+        for key in cls.COSTS:
+            if any(getattr(u, key) is not None for u in usages):
+                setattr(total, key, round(sum(getattr(u, key) or 0.0 for u in usages), 6))
+        return total
+
+    @property
+    def all_prompt_tokens(self) -> int:
+        """Prompt tokens of the calls sent and of those the cache answered (what the data took to make)."""
+        return int(self.prompt_tokens) + int(self.cached_prompt_tokens)
+
+    @property
+    def all_completion_tokens(self) -> int:
+        """Completion tokens of the calls sent and of those the cache answered."""
+        return int(self.completion_tokens) + int(self.cached_completion_tokens)
+
+    def priced(self, price: Price | None = None) -> "PricedUsage":
+        """The usage with its cost in USD (:class:`PricedUsage`).
+
+        With ``price`` (the config's ``teacher.price_per_mtok`` now), the cost is computed from the
+        recorded tokens, so a price set after the teacher stages ran still prices them:
+        ``cost_usd`` the tokens sent, ``cost_with_cache_usd`` with the tokens the call cache answered
+        (calls an earlier run paid for).  Without a price, the costs recorded when the stage ran (if it
+        had one); otherwise none.
+        """
+        if price is not None:
+            cost = price.usd(self.prompt_tokens, self.completion_tokens)
+            with_cache = price.usd(self.all_prompt_tokens, self.all_completion_tokens)
+        elif self.cost_usd is not None:
+            cost = float(self.cost_usd)
+            with_cache = round(cost + float(self.cost_saved_by_cache_usd or 0.0), 6)
+        else:
+            cost = with_cache = None
+        return PricedUsage(self.calls, self.requests, self.prompt_tokens, self.completion_tokens,
+                           self.cached_prompt_tokens, self.cached_completion_tokens, cost, with_cache)
+
+
+@dataclass(frozen=True)
+class PricedUsage:
+    """Tokens and cost of one stage's teacher usage, or of several summed (:meth:`total`)."""
+
+    calls: int = 0
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cached_completion_tokens: int = 0
+    cost_usd: float | None = None
+    cost_with_cache_usd: float | None = None
+
+    TOKENS: ClassVar[tuple[str, ...]] = ("calls", "requests", "prompt_tokens", "completion_tokens",
+                                         "cached_prompt_tokens", "cached_completion_tokens")
+    COSTS: ClassVar[tuple[str, ...]] = ("cost_usd", "cost_with_cache_usd")
+
+    def as_dict(self) -> dict[str, float]:
+        """The figures as a report's mapping (a cost that is None is left out)."""
+        out: dict[str, float] = {k: getattr(self, k) for k in self.TOKENS}
+        out.update({k: getattr(self, k) for k in self.COSTS if getattr(self, k) is not None})
+        return out
+
+    @classmethod
+    def total(cls, parts: Iterable["PricedUsage"]) -> "PricedUsage":
+        """The sum of ``parts``; a cost only when every part has one."""
+        parts = list(parts)
+        tokens = {k: sum(getattr(p, k) for p in parts) for k in cls.TOKENS}
+        costs = {k: round(sum(getattr(p, k) for p in parts), 6) if parts and all(getattr(p, k) is not None for p in parts)
+                 else None for k in cls.COSTS}
+        return cls(**tokens, **costs)
 
 
 class TeacherStats:
@@ -90,7 +176,7 @@ class TeacherStats:
     def __init__(self, price: Price | None = None):
         self.price = price
         self._lock = threading.Lock()
-        self._s = StatsSnapshot()
+        self._s = TeacherUsage()
         self._in_flight = 0
         self._busy_since = 0.0
 
@@ -118,17 +204,17 @@ class TeacherStats:
             if self._in_flight == 0:
                 self._s.wall_s += time.monotonic() - self._busy_since
 
-    def snapshot(self) -> StatsSnapshot:
+    def snapshot(self) -> TeacherUsage:
         """A copy of the counters now (busy time so far included)."""
         with self._lock:
-            s = StatsSnapshot(**{f.name: getattr(self._s, f.name) for f in fields(self._s)})
+            s = TeacherUsage(**{f.name: getattr(self._s, f.name) for f in fields(self._s)})
             s.failures, s.attempt_errors = Counter(s.failures), Counter(s.attempt_errors)
             if self._in_flight:
                 s.wall_s += time.monotonic() - self._busy_since
             return s
 
-    def since(self, snap: StatsSnapshot) -> dict[str, Any]:
-        """The report of everything since ``snap`` (as :meth:`StatsSnapshot.as_dict`)."""
+    def since(self, snap: TeacherUsage) -> dict[str, Any]:
+        """The report of everything since ``snap`` (as :meth:`TeacherUsage.as_dict`)."""
         return self.snapshot().minus(snap).as_dict(self.price)
 
     def as_dict(self) -> dict[str, Any]:
@@ -138,6 +224,6 @@ class TeacherStats:
     def reset(self) -> None:
         """Zero every counter."""
         with self._lock:
-            self._s = StatsSnapshot()
+            self._s = TeacherUsage()
             if self._in_flight:
                 self._busy_since = time.monotonic()

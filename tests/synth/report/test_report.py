@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from synth.report import plots
-from synth.report.stage import (TraceFacts, build_report, funnel_steps, main_n, pass_counts, priced_usage,
-                                teacher_totals)
+from synth.report.stage import TraceFacts, build_report, funnel_steps, main_n, pass_counts, teacher_totals
+from synth.teacher.config import Price
+from synth.teacher.stats import TeacherUsage
 from synth.engine.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -181,12 +182,12 @@ def test_tool_mix_is_not_the_tool_call_histogram() -> None:
 def test_priced_usage_from_recorded_tokens() -> None:
     t = {"calls": 10, "requests": 6, "prompt_tokens": 2_000_000, "completion_tokens": 500_000,
          "cached_prompt_tokens": 1_000_000, "cached_completion_tokens": 100_000}
-    u = priced_usage(t, {"prompt": 1.0, "completion": 4.0})
-    assert u["cost_usd"] == pytest.approx(2.0 + 2.0)
-    assert u["cost_with_cache_usd"] == pytest.approx(3.0 + 2.4)
-    assert "cost_usd" not in priced_usage(t)  # no price now, none recorded: no cost
-    recorded = priced_usage({**t, "cost_usd": 0.7, "cost_saved_by_cache_usd": 0.1})
-    assert recorded["cost_usd"] == 0.7 and recorded["cost_with_cache_usd"] == pytest.approx(0.8)
+    u = TeacherUsage.from_report(t).priced(Price(prompt=1.0, completion=4.0))
+    assert u.cost_usd == pytest.approx(2.0 + 2.0)
+    assert u.cost_with_cache_usd == pytest.approx(3.0 + 2.4)
+    assert "cost_usd" not in TeacherUsage.from_report(t).priced().as_dict()  # no price now, none recorded: no cost
+    recorded = TeacherUsage.from_report({**t, "cost_usd": 0.7, "cost_saved_by_cache_usd": 0.1}).priced()
+    assert recorded.cost_usd == 0.7 and recorded.cost_with_cache_usd == pytest.approx(0.8)
     per = teacher_totals({"questions": {"teacher": t}, "rollout": {"teacher": {**t, "cost_usd": 1.0}}})
     assert "cost_usd" not in per["total"]  # one stage unpriced: no total
 
@@ -250,5 +251,5 @@ def test_dataset_card_prices_recorded_tokens_with_the_price_set_now() -> None:
     reports = {"rollout": {"teacher": {"prompt_tokens": 1_000_000, "completion_tokens": 100_000,
                                        "cached_prompt_tokens": 1_000_000, "cached_completion_tokens": 0}}}
     assert teacher_usage(reports, ("rollout",))["rollout"]["cost_usd"] is None  # not priced
-    u = teacher_usage(reports, ("rollout",), {"prompt": 0.5, "completion": 10.0})["rollout"]
+    u = teacher_usage(reports, ("rollout",), Price(prompt=0.5, completion=10.0))["rollout"]
     assert u == {"prompt_tokens": 2_000_000, "completion_tokens": 100_000, "cost_usd": pytest.approx(2.0)}
