@@ -30,6 +30,12 @@ FAMILIES = ("filters.format", "filters.correctness", "filters.low_step", "filter
 
 REGISTRY: dict[str, type] = {}
 
+# The drops that come after the chain, in the order they act, and the step that makes each: a trace of a
+# question outside the sft split is set aside (the filter stage), and best-of-n keeps the best correct ones.
+HELD_OUT = "held_out"
+NOT_BEST = "not_best"
+AFTER_CHAIN: dict[str, str] = {HELD_OUT: "split", NOT_BEST: "best_of_n"}
+
 
 @runtime_checkable
 class Filter(Protocol):
@@ -74,6 +80,12 @@ def available() -> dict[str, type]:
     for m in FAMILIES:
         importlib.import_module(m)
     return dict(REGISTRY)
+
+
+def reason_filters() -> dict[str, str]:
+    """Every drop reason a filter of the chain can give, and the name of that filter (the ``reasons`` each
+    filter class declares): the one place the report and the explorer learn them from."""
+    return {reason: name for name, cls in available().items() for reason in cls.reasons}
 
 
 def build_chain(names: Iterable[str], cfg: Any) -> list[Filter]:

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from synth.engine.stage import StageContext, StageResult
-from synth.engine.records import RL_SCHEMA, SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Trace
+from synth.engine.records import RL_SCHEMA, SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
 
 from filters.band import BANDS, band, pass_stats, prompt_messages, rl_row
-from filters.base import FilterContext, FilterRunner, build_chain
+from filters.base import HELD_OUT, NOT_BEST, FilterContext, FilterRunner, build_chain
 from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
 from filters.correctness import CorrectnessFilter, grade, run_judge
@@ -191,9 +191,9 @@ def _pass_one(trace: Trace, fctx: FilterContext, runner: FilterRunner, per_q: di
     per_q.setdefault(qid, _PerQuestion()).add(trace, g.correct)
     keep, reason, _ = runner.apply(trace, fctx)
     rubric = None
-    if keep and trace.split != "sft":
+    if keep and trace.split != Split.SFT:
         # The chain ran (its verdicts feed the report), but only sft questions train the student.
-        reason = "held_out"
+        reason = HELD_OUT
         runner.reject(trace, reason, f"a question of the {trace.split} split: its traces are never SFT rows")
     elif keep:
         rubric = rubric_raw(trace, fctx.questions[qid])
@@ -227,8 +227,8 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
                     v["kept"] = True
                     rows.append(sft_row(trace, c.rubric))
                 else:
-                    v["reason"] = "not_best"
-                    runner.reject(trace, "not_best", f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
+                    v["reason"] = NOT_BEST
+                    runner.reject(trace, NOT_BEST, f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
                                   f"{c.n_tool_calls} tool calls; {group_kept[c.question_id]} of "
                                   f"{group_size[c.question_id]} correct traces kept")
             sft.write(rows)
@@ -260,7 +260,7 @@ def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dic
             continue
         b = band(p.c, p.n)
         counts[b] += 1
-        if b == "rl_pool" and (q.split == "rl" or share_sft and q.split == "sft"):
+        if b == "rl_pool" and (q.split == Split.RL or share_sft and q.split == Split.SFT):
             prompt = p.prompt or [{"role": "user", "content": q.question}]
             rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows)))
     w = ctx.writer("rl_pool", RL_SCHEMA)

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from synth.text.answers import is_correct
 from synth.engine.errors import InputError
-from synth.engine.records import Question, Trace
+from synth.engine.records import Question, Split, Trace
 from synth.report.stage import INF, erf_curve, recovery_turn
 from synth.rollout.loop import rollout_one
 from synth.tools.search import SearchIndex
@@ -74,7 +74,7 @@ def eval_questions(store) -> list[Question]:
     """The questions of the ``eval`` split, in question-id order."""
     from synth.rollout.stage import load_questions
 
-    held = sorted((q for q in load_questions(store) if q.split == "eval"), key=lambda q: q.question_id)
+    held = sorted((q for q in load_questions(store) if q.split == Split.EVAL), key=lambda q: q.question_id)
     if not held:
         raise InputError(f"{store.root}/questions has no question of the eval split (questions.splits.eval is 0, "
                          "or too few questions were written)")

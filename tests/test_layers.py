@@ -26,10 +26,10 @@ LAYERS = [
     "synth.teacher",
     "synth.questions",
     "synth.rollout",
+    "filters",
     "synth.assemble",
     "synth.report",
     "synth.publish",
-    "filters",
     "sft",
     "flows",
 ]

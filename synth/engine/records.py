@@ -11,12 +11,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, asdict, dataclass, fields
+from enum import StrEnum
 from functools import lru_cache
 from typing import Any, ClassVar, Iterator
 
 import pyarrow as pa
 
 # ---- corpus ------------------------------------------------------------------------------
+
+class Split(StrEnum):
+    """The split of a question, decided once when it is written and carried by every table."""
+
+    SFT = "sft"  # its kept traces become SFT rows (and longctx)
+    RL = "rl"  # it may enter rl_pool
+    EVAL = "eval"  # held out: the student is evaluated on it, never trained
+
+
+SPLITS: tuple[str, ...] = tuple(s.value for s in Split)
 
 PAGE_SCHEMA = pa.schema(
     [
@@ -559,6 +570,8 @@ LONGCTX_SCHEMA = pa.schema(
 )
 
 __all__ = [
+    "Split",
+    "SPLITS",
     "PAGE_SCHEMA",
     "LINK_SCHEMA",
     "EVIDENCE_TYPE",

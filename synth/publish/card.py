@@ -26,6 +26,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import yaml
 
+from filters.base import NOT_BEST
+from filters.correctness import CorrectnessFilter
+from synth.engine.records import SPLITS, Split
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
 
@@ -43,11 +46,11 @@ CONFIG_TEXT = {
               "each gold page was first seen, tokens and stop reason.",
 }
 SPLIT_TEXT = {
-    "sft": "questions whose kept trajectories are SFT training data (`sft`, `longctx`)",
-    "rl": "questions for reinforcement learning (`rl_pool`), kept apart from the SFT questions so RL does not "
-          "optimise answers the warm-start policy was just trained to give",
-    "eval": "held-out questions to evaluate on: never trained on, so no `sft`, `longctx` or `rl_pool` row comes "
-            "from one",
+    Split.SFT: "questions whose kept trajectories are SFT training data (`sft`, `longctx`)",
+    Split.RL: "questions for reinforcement learning (`rl_pool`), kept apart from the SFT questions so RL does not "
+              "optimise answers the warm-start policy was just trained to give",
+    Split.EVAL: "held-out questions to evaluate on: never trained on, so no `sft`, `longctx` or `rl_pool` row "
+                "comes from one",
 }
 # Which splits each config holds, and why.
 CONFIG_SPLITS = {
@@ -148,7 +151,7 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
     split_cfg = None
     if _config_matches(cfg, "questions", stages.get("questions")):
         q = cfg.questions
-        split_cfg = {"fractions": {s: float(getattr(q.splits, s)) for s in ("sft", "rl", "eval")}}
+        split_cfg = {"fractions": {s: float(getattr(q.splits, s)) for s in SPLITS}}
     teacher_cfg = None
     if all(_config_matches(cfg, s, stages.get(s)) for s in ("questions", "rollout")):
         t = cfg.teacher
@@ -229,7 +232,7 @@ def _funnel(filter_report: dict) -> list[str]:
     """Rows of the filter funnel, reasons in chain order (then best-of-n, then anything else)."""
     dropped = dict(filter_report.get("dropped") or {})
     order = list(dict.fromkeys(r for r in filter_report.get("reason_order") or [] if r in dropped))
-    order += [r for r in ("wrong_answer", "not_best") if r in dropped and r not in order]
+    order += [r for r in (*CorrectnessFilter.reasons, NOT_BEST) if r in dropped and r not in order]
     order += sorted(r for r in dropped if r not in order)
     left = filter_report.get("input")
     rows = ["| step | dropped | remaining |", "| --- | ---: | ---: |", f"| traces in | | {_n(left)} |"]
@@ -242,7 +245,7 @@ def _funnel(filter_report: dict) -> list[str]:
 
 def _splits_present(configs: list[dict]) -> list[str]:
     present = {s for c in configs for s in c["splits"]}
-    return [s for s in ("sft", "rl", "eval") if s in present] + sorted(present - {"sft", "rl", "eval"})
+    return [s for s in SPLITS if s in present] + sorted(present - set(SPLITS))
 
 
 def _holds(c: dict) -> str:
@@ -268,8 +271,8 @@ def _load_snippet(target: str, configs: list[dict]) -> list[str]:
     have = {c["name"]: c["splits"] for c in configs}
     lines = ["```python", "from datasets import load_dataset", ""]
     where = json.dumps(target)
-    wanted = (("sft", "sft", "sft"), ("longctx", "longctx", "sft"), ("rl", "rl_pool", "rl"),
-              ("eval_questions", "questions", "eval"))
+    wanted = (("sft", "sft", Split.SFT), ("longctx", "longctx", Split.SFT), ("rl", "rl_pool", Split.RL),
+              ("eval_questions", "questions", Split.EVAL))
     for var, config, split in wanted:
         if split in have.get(config, {}):
             lines.append(f'{var} = load_dataset({where}, "{config}", split="{split}")')

@@ -83,7 +83,7 @@ import pyarrow.parquet as pq
 from synth.engine.errors import InputError
 from synth.engine.store import Store
 from synth.publish.config import PublishConfig
-from synth.questions.sources import SPLITS
+from synth.engine.records import SPLITS
 
 log = logging.getLogger("hopforge")
 

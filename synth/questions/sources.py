@@ -38,7 +38,7 @@ from synth.text.answers import names_of, normalize_answer
 from synth.text.question_text import leaked
 from synth.engine.stage import StageContext
 from synth.teacher.tasks import QUESTION, SUBGRAPH_QUESTION, CorpusView, Hint, Source, Task
-from synth.engine.records import Evidence, Hop, Question, Subgraph, Walk
+from synth.engine.records import SPLITS, Evidence, Hop, Question, Subgraph, Walk
 from synth.engine.seeding import derive_seed
 
 # ---- formatting -------------------------------------------------------------------------
@@ -121,9 +121,6 @@ def parse_question(src: Source, reply: Any, qcfg, teacher_model: str,
     return question, None, ""
 
 
-SPLITS = ("sft", "rl", "eval")
-
-
 def split_of(question_id: str, fractions) -> str:
     """The question's split: a stable hash of its id placed on the configured fractions (sft, rl, eval).
 
@@ -194,4 +191,4 @@ def page_meta(store, ids: set[str], columns: tuple[str, ...] = ("page_id", "titl
     return {r["page_id"]: r for r in t.to_pylist()}
 
 
-__all__ = ["SPLITS", "format_request", "parse_question", "load_sources", "page_meta", "split_of"]
+__all__ = ["format_request", "parse_question", "load_sources", "page_meta", "split_of"]

@@ -38,7 +38,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from synth.engine.records import Conversation
+from filters.base import AFTER_CHAIN, NOT_BEST, reason_filters
+from synth.engine.records import SPLITS, Conversation, Split
 from synth.engine.store import MissingInput, Store
 from synth.report.runinfo import funnel_rows, read_reports
 from synth.text.answers import is_correct
@@ -52,21 +53,10 @@ MAX_ARGS = 1000  # characters kept of one tool call's arguments
 BATCH_ROWS = 256
 SPILL_BYTES = 16 << 20  # spilled bytes buffered before they are appended to the shard files
 
-# Which filter of the chain gives each trace drop reason (the ``reasons`` of the classes in filters/).
-# Verdicts name only the first reason that dropped a trace; the chain order says which filters passed it.
-REASON_FILTER = {
-    "format": "format",
-    "wrong_answer": "correctness",
-    "too_few_steps": "low_step",
-    "too_many_steps": "low_step",
-    "repeated_calls": "repeats",
-    "ungrounded": "grounded",
-    "too_long": "length",
-    "contaminated": "decontaminate",
-}
-# What drops a trace after the chain passed it: its question's split, and best-of-n.
-AFTER_CHAIN = {"held_out": "split", "not_best": "best_of_n"}
-SPLITS = ("sft", "rl", "eval")
+# Which filter gives each trace drop reason (what the filter classes declare), and what drops a trace after
+# the chain passed it.  Verdicts name only the first reason that dropped a trace; the chain order says which
+# filters passed it.
+REASON_FILTER = reason_filters()
 
 KEPT, DROPPED, UNFILTERED = 1, 0, 2
 _SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -230,7 +220,7 @@ def filter_steps(chain: list[str], verdict: dict | None, detail: str | None = No
         else:
             steps.append({"filter": name, "status": "skip"})
     if reason in AFTER_CHAIN:
-        if reason == "not_best":
+        if reason == NOT_BEST:
             steps.append({"filter": "split", "status": "pass"})
         steps.append({"filter": AFTER_CHAIN[reason], "status": "drop", "reason": reason, "detail": detail})
     elif kept:
@@ -288,9 +278,9 @@ def question_outcome(split: str, n_traces: int, n_verdicts: int, kept_traces: in
         return DROPPED, "rollout: no traces", "dropped"
     if n_verdicts == 0:
         return UNFILTERED, None, "not filtered"
-    if split == "eval":
+    if split == Split.EVAL:
         return KEPT, None, "eval set"
-    if split == "rl":
+    if split == Split.RL:
         if in_rl_pool:
             return KEPT, None, "rl_pool"
         b = "all_wrong" if correct == 0 else "all_right" if correct >= n_verdicts else "not in rl_pool"

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from filters.base import AFTER_CHAIN, HELD_OUT, NOT_BEST
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
 from synth.report.explorer import write_explorer
@@ -43,8 +44,6 @@ from synth.teacher.stats import PricedUsage, TeacherUsage
 from synth.text.answers import is_correct
 
 TEACHER_KEYS = PricedUsage.TOKENS + PricedUsage.COSTS
-# Drop reasons of the filter stage that come after its chain, in the order they act.
-AFTER_CHAIN = ("held_out", "not_best")
 INF = math.inf
 
 
@@ -270,12 +269,12 @@ def funnel_steps(reports: dict[str, dict], verdicts: list[dict] | None = None) -
             d = dropped.get(reason, 0)
             remaining -= d
             steps.append(_step(f"after {reason}", remaining, "traces", "traces", dropped=d))
-        remaining -= dropped.get("held_out", 0)
-        steps.append(_step("after held_out (sft-split questions only)", remaining, "traces", "traces",
-                           dropped=dropped.get("held_out", 0)))
+        remaining -= dropped.get(HELD_OUT, 0)
+        steps.append(_step(f"after {HELD_OUT} (sft-split questions only)", remaining, "traces", "traces",
+                           dropped=dropped.get(HELD_OUT, 0)))
         kept = int(f.get("output", 0))
         steps.append(_step("kept: best of n (SFT rows)", kept, "SFT rows", "kept", dropped=remaining - kept,
-                           note="not_best" if remaining - kept else ""))
+                           note=NOT_BEST if remaining - kept else ""))
     return steps
 
 

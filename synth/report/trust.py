@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-SPLITS = ("sft", "rl", "eval")
+from synth.engine.records import SPLITS
 
 
 def split_counts(root: Path) -> dict[str, dict[str, int]]:
