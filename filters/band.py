@@ -36,7 +36,8 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from synth.engine.records import Message, Question
+from synth.engine.records import Question
+from synth.engine.conversation import Message
 
 DATA_SOURCE = "hopforge"
 ABILITY = "multihop_search"

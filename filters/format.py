@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 
-from synth.engine.records import Conversation, ToolCall, Trace
+from synth.engine.records import Trace
+from synth.engine.conversation import Conversation, ToolCall
 from synth.teacher.prompting import extract_answer
 
 from filters.base import BaseFilter, FilterContext, Verdict, register

@@ -34,7 +34,8 @@ from functools import lru_cache
 from typing import Any, Iterator
 from urllib.parse import unquote
 
-from synth.engine.records import Conversation, ToolCall, Trace, parse_conversation
+from synth.engine.records import Trace
+from synth.engine.conversation import Conversation, ToolCall, parse_conversation
 from synth.tools.text import analyze, query_terms
 
 from filters.base import BaseFilter, FilterContext, Verdict, register

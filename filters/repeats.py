@@ -12,7 +12,8 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from synth.engine.records import Conversation, ToolCall, Trace
+from synth.engine.records import Trace
+from synth.engine.conversation import Conversation, ToolCall
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
 from filters.config import FiltersConfig

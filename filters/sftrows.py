@@ -10,7 +10,8 @@ would merge the argument keys of every tool into one type (a ``search`` call wou
 
 from __future__ import annotations
 
-from synth.engine.records import SFT_SCHEMA, Message, Trace
+from synth.engine.records import SFT_SCHEMA, Trace
+from synth.engine.conversation import Message
 
 
 def sft_message(m: Message) -> dict:

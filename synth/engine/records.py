@@ -3,19 +3,21 @@
 Bulk tables (pages, links) are processed as Arrow batches and only their schemas
 live here.  Per-record stages use the dataclasses, whose fields are exactly the
 table's columns: a column that a later stage reads is a field, never a key in a
-free-form dict.  A trace's conversation, stored as OpenAI-format JSON, is read once
-into :class:`Conversation` (``Trace.conversation``).
+free-form dict, and each record's Arrow schema is derived from its fields (:func:`record`), so
+its columns are listed once.  A trace's conversation, stored as OpenAI-format JSON, is read
+once into a :class:`~synth.engine.conversation.Conversation` (``Trace.conversation``).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from enum import StrEnum
-from functools import lru_cache
-from typing import Any, ClassVar, Iterator
+from types import UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
+
+from synth.engine.conversation import Conversation, parse_conversation
 
 # ---- corpus ------------------------------------------------------------------------------
 
@@ -54,33 +56,73 @@ LINK_SCHEMA = pa.schema(
     ]
 )
 
-# One hop of evidence: the anchor in `src` that links to `dst`, with its paragraph.
-EVIDENCE_TYPE = pa.struct(
-    [
-        pa.field("src_id", pa.string()),
-        pa.field("dst_id", pa.string()),
-        pa.field("paragraph_id", pa.int32()),
-        pa.field("paragraph", pa.string()),
-        pa.field("anchor_text", pa.string()),
-    ]
-)
+def column(arrow_type: pa.DataType, default: Any = MISSING):
+    """A record field whose Arrow type is not the default of its Python type (``int`` is int64)."""
+    return field(default=default, metadata={"arrow": arrow_type})
+
+
+_ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+
+
+def arrow_type(tp: Any) -> tuple[pa.DataType, bool]:
+    """The Arrow type of a record field's Python type, and whether it is nullable (``X | None``): ``str``,
+    ``int``, ``float``, ``bool``, ``list[X]`` and a nested dataclass (a struct of its fields)."""
+    args = get_args(tp)
+    if get_origin(tp) in (UnionType, Union) and type(None) in args:
+        inner = next(a for a in args if a is not type(None))
+        return arrow_type(inner)[0], True
+    if get_origin(tp) is list:
+        return pa.list_(arrow_type(args[0])[0]), False
+    if is_dataclass(tp):
+        return struct_of(tp), False
+    return _ARROW[tp], False
+
+
+def struct_of(cls: type) -> pa.StructType:
+    """The Arrow struct of a nested record (its items are nullable, as Arrow structs read back)."""
+    hints = get_type_hints(cls)
+    return pa.struct([pa.field(f.name, f.metadata.get("arrow") or arrow_type(hints[f.name])[0]) for f in fields(cls)])
+
+
+def schema_of(cls: type) -> pa.Schema:
+    """The Arrow schema of a table record, from its fields: the one place its columns are listed."""
+    hints = get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        typ, nullable = arrow_type(hints[f.name])
+        out.append(pa.field(f.name, f.metadata.get("arrow") or typ, nullable=nullable))
+    return pa.schema(out)
+
+
+def record(cls: type) -> type:
+    """Class decorator of a table record: a slotted dataclass whose ``SCHEMA`` and ``NESTED`` (its
+    list-of-record columns) are derived from its fields."""
+    cls = dataclass(slots=True)(cls)
+    hints = get_type_hints(cls)
+    cls.SCHEMA = schema_of(cls)
+    cls.NESTED = {f.name: get_args(hints[f.name])[0] for f in fields(cls)
+                  if get_origin(hints[f.name]) is list and is_dataclass(get_args(hints[f.name])[0])}
+    return cls
 
 
 @dataclass(slots=True)
 class Evidence:
-    """The anchor in page ``src_id`` (paragraph ``paragraph_id``) that links to ``dst_id``."""
+    """The anchor in page ``src_id`` (paragraph ``paragraph_id``) that links to ``dst_id``: one hop of evidence."""
 
     src_id: str
     dst_id: str
-    paragraph_id: int
+    paragraph_id: int = column(pa.int32())
     paragraph: str
     anchor_text: str
 
 
-class Record:
-    """Mixin: Arrow conversion for dataclass records whose fields match ``SCHEMA``.
+EVIDENCE_TYPE = struct_of(Evidence)
 
-    ``NESTED`` names the list-of-struct columns and the dataclass of their items, so
+
+class Record:
+    """Mixin: Arrow conversion for table records (:func:`record`), whose ``SCHEMA`` their fields give.
+
+    ``NESTED`` names the list-of-record columns and the dataclass of their items, so
     :meth:`from_row` rebuilds them (:meth:`to_row` turns them back into dicts).
     """
 
@@ -106,7 +148,7 @@ class Record:
         return pa.Table.from_pylist([r.to_row() for r in records], schema=cls.SCHEMA)
 
 
-@dataclass(slots=True)
+@record
 class Walk(Record):
     """A k-hop entity path ``P = [v0..vk]`` with the evidence of each hop."""
 
@@ -116,20 +158,8 @@ class Walk(Record):
     hops: list[Evidence]  # k hops, hop i links path[i] -> path[i+1]
     start_index: int  # walker slot that produced it (reproducibility)
 
-    NESTED: ClassVar[dict[str, type]] = {"hops": Evidence}
 
-    SCHEMA: ClassVar[pa.Schema] = pa.schema(
-        [
-            pa.field("walk_id", pa.string(), nullable=False),
-            pa.field("path", pa.list_(pa.string()), nullable=False),
-            pa.field("titles", pa.list_(pa.string()), nullable=False),
-            pa.field("hops", pa.list_(EVIDENCE_TYPE), nullable=False),
-            pa.field("start_index", pa.int64(), nullable=False),
-        ]
-    )
-
-
-@dataclass(slots=True)
+@record
 class Subgraph(Record):
     """``G_sub = Expand(G, v_seed, K)``: a connected set of K pages and the evidence of its edges."""
 
@@ -139,28 +169,6 @@ class Subgraph(Record):
     titles: list[str]
     edges: list[Evidence]  # every edge of the induced subgraph
     slot: int
-
-    NESTED: ClassVar[dict[str, type]] = {"edges": Evidence}
-
-    SCHEMA: ClassVar[pa.Schema] = pa.schema(
-        [
-            pa.field("subgraph_id", pa.string(), nullable=False),
-            pa.field("seed_id", pa.string(), nullable=False),
-            pa.field("nodes", pa.list_(pa.string()), nullable=False),
-            pa.field("titles", pa.list_(pa.string()), nullable=False),
-            pa.field("edges", pa.list_(EVIDENCE_TYPE), nullable=False),
-            pa.field("slot", pa.int64(), nullable=False),
-        ]
-    )
-
-
-HOP_TYPE = pa.struct(
-    [
-        pa.field("sub_question", pa.string()),
-        pa.field("bridge", pa.string()),  # title of the entity this hop reaches
-        pa.field("page_id", pa.string()),  # that entity's page
-    ]
-)
 
 
 @dataclass(slots=True)
@@ -172,7 +180,10 @@ class Hop:
     page_id: str  # that entity's page
 
 
-@dataclass(slots=True)
+HOP_TYPE = struct_of(Hop)
+
+
+@record
 class Question(Record):
     """A verified multi-hop question through every entity of ``path``, with its provenance."""
 
@@ -194,182 +205,19 @@ class Question(Record):
     effective_depth: int | None = None
     entry: str | None = None  # the search that lets a solver enter the chain later than its start, in words
 
-    NESTED: ClassVar[dict[str, type]] = {"hops": Hop}
 
-    SCHEMA: ClassVar[pa.Schema] = pa.schema(
-        [
-            pa.field("question_id", pa.string(), nullable=False),
-            pa.field("kind", pa.string(), nullable=False),
-            pa.field("walk_id", pa.string(), nullable=False),
-            pa.field("path", pa.list_(pa.string()), nullable=False),
-            pa.field("titles", pa.list_(pa.string()), nullable=False),
-            pa.field("question", pa.string(), nullable=False),
-            pa.field("answer", pa.string(), nullable=False),
-            pa.field("answer_aliases", pa.list_(pa.string()), nullable=False),
-            pa.field("answer_page_id", pa.string(), nullable=False),
-            pa.field("hops", pa.list_(HOP_TYPE), nullable=False),
-            pa.field("teacher_model", pa.string(), nullable=False),
-            pa.field("prompt_sha", pa.string(), nullable=False),
-            pa.field("seed", pa.int64(), nullable=False),
-            pa.field("split", pa.string(), nullable=False),
-            pa.field("effective_depth", pa.int64()),
-            pa.field("entry", pa.string()),
-        ]
-    )
+REJECT_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("source_id", pa.string()),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("detail", pa.string()),
+        pa.field("raw", pa.string()),
+    ]
+)
 
 
-# ---- the trace conversation ------------------------------------------------------------------
-# A trace stores its conversation as OpenAI-format JSON; these types are that JSON parsed once.
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One tool call of an assistant turn; ``arguments`` is the JSON text the model wrote."""
-
-    id: str
-    name: str
-    arguments: str
-
-    def args(self) -> dict | None:
-        """The arguments as a dict; None when they are not a JSON object."""
-        try:
-            obj = json.loads(self.arguments)
-        except ValueError:
-            return None
-        return obj if isinstance(obj, dict) else None
-
-    @classmethod
-    def from_openai(cls, tc: dict[str, Any], index: int, id_prefix: str = "call") -> "ToolCall":
-        """A server's tool call in the one shape hopforge stores.
-
-        Servers differ: some send ``arguments`` as an object instead of a JSON string, some
-        omit the id (it becomes ``<id_prefix>_<index>``) or the name.  Arrow merges dict keys
-        across rows, so the stored shape must not vary with the server.
-        """
-        fn = tc.get("function") or {}
-        cid, name, args = tc.get("id"), fn.get("name"), fn.get("arguments")
-        if not isinstance(args, str):
-            args = json.dumps(args if args is not None else {}, ensure_ascii=False)
-        return cls(cid if isinstance(cid, str) and cid else f"{id_prefix}_{index}",
-                   name if isinstance(name, str) else "", args)
-
-    def to_openai(self) -> dict[str, Any]:
-        """The call as an OpenAI ``tool_calls`` item (the shape of :data:`TOOL_CALL_TYPE`)."""
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One message of a conversation.  ``content`` is text, or OpenAI content parts as given."""
-
-    role: str
-    content: str | list | None = None
-    tool_calls: tuple[ToolCall, ...] = ()  # assistant turns only
-    tool_call_id: str | None = None  # tool messages: the call they answer
-    name: str | None = None  # tool messages: the tool that answered
-    reasoning_content: str | None = None
-
-    @property
-    def text(self) -> str | None:
-        """``content`` as plain text (content parts joined)."""
-        if isinstance(self.content, list):
-            return "".join(p.get("text") or "" for p in self.content if isinstance(p, dict))
-        return self.content
-
-
-@dataclass(frozen=True, slots=True)
-class Conversation:
-    """A parsed conversation.  Parsing is lenient: it stops at the first structural problem
-    (JSON that is not a list of messages in OpenAI shape), described in ``problem``, and
-    keeps what came before it, including the message it stopped in when that message is
-    readable.  ``problem_at`` is that message's index; None when the problem is with the
-    whole JSON."""
-
-    messages: tuple[Message, ...] = ()
-    problem: str | None = None
-    problem_at: int | None = None
-
-    @classmethod
-    def from_json(cls, text: str) -> "Conversation":
-        """Parse a JSON list of OpenAI messages; see :meth:`from_openai`."""
-        try:
-            raw = json.loads(text)
-        except (TypeError, ValueError) as e:
-            return cls((), f"messages are not JSON: {e}")
-        return cls.from_openai(raw)
-
-    @classmethod
-    def from_openai(cls, raw: Any) -> "Conversation":
-        """Read decoded OpenAI messages.  Structural problems: not a non-empty list, a message
-        that is not an object or whose role is not a string, a tool message whose
-        ``tool_call_id`` is not a string, and an assistant tool call that is not an object or
-        lacks an id, a function object, a string name or string arguments."""
-        if not isinstance(raw, list) or not raw:
-            return cls((), "messages are not a non-empty list")
-        out: list[Message] = []
-        for i, m in enumerate(raw):
-            if not isinstance(m, dict):
-                return cls(tuple(out), f"message {i} is not an object", i)
-            role = m.get("role")
-            if not isinstance(role, str):
-                return cls(tuple(out), f"message {i} has role {role!r}", i)
-            cid = m.get("tool_call_id") if role == "tool" else None
-            if cid is not None and not isinstance(cid, str):
-                # The same words the format filter uses for an id that answers no call.
-                return cls(tuple(out), f"message {i}: tool message answers {cid!r}, which no earlier "
-                                       "unanswered call has", i)
-            content, name, reasoning = m.get("content"), m.get("name"), m.get("reasoning_content")
-            if not isinstance(content, (str, list)):
-                content = None  # OpenAI content is text or parts; anything else is read as no content
-            calls, problem = _read_calls(m.get("tool_calls")) if role == "assistant" else ((), None)
-            out.append(Message(role, content, calls, cid, name if role == "tool" and isinstance(name, str) else None,
-                               reasoning if isinstance(reasoning, str) else None))
-            if problem is not None:
-                return cls(tuple(out), f"message {i}: {problem}", i)
-        return cls(tuple(out))
-
-    def tool_calls(self) -> Iterator[tuple[int, ToolCall]]:
-        """``(assistant turn, call)`` for every tool call, in order; turns count assistant messages from 1."""
-        turn = 0
-        for m in self.messages:
-            if m.role == "assistant":
-                turn += 1
-                for tc in m.tool_calls:
-                    yield turn, tc
-
-
-def _read_calls(raw: Any) -> tuple[tuple[ToolCall, ...], str | None]:
-    """An assistant message's tool calls, up to the first malformed one, and what is wrong with it."""
-    calls: list[ToolCall] = []
-    if not raw:
-        return (), None
-    if not isinstance(raw, list):
-        return (), "a tool call is not an object"  # a dict or a string holds no call objects either
-    for tc in raw:
-        if not isinstance(tc, dict):
-            return tuple(calls), "a tool call is not an object"
-        cid = tc.get("id")
-        if not isinstance(cid, str) or not cid:
-            return tuple(calls), "a tool call has no id"
-        fn = tc.get("function")
-        if not isinstance(fn, dict):
-            return tuple(calls), f"tool call {cid!r} has no function"
-        name, args = fn.get("name"), fn.get("arguments")
-        if not isinstance(name, str):
-            return tuple(calls), f"tool call {cid!r} names unknown tool {name!r}"
-        if not isinstance(args, str):
-            return tuple(calls), f"tool call {cid!r}: arguments are not a JSON string"
-        calls.append(ToolCall(cid, name, args))
-    return tuple(calls), None
-
-
-@lru_cache(maxsize=256)
-def parse_conversation(messages_json: str) -> Conversation:
-    """:meth:`Conversation.from_json`, cached: every filter and writer of a trace reads one parse."""
-    return Conversation.from_json(messages_json)
-
-
-@dataclass(slots=True)
+@record
 class Trace(Record):
     """One teacher rollout: the full ReAct conversation plus the measurements filters and RL read.
 
@@ -382,21 +230,21 @@ class Trace(Record):
 
     trace_id: str
     question_id: str
-    sample_index: int
+    sample_index: int = column(pa.int32())
     messages: str
     tools: str
     final_answer: str | None
     stop_reason: str  # answer | max_turns | max_tokens | truncated | teacher_failed | no_answer
-    n_turns: int
-    n_tool_calls: int
-    n_search: int
-    n_open: int
-    n_find: int
-    n_tool_errors: int  # malformed or failed tool calls (the observation was an error)
+    n_turns: int = column(pa.int32())
+    n_tool_calls: int = column(pa.int32())
+    n_search: int = column(pa.int32())
+    n_open: int = column(pa.int32())
+    n_find: int = column(pa.int32())
+    n_tool_errors: int = column(pa.int32())  # malformed or failed tool calls (the observation was an error)
     searched_page_ids: list[str]
     opened_page_ids: list[str]
     gold_page_ids: list[str]  # the question's path, in order
-    gold_first_seen: list[int]
+    gold_first_seen: list[int] = column(pa.list_(pa.int32()))
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
@@ -407,38 +255,10 @@ class Trace(Record):
     # mistral, react) parsed back into the same shape; see synth/teacher/protocols.py.
     tool_protocol: str = "native"
 
-    SCHEMA: ClassVar[pa.Schema] = pa.schema(
-        [
-            pa.field("trace_id", pa.string(), nullable=False),
-            pa.field("question_id", pa.string(), nullable=False),
-            pa.field("sample_index", pa.int32(), nullable=False),
-            pa.field("messages", pa.string(), nullable=False),
-            pa.field("tools", pa.string(), nullable=False),
-            pa.field("final_answer", pa.string()),
-            pa.field("stop_reason", pa.string(), nullable=False),
-            pa.field("n_turns", pa.int32(), nullable=False),
-            pa.field("n_tool_calls", pa.int32(), nullable=False),
-            pa.field("n_search", pa.int32(), nullable=False),
-            pa.field("n_open", pa.int32(), nullable=False),
-            pa.field("n_find", pa.int32(), nullable=False),
-            pa.field("n_tool_errors", pa.int32(), nullable=False),
-            pa.field("searched_page_ids", pa.list_(pa.string()), nullable=False),
-            pa.field("opened_page_ids", pa.list_(pa.string()), nullable=False),
-            pa.field("gold_page_ids", pa.list_(pa.string()), nullable=False),
-            pa.field("gold_first_seen", pa.list_(pa.int32()), nullable=False),
-            pa.field("prompt_tokens", pa.int64(), nullable=False),
-            pa.field("completion_tokens", pa.int64(), nullable=False),
-            pa.field("latency_s", pa.float64(), nullable=False),
-            pa.field("teacher_model", pa.string(), nullable=False),
-            pa.field("error", pa.string()),
-            pa.field("split", pa.string(), nullable=False),
-            pa.field("tool_protocol", pa.string(), nullable=False),
-        ]
-    )
-
     @property
     def conversation(self) -> Conversation:
-        """``messages`` parsed (see :class:`Conversation`); parsed once however often it is read."""
+        """``messages`` parsed (see :class:`~synth.engine.conversation.Conversation`); parsed once however
+        often it is read."""
         return parse_conversation(self.messages)
 
 
@@ -577,16 +397,15 @@ __all__ = [
     "EVIDENCE_TYPE",
     "Evidence",
     "Record",
+    "record",
+    "column",
+    "schema_of",
     "Walk",
     "Subgraph",
     "Question",
     "HOP_TYPE",
     "Hop",
     "REJECT_SCHEMA",
-    "ToolCall",
-    "Message",
-    "Conversation",
-    "parse_conversation",
     "Trace",
     "SFT_SCHEMA",
     "TRACE_REJECT_SCHEMA",

@@ -39,7 +39,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from filters.base import AFTER_CHAIN, NOT_BEST, reason_filters
-from synth.engine.records import SPLITS, Conversation, Split
+from synth.engine.records import SPLITS, Split
+from synth.engine.conversation import Conversation
 from synth.engine.store import MissingInput, Store
 from synth.report.runinfo import funnel_rows, read_reports
 from synth.text.answers import is_correct

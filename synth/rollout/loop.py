@@ -22,7 +22,8 @@ from typing import Any
 
 from synth.teacher.prompting import extract_answer
 from synth.teacher.tasks import AGENT
-from synth.engine.records import Question, ToolCall, Trace
+from synth.engine.records import Question, Trace
+from synth.engine.conversation import ToolCall
 from synth.engine.seeding import derive_seed, short_hash
 from synth.teacher.client import Teacher, TeacherError
 from synth.tools.toolbox import Toolbox

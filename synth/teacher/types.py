@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from synth.engine.errors import StageFailed
-from synth.engine.records import ToolCall
+from synth.engine.conversation import ToolCall
 
 # Failure reasons a backend reports.  Stages count dropped items by these names.
 RETRYABLE_REASONS = frozenset({"http_429", "timeout", "connection", "bad_response"})

@@ -26,7 +26,7 @@ from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from synth.engine.records import Conversation
+from synth.engine.conversation import Conversation
 from synth.engine.seeding import derive_seed
 from synth.teacher.oracle.pages import PageView
 from synth.teacher.oracle.reading import QuestionView, contains_name, term_seq

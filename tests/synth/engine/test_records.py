@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from synth.engine.records import (Conversation, Evidence, Hop, Message, Question, Subgraph, ToolCall, Trace, Walk,
-                                  parse_conversation)
+from synth.engine.records import Evidence, Hop, Question, Subgraph, Trace, Walk
+from synth.engine.conversation import Conversation, Message, ToolCall, parse_conversation
 from synth.teacher.types import normalise_message
 
 EV = Evidence("a", "b", 2, "It links to B.", "B")

@@ -19,7 +19,8 @@ import pytest
 from helpers.filterstore import config, publish
 from helpers.tinytok import save_tokenizer
 from helpers.traces import DEFAULT_CALLS, make_question, make_trace
-from synth.engine.records import REJECT_SCHEMA, Conversation, Evidence, Question, Trace, Walk
+from synth.engine.records import REJECT_SCHEMA, Evidence, Question, Trace, Walk
+from synth.engine.conversation import Conversation
 from synth.engine.runner import run_stage
 from synth.engine.store import Store
 import synth.report.explorer as explorer
