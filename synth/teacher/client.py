@@ -1,7 +1,8 @@
 """The teacher: the one client through which every LLM call in hopforge goes.
 
-``Teacher`` wraps a backend (:class:`ChatModel`: the offline ``oracle`` or an
-``openai``-compatible server) with, in order of what a call meets:
+``Teacher`` wraps a backend (:class:`ChatModel`: the offline ``oracle``, an
+``openai``-compatible server, or ``hf``, a local transformers checkpoint) with, in order of
+what a call meets:
 
 1. the persistent call cache (a hit sends nothing and is not counted as a request);
 2. the in-flight gate (``cfg.concurrency`` requests at most, across threads and loops),
@@ -197,8 +198,8 @@ class Teacher:
     # ---- one call ------------------------------------------------------------------------
     @property
     def tool_protocol(self) -> str:
-        """How tool calls travel to and from the backend (``native`` unless it says otherwise)."""
-        return getattr(self.backend, "tool_protocol", None) or "native"
+        """How tool calls travel to and from the backend (:attr:`ChatModel.tool_protocol`)."""
+        return self.backend.tool_protocol
 
     def key(self, messages: list[dict], tools: list[dict] | None = None, sample_index: int = 0,
             variant: str = "") -> str:
@@ -211,7 +212,7 @@ class Teacher:
         c = self.cfg
         # A scripted backend (the oracle) salts keys with its code version, so editing its
         # script never replays answers the old script gave; a real model has no salt.
-        model = c.model + getattr(self.backend, "cache_salt", "") + (f"|{variant}" if variant else "")
+        model = c.model + self.backend.cache_salt + (f"|{variant}" if variant else "")
         return cache_key(backend=c.backend, model=model, messages=messages, tools=tools, temperature=c.temperature,
                          top_p=c.top_p, max_tokens=c.max_tokens, extra_body=c.extra_body, sample_index=sample_index)
 
@@ -250,13 +251,10 @@ class Teacher:
             self.stats.exit()
 
     async def _variant(self, tools: list[dict] | None, hint: Any) -> str:
-        """The backend's variant of this call (``""`` for a backend without ``prepare``).  Preparing may
-        probe the endpoint once (``auto`` settings); a probe that fails fails this call like a request."""
-        prepare = getattr(self.backend, "prepare", None)
-        if prepare is None:
-            return ""
+        """The backend's variant of this call (:meth:`ChatModel.prepare`).  Preparing may probe the endpoint
+        once (``auto`` settings); a probe that fails fails this call like a request."""
         try:
-            return await prepare(tools, hint)
+            return await self.backend.prepare(tools, hint)
         except BackendError as e:
             detail = self._scrub(e.detail)
             self.stats.add(attempt_errors=e.reason)
@@ -463,9 +461,7 @@ class Teacher:
     # ---- lifecycle ------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Close the backend's connections on the running loop (call before that loop ends)."""
-        closer = getattr(self.backend, "aclose", None)
-        if closer is not None:
-            await closer()
+        await self.backend.aclose()
 
     def close(self) -> None:
         """Close the cache's database connections (a process-wide shared cache stays open)."""

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from synth.teacher.types import BackendError, ChatResponse, normalise_message
+from synth.teacher.types import BackendError, BaseChatModel, ChatResponse, normalise_message
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -143,7 +143,7 @@ def _for_template(messages: list[dict]) -> list[dict]:
     return out
 
 
-class HFChatModel:
+class HFChatModel(BaseChatModel):
     """A checkpoint served in-process with ``transformers``' ``generate``."""
 
     def __init__(self, path: str | Path, *, temperature: float = 0.0, top_p: float | None = None,

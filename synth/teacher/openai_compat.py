@@ -43,7 +43,7 @@ from synth.teacher.config import TeacherConfig
 from synth.teacher import probe, protocols
 from synth.teacher.limits import parse_retry_after
 from synth.teacher.tasks import Hint
-from synth.teacher.types import BackendError, ChatResponse, ToolsUnusable, normalise_message
+from synth.teacher.types import BackendError, BaseChatModel, ChatResponse, ToolsUnusable, normalise_message
 
 log = logging.getLogger("hopforge")
 CONNECTIONS_PER_CLIENT = 8
@@ -97,7 +97,7 @@ def response_format_for(task: Any, mode: str = "json_schema") -> dict:
     return {"type": "json_schema", "json_schema": {"name": task.name, "schema": schema}}
 
 
-class OpenAIBackend:
+class OpenAIBackend(BaseChatModel):
     """One attempt per call against ``cfg.base_url`` with ``openai.AsyncOpenAI``."""
 
     name = "openai"

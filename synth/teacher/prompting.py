@@ -1,4 +1,4 @@
-"""Prompt files: ``synth/prompts/<name>.jinja2`` with a ``system`` and a ``user`` block.
+"""Prompt files: ``synth/teacher/prompts/<name>.jinja2`` with a ``system`` and a ``user`` block.
 
 ``render(name, **inputs)`` turns a prompt into chat messages; ``prompt_sha(name)`` is
 the hash recorded with every row a prompt produced (and part of stage content keys).

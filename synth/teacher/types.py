@@ -1,7 +1,8 @@
 """The teacher's types: the backend interface, its response, and its errors.
 
-They live apart from :mod:`synth.teacher.client` so backends (``teacher_openai``,
-``teacher_oracle``) can import them without importing the client that loads them.
+They live apart from :mod:`synth.teacher.client` so backends (:mod:`synth.teacher.openai_compat`,
+:mod:`synth.teacher.hf`, :mod:`synth.teacher.oracle`) can import them without importing the client
+that loads them.
 :mod:`synth.teacher.client` re-exports all of them; callers import from there.
 """
 
@@ -69,13 +70,22 @@ class ChatResponse:
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """A chat backend.  It makes one attempt per call; retries, caching and limits live in ``Teacher``.
+    """A chat backend: everything :class:`~synth.teacher.client.Teacher` calls.  It makes one attempt per
+    call; retries, caching and limits live in ``Teacher``.
 
     A failed attempt raises :class:`BackendError` with a reason (``http_429``, ``timeout``...).
     ``hint`` is an opaque object only the offline oracle reads; servers never see it.
+    :class:`BaseChatModel` gives the defaults a backend without them needs.
     """
 
     name: str
+    tool_protocol: str  # how tool calls travel: "native" (the server's tool_calls) or a text protocol
+    cache_salt: str  # added to every cache key: a scripted backend's code version ("" for a real model)
+
+    async def prepare(self, tools: list[dict] | None, hint: Any = None) -> str:
+        """The call's variant: what the request adds to the conversation (a text tool protocol, a response
+        format), which enters the cache key; ``""`` for none.  May probe the endpoint once."""
+        ...
 
     async def chat(
         self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0, hint: Any = None
@@ -84,8 +94,23 @@ class ChatModel(Protocol):
         ...
 
     async def aclose(self) -> None:
-        """Release connections opened on the running event loop (optional: Teacher checks for it)."""
+        """Release connections opened on the running event loop."""
         ...
+
+
+class BaseChatModel:
+    """The defaults of a :class:`ChatModel`: native tool calls, no cache salt, no variant, nothing to close."""
+
+    name: str = "model"
+    tool_protocol: str = "native"
+    cache_salt: str = ""
+
+    async def prepare(self, tools: list[dict] | None, hint: Any = None) -> str:
+        """No variant: the request is the conversation as it is."""
+        return ""
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
 
 
 class TeacherError(Exception):

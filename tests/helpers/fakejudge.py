@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 from synth.teacher.client import BackendError, ChatResponse
+from synth.teacher.types import BaseChatModel
 
 
-class FakeJudge:
+class FakeJudge(BaseChatModel):
     """Says ``correct`` for the predictions in ``yes``; fails for those in ``fail``; garbles ``garble``."""
 
     name = "fake-judge"
@@ -23,9 +24,6 @@ class FakeJudge:
             raise BackendError("http_400", "bad request", retryable=False)
         text = "no idea" if pred in self.garble else json.dumps({"correct": pred in self.yes, "reason": "test"})
         return ChatResponse({"role": "assistant", "content": text}, {"prompt_tokens": 10, "completion_tokens": 5})
-
-    async def aclose(self):
-        pass
 
 
 __all__ = ["FakeJudge"]

@@ -36,7 +36,7 @@ from synth.teacher.oracle.clues import ClueMaker
 from synth.teacher.oracle.writer import NoClue, chain_question, subgraph_chain
 from synth.teacher.tasks import (AgentHint, ClosedBookHint, JudgeHint, ObfuscateHint, QuestionHint, RepairHint,
                                  SolvableHint, Source, SubgraphHint, json_message)
-from synth.teacher.types import ChatResponse
+from synth.teacher.types import BaseChatModel, ChatResponse
 from synth.text.answers import mentions, names_of
 
 SUBGRAPH_TRIES = 4  # chains tried through one subgraph before it is declined
@@ -49,10 +49,8 @@ def describe(entity: dict) -> str | None:
     return "the " + d[0].lower() + d[1:] if d else None
 
 
-class OracleModel:
+class OracleModel(BaseChatModel):
     """Deterministic scripted teacher; see the module docstring."""
-
-    tool_protocol = "native"
 
     def __init__(self, cfg: TeacherConfig, **kw: Any):
         self.cfg = cfg
@@ -63,9 +61,6 @@ class OracleModel:
         self.cache_salt = "@" + code_hash("synth.teacher.oracle")
         self._makers: dict[int, ClueMaker] = {}
         self._lock = threading.Lock()
-
-    async def aclose(self) -> None:
-        """Nothing to close: the oracle holds no connections."""
 
     async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
                    hint: Any = None) -> ChatResponse:
