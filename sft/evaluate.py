@@ -148,7 +148,7 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
     report = {
         "model": str(model) if model is not None else teacher_cfg.model,
         "backend": teacher_cfg.backend,
-        "heldout_questions": len(held),
+        "held_out_questions": len(held),
         "evaluated_questions": len(questions),
         "samples_per_question": ecfg.n,
         "max_turns": ecfg.max_turns,

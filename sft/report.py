@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sft.train import Prepared
 
 
 def loss_curve(log_history: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -17,7 +20,7 @@ def loss_curve(log_history: list[dict]) -> tuple[list[dict], list[dict]]:
     return train, evals
 
 
-def train_report(prep: dict, trainer, result, eval_metrics: dict, counts: dict, batching: dict, attn: str,
+def train_report(prep: Prepared, trainer, result, eval_metrics: dict, counts: dict, batching: dict, attn: str,
                  saved: dict, seconds: float) -> dict[str, Any]:
     """Everything a reader needs to judge the run: funnel, masks, loss, speed, batching, held-out ids."""
     train, evals = loss_curve(trainer.state.log_history)
@@ -28,28 +31,28 @@ def train_report(prep: dict, trainer, result, eval_metrics: dict, counts: dict, 
     if counts["batches"] == 0:  # collated in dataloader workers: fall back on TRL's own token count
         seen = [e["num_tokens"] for e in trainer.state.log_history if "num_tokens" in e]
         real, padding = (int(seen[-1]) if seen else 0), None
-    mask = prep["mask_report"]
+    mask = prep.mask_report
     return {
-        "funnel": prep["funnel"],
-        "rows": {"input": prep["funnel"]["input"], "trained": prep["funnel"]["output"],
-                 "dropped": prep["funnel"]["dropped"]},
-        "heldout_question_ids": prep["heldout"],
-        "n_heldout_questions": len(prep["heldout"]),
+        "funnel": prep.funnel,
+        "rows": {"input": prep.funnel["input"], "trained": prep.funnel["output"],
+                 "dropped": prep.funnel["dropped"]},
+        "held_out_question_ids": prep.held_out,
+        "n_held_out_questions": len(prep.held_out),
         "loss": train, "eval": evals,
         "first_loss": train[0]["loss"] if train else None, "final_loss": train[-1]["loss"] if train else None,
         "eval_loss": eval_metrics.get("eval_loss"),
         "train_runtime_s": round(runtime, 3), "global_steps": trainer.state.global_step,
         "tokens_seen": real, "tokens_per_second": round(real / runtime, 1) if runtime else None,
         "padding_fraction": padding, "batch_tokens": counts["batch_tokens"] * world,
-        "trained_token_fraction": round(prep["train_trained"] / prep["train_tokens"], 6)
-        if prep["train_tokens"] else 0.0,
-        "train_tokens_per_epoch": prep["train_tokens"], "trained_tokens_per_epoch": prep["train_trained"],
+        "trained_token_fraction": round(prep.train_trained / prep.train_tokens, 6)
+        if prep.train_tokens else 0.0,
+        "train_tokens_per_epoch": prep.train_tokens, "trained_tokens_per_epoch": prep.train_trained,
         "mask": {k: mask[k] for k in ("trained_tokens", "masked_tokens", "tool_tokens_trained", "eot_untrained_turns",
                                        "prompt_tokens_trained", "template", "eot_token")},
         "batching": batching, "attn_implementation": attn, "world_size": world,
         "parameters": counts.get("parameters"), "trainable_parameters": counts.get("trainable_parameters"),
-        "checkpoint": saved, "tokenizer": prep["tokenizer_path"], "sft_table": prep["table"],
-        "template": prep["template_name"], "seconds": round(seconds, 3),
+        "checkpoint": saved, "tokenizer": prep.tokenizer_path, "sft_table": prep.table,
+        "template": prep.template_name, "seconds": round(seconds, 3),
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from synth.engine.errors import InputError
 
-HELDOUT_SALT = "hopforge-heldout"
+HELD_OUT_SALT = "hopforge-heldout"  # a seed: its value fixes which questions are held out
 
 
 def sft_files(path: str | Path) -> list[str]:
@@ -67,24 +67,13 @@ def parse_tools(tools: Any) -> list[dict] | None:
     return tools or None
 
 
-def clean_messages(messages: Iterable[dict]) -> list[dict]:
-    """Messages with the keys Arrow filled with null removed (top level and inside tool calls)."""
-    out = []
-    for m in messages:
-        d = {k: v for k, v in m.items() if v is not None}
-        if d.get("tool_calls"):
-            d["tool_calls"] = [{k: v for k, v in tc.items() if v is not None} for tc in d["tool_calls"]]
-        out.append(d)
-    return out
-
-
-def heldout_score(question_id: str) -> float:
+def held_out_score(question_id: str) -> float:
     """A question's place in [0, 1): a hash of its id, so the split never depends on row order or seed."""
-    h = hashlib.sha256(f"{HELDOUT_SALT}:{question_id}".encode()).digest()
+    h = hashlib.sha256(f"{HELD_OUT_SALT}:{question_id}".encode()).digest()
     return int.from_bytes(h[:8], "big") / 2**64
 
 
-def heldout_questions(question_ids: Iterable[str], eval_fraction: float) -> list[str]:
+def held_out_questions(question_ids: Iterable[str], eval_fraction: float) -> list[str]:
     """The sorted question ids held out for evaluation: those whose hash falls below ``eval_fraction``.
 
     With at least two questions and ``eval_fraction > 0`` at least one is held out (the lowest
@@ -93,12 +82,12 @@ def heldout_questions(question_ids: Iterable[str], eval_fraction: float) -> list
     ids = sorted(set(question_ids))
     if eval_fraction <= 0 or len(ids) < 2:
         return []
-    held = [q for q in ids if heldout_score(q) < eval_fraction]
+    held = [q for q in ids if held_out_score(q) < eval_fraction]
     if not held:
-        held = [min(ids, key=heldout_score)]
+        held = [min(ids, key=held_out_score)]
     if len(held) == len(ids):
-        held.remove(max(ids, key=heldout_score))
+        held.remove(max(ids, key=held_out_score))
     return sorted(held)
 
 
-__all__ = ["clean_messages", "heldout_questions", "heldout_score", "load_sft_dataset", "parse_tools", "sft_files"]
+__all__ = ["held_out_questions", "held_out_score", "load_sft_dataset", "parse_tools", "sft_files"]

@@ -67,7 +67,7 @@ def summary_rows(report: dict) -> list[list[Any]]:
     f = report["funnel"]
     return [["rows in", f["input"]], ["rows trained", f["output"]],
             *[[f"dropped: {k}", v] for k, v in sorted(f["dropped"].items())],
-            ["held-out questions", report["n_heldout_questions"]],
+            ["held-out questions", report["n_held_out_questions"]],
             ["loss first -> final", f"{report['first_loss']:.4f} -> {report['final_loss']:.4f}"
              if report["first_loss"] is not None else "-"],
             ["eval loss", report["eval_loss"]], ["tokens/s", report["tokens_per_second"]],
@@ -150,7 +150,7 @@ def _stage_recipe(cfg: Any) -> tuple[str, list[str]]:
 def run_sft(ctx) -> Any:
     """Stage ``sft``: train on ``DIR/sft`` with ``DIR/tokenizer``; the checkpoint goes to ``student``.
 
-    Funnel: input = sft rows, output = rows trained, dropped = {heldout, too_long}.
+    Funnel: input = sft rows, output = rows trained, dropped = {held_out, too_long}.
     """
     from synth.engine.stage import StageResult
 
@@ -158,7 +158,7 @@ def run_sft(ctx) -> Any:
     report = run_recipe(recipe, ctx.store.root, ctx.out("student"), overrides)
     f = report["funnel"]
     keep = ("first_loss", "final_loss", "eval_loss", "tokens_per_second", "padding_fraction",
-            "trained_token_fraction", "n_heldout_questions", "global_steps")
+            "trained_token_fraction", "n_held_out_questions", "global_steps")
     extra = {k: report[k] for k in keep}
     extra.update(batching=report["batching"]["mode"], recipe=str(recipe),
                  mask={k: report["mask"][k] for k in ("tool_tokens_trained", "eot_untrained_turns")})

@@ -76,10 +76,24 @@ class LogLines:
         self.prefix = prefix
         self.bar = None
 
-    # TrainerCallback's hooks, without subclassing it (transformers is imported only when training starts).
+    # TrainerCallback's hooks, without subclassing it (transformers is imported only when training starts):
+    # each one is spelt out, so a hook transformers adds, or a misspelt one, fails loudly instead of passing
+    # as a silent no-op (tests/sft/test_train_logging.py checks the names against TrainerCallback's).
+    HOOKS = ("on_init_end", "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_step_begin",
+             "on_pre_optimizer_step", "on_optimizer_step", "on_substep_end", "on_step_end", "on_evaluate",
+             "on_predict", "on_save", "on_log", "on_prediction_step", "on_push_begin")
+
+    def _ignore(self, args, state, control, **kw) -> None:
+        """A hook LogLines has nothing to say on."""
+
+    on_init_end = on_epoch_begin = on_epoch_end = on_step_begin = _ignore
+    on_pre_optimizer_step = on_optimizer_step = on_substep_end = on_evaluate = _ignore
+    on_predict = on_save = on_prediction_step = on_push_begin = _ignore
+
     def __getattr__(self, name: str):
         if name.startswith("on_"):
-            return lambda *a, **kw: None
+            raise AttributeError(f"LogLines has no trainer hook {name!r}: a callback event it does not know "
+                                 f"(known: {', '.join(self.HOOKS)}); add it to LogLines")
         raise AttributeError(name)
 
     def on_train_begin(self, args, state, control, **kw) -> None:
@@ -257,13 +271,47 @@ def _check_pinned(tokenizer, script_args) -> None:
                     len(tokenizer))
 
 
-def prepare(script_args, training_args, model_args) -> dict[str, Any]:
-    """Load the tokenizer, template and rows; check masks; split. Returns what :func:`main` trains on."""
+@dataclass
+class Prepared:
+    """What :func:`prepare` found: the tokenizer with its training template, the checked and split rows,
+    and the two settings the trainer must take from them (:meth:`configure`)."""
+
+    tokenizer: Any
+    template_name: str
+    eot: str  # the template's end-of-turn token (trained on every assistant turn)
+    table: str
+    tokenizer_path: str
+    mask_report: dict[str, Any]
+    held_out: list[str]  # question ids held out for evaluation
+    funnel: dict[str, Any]  # rows in, rows trained, rows dropped by reason (held_out, too_long)
+    train: Any  # datasets.Dataset of messages, input_ids, assistant_masks
+    eval: Any | None
+    train_tokens: int
+    train_trained: int
+    eos_token: str | None  # set on the trainer when it differs from the tokenizer's own eos (None: keep it)
+    assistant_only_loss: bool  # False when the template has no generation markers (masks travel in a column)
+
+    def configure(self, training_args) -> None:
+        """Set the trainer's ``eos_token`` and ``assistant_only_loss`` to what the template needs.
+
+        TRL moves the eos onto the tokenizer and the model configs, so generation stops at the turn's end;
+        with a template without ``{% generation %}`` markers the masks derived from prefix renders travel in
+        the ``assistant_masks`` column, which TRL applies whatever ``assistant_only_loss`` says; left on, TRL
+        would look for a marked template of its own and fail on a family it does not know.
+        """
+        if self.eos_token is not None:
+            training_args.eos_token = self.eos_token
+        training_args.assistant_only_loss = self.assistant_only_loss
+
+
+def prepare(script_args, training_args, model_args) -> Prepared:
+    """Load the tokenizer, template and rows; check masks; split.  Returns what :func:`main` trains on and
+    changes none of its arguments (:meth:`Prepared.configure` applies what the trainer needs)."""
     from synth.tokenizer.tokens import load_tokenizer
 
     from synth.tokenizer.chat_templates import has_generation_markers, resolve_template, stop_tokens
     from sft.masking import raise_on_failure, validate, write_report
-    from sft.rows import heldout_questions, load_sft_dataset
+    from sft.rows import held_out_questions, load_sft_dataset
 
     table, tok_path = _paths(script_args, model_args)
     if Path(training_args.output_dir).is_symlink():
@@ -289,18 +337,16 @@ def prepare(script_args, training_args, model_args) -> dict[str, Any]:
     if eos != eot:
         log.warning("eos_token %r is not the end-of-turn token %r of chat template %s: the model learns to end "
                     "turns with %r, so generation that stops only at %r runs on", eos, eot, template_name, eot, eos)
-    if tokenizer.eos_token != eos:
-        # Generation must stop at the turn's end, not the document's.  TRL moves the eos onto the tokenizer
-        # and the model configs; it is set here too so a model built from init_config starts with it.
-        training_args.eos_token = tokenizer.eos_token = eos
-    if not has_generation_markers(template) and training_args.assistant_only_loss:
-        # The masks derived from prefix renders travel in the `assistant_masks` column, which TRL applies to
-        # the labels of a tokenized dataset whatever this flag says; left on, TRL would look for a marked
-        # template of its own and fail on a family it does not know.
+    # Generation must stop at the turn's end, not the document's; the tokenizer carries it too, so a model
+    # built from init_config starts with it.
+    new_eos = eos if tokenizer.eos_token != eos else None
+    tokenizer.eos_token = eos
+    assistant_only_loss = bool(training_args.assistant_only_loss)
+    if not has_generation_markers(template) and assistant_only_loss:
         log.info("chat template %s has no {%% generation %%} markers: training on masks derived from prefix "
                  "renders", template_name)
-        training_args.assistant_only_loss = False
-    held = heldout_questions(data["question_id"], script_args.eval_fraction)
+        assistant_only_loss = False
+    held = held_out_questions(data["question_id"], script_args.eval_fraction)
     with training_args.main_process_first(desc="loss-mask check"):
         processed, mask_report = validate(data, tokenizer, template, eot, training_args.max_length,
                                           num_proc=training_args.dataset_num_proc, template_name=template_name)
@@ -314,20 +360,21 @@ def prepare(script_args, training_args, model_args) -> dict[str, Any]:
     eval_idx = [i for i, (q, t) in enumerate(zip(qids, too_long)) if q in held_set and not t]
     n_held_rows = sum(1 for q in qids if q in held_set)
     funnel = {"input": len(processed), "output": len(train_idx),
-              "dropped": {"heldout": n_held_rows, "too_long": sum(1 for q, t in zip(qids, too_long)
+              "dropped": {"held_out": n_held_rows, "too_long": sum(1 for q, t in zip(qids, too_long)
                                                                   if t and q not in held_set)}}
     if not train_idx and not script_args.validate_only:
         raise InputError(f"no rows left to train in {table}: {funnel['dropped']} (max_length "
                          f"{training_args.max_length})")
     cols = ["messages", "input_ids", "assistant_masks"]
     n_tok, n_tr = processed["n_tokens"], processed["n_trained"]
-    return {
-        "tokenizer": tokenizer, "template_name": template_name, "eot": eot, "table": str(table),
-        "tokenizer_path": tok_path, "mask_report": mask_report, "heldout": held, "funnel": funnel,
-        "train": processed.select(train_idx).select_columns(cols),
-        "eval": processed.select(eval_idx).select_columns(cols) if eval_idx else None,
-        "train_tokens": sum(n_tok[i] for i in train_idx), "train_trained": sum(n_tr[i] for i in train_idx),
-    }
+    return Prepared(
+        tokenizer=tokenizer, template_name=template_name, eot=eot, table=str(table), tokenizer_path=str(tok_path),
+        mask_report=mask_report, held_out=held, funnel=funnel,
+        train=processed.select(train_idx).select_columns(cols),
+        eval=processed.select(eval_idx).select_columns(cols) if eval_idx else None,
+        train_tokens=sum(n_tok[i] for i in train_idx), train_trained=sum(n_tr[i] for i in train_idx),
+        eos_token=new_eos, assistant_only_loss=assistant_only_loss,
+    )
 
 
 def main(script_args, training_args, model_args, collator_wrapper=PaddingCounter) -> dict:
@@ -346,8 +393,9 @@ def main(script_args, training_args, model_args, collator_wrapper=PaddingCounter
     prep = prepare(script_args, training_args, model_args)
     out = Path(training_args.output_dir)
     if script_args.validate_only:
-        return {"funnel": prep["funnel"], "mask_report": prep["mask_report"], "validate_only": True}
-    tokenizer = prep["tokenizer"]
+        return {"funnel": prep.funnel, "mask_report": prep.mask_report, "validate_only": True}
+    prep.configure(training_args)
+    tokenizer = prep.tokenizer
     attn = resolve_attn_implementation(model_args.attn_implementation)
     init = _init_config(script_args.init_config)
     if init is not None:
@@ -362,7 +410,7 @@ def main(script_args, training_args, model_args, collator_wrapper=PaddingCounter
     batching = decide_batching(script_args.batching, training_args, attn, probe)
     if script_args.compact_lm_head and training_args.device.type == "cpu":
         batching["compact_lm_head"] = compact_lm_head_on_cpu()
-    trainer = SFTTrainer(model=model, args=training_args, train_dataset=prep["train"], eval_dataset=prep["eval"],
+    trainer = SFTTrainer(model=model, args=training_args, train_dataset=prep.train, eval_dataset=prep.eval,
                          processing_class=tokenizer, peft_config=get_peft_config(model_args))
     counter = collator_wrapper(trainer.data_collator)
     trainer.data_collator = counter
@@ -371,7 +419,7 @@ def main(script_args, training_args, model_args, collator_wrapper=PaddingCounter
     train_counts = counter.snapshot()
     train_counts["parameters"] = sum(p.numel() for p in trainer.model.parameters())
     train_counts["trainable_parameters"] = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
-    eval_metrics = trainer.evaluate() if prep["eval"] is not None else {}
+    eval_metrics = trainer.evaluate() if prep.eval is not None else {}
     saved = save(trainer, tokenizer, out, merge_lora=script_args.merge_lora, base=model_args.model_name_or_path)
     report = train_report(prep, trainer, result, eval_metrics, train_counts, batching, attn, saved,
                           seconds=time.time() - t_start)

@@ -43,11 +43,11 @@ def test_eval_stage_writes_student_and_teacher_numbers(trained):
     report = json.loads((out / "eval" / "eval_report.json").read_text())
     questions = ds.dataset(out / "questions").to_table(columns=["question_id", "split"]).to_pylist()
     held = {q["question_id"] for q in questions if q["split"] == "eval"}
-    assert report["heldout_questions"] == len(held) > 0
+    assert report["held_out_questions"] == len(held) > 0
     # The eval questions never reached a training table.
     sft_ids = set(ds.dataset(out / "sft").to_table(columns=["question_id"])["question_id"].to_pylist())
     trained_on = json.loads((out / "student" / "train_report.json").read_text())
-    assert not held & sft_ids and sft_ids and not held & set(trained_on.get("heldout_question_ids") or [])
+    assert not held & sft_ids and sft_ids and not held & set(trained_on.get("held_out_question_ids") or [])
     student, teacher = report["student"], report["teacher"]
     assert student["questions"] == report["evaluated_questions"] == teacher["questions"]
     assert student["traces"] == report["evaluated_questions"] * cfg.eval.n

@@ -73,16 +73,18 @@ def test_a_template_without_markers_trains_on_derived_masks(data_dir, tmp_path):
     bare.write_text(load_template("llama3").replace("{%- generation %}", "").replace("{%- endgeneration %}", ""))
     s, t, m = _args(data_dir, tmp_path / "bare", "--chat_template", str(bare))
     prep = prepare(s, t, m)
-    assert prep["mask_report"]["ok"] and prep["mask_report"]["mask_source"] == "prefix renders"
+    assert prep.mask_report["ok"] and prep.mask_report["mask_source"] == "prefix renders"
+    assert t.assistant_only_loss and not prep.assistant_only_loss  # prepare leaves its arguments alone
+    prep.configure(t)
     assert not t.assistant_only_loss  # TRL must not swap in a template of its own; the masks are in the column
     marked = prepare(*_args(data_dir, tmp_path / "marked"))
-    assert prep["train"]["assistant_masks"] == marked["train"]["assistant_masks"]  # same masks, either way
+    assert prep.train["assistant_masks"] == marked.train["assistant_masks"]  # same masks, either way
 
-    tok = prep["tokenizer"]
+    tok = prep.tokenizer
     trainer = SFTTrainer(model=build_model(json.loads(LLAMA_INIT), tok, "sdpa", 0), args=t,
-                         train_dataset=prep["train"], processing_class=tok)
+                         train_dataset=prep.train, processing_class=tok)
     eot_id = tok.convert_tokens_to_ids("<|eot_id|>")
-    for ex, masks in zip(trainer.train_dataset, prep["train"]["assistant_masks"]):
+    for ex, masks in zip(trainer.train_dataset, prep.train["assistant_masks"]):
         assert [lab != -100 for lab in ex["labels"]] == [bool(x) for x in masks]  # TRL trains exactly the derived mask
         trained = [i for i, lab in zip(ex["input_ids"], ex["labels"]) if lab != -100]
         assert '"snippet"' not in tok.decode(trained) and eot_id in trained
@@ -95,8 +97,9 @@ def test_recipe_eos_is_honoured_and_gemma_auto_resolves(data_dir, tmp_path):
 
     s, t, m = _args(data_dir, tmp_path / "eos", "--eos_token", "<|end_of_text|>")
     prep = prepare(s, t, m)
-    assert prep["tokenizer"].eos_token == "<|end_of_text|>" and t.eos_token == "<|end_of_text|>"
-    assert prep["eot"] == "<|eot_id|>" and prep["mask_report"]["eot_untrained_turns"] == 0
+    prep.configure(t)
+    assert prep.tokenizer.eos_token == "<|end_of_text|>" and t.eos_token == "<|end_of_text|>"
+    assert prep.eot == "<|eot_id|>" and prep.mask_report["eot_untrained_turns"] == 0
 
     # A Gemma tokenizer whose own template has no markers: auto picks the shipped gemma3 template, and the
     # end of turn is <end_of_turn>, whatever the eos (<eos>).
@@ -105,6 +108,8 @@ def test_recipe_eos_is_honoured_and_gemma_auto_resolves(data_dir, tmp_path):
     family_tokenizer("gemma3", own).save_pretrained(str(gemma))
     s, t, m = _args(data_dir, tmp_path / "gemma_out", "--tokenizer_path", str(gemma), "--chat_template", "auto")
     prep = prepare(s, t, m)
-    assert prep["template_name"] == "gemma3" and prep["eot"] == "<end_of_turn>"
-    assert prep["tokenizer"].eos_token == "<end_of_turn>" and t.eos_token == "<end_of_turn>"
-    assert prep["mask_report"]["ok"] and prep["mask_report"]["tool_tokens_trained"] == 0
+    assert t.eos_token is None  # untouched until configured
+    prep.configure(t)
+    assert prep.template_name == "gemma3" and prep.eot == "<end_of_turn>"
+    assert prep.tokenizer.eos_token == "<end_of_turn>" and t.eos_token == "<end_of_turn>"
+    assert prep.mask_report["ok"] and prep.mask_report["tool_tokens_trained"] == 0

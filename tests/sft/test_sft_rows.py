@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from synth.tokenizer.chat_templates import load_template, resolve_template
-from sft.rows import heldout_questions, heldout_score, load_sft_dataset, parse_tools
+from sft.rows import held_out_questions, held_out_score, load_sft_dataset, parse_tools
 from helpers.sftrows import make_rows, write_sft_table
 from synth.engine.errors import InputError
 from synth.tools.schema import tool_schemas_json
@@ -95,16 +95,16 @@ def test_resolve_template(tok):
     assert resolve_template("auto", tok2)[0] == "qwen2.5"  # ... gets hopforge's training variant
 
 
-def test_heldout_split_is_by_question_hash():
+def test_held_out_split_is_by_question_hash():
     ids = [f"q{i:04d}" for i in range(2000)]
-    held = heldout_questions(ids, 0.1)
+    held = held_out_questions(ids, 0.1)
     assert 150 < len(held) < 250
-    assert held == heldout_questions(list(reversed(ids)) + ids[:50], 0.1)  # order and duplicates do not matter
-    assert all(heldout_score(q) < 0.1 for q in held)
-    assert heldout_questions(ids, 0.0) == [] and heldout_questions(["a"], 0.5) == []
-    small = heldout_questions(["a", "b", "c"], 0.01)
+    assert held == held_out_questions(list(reversed(ids)) + ids[:50], 0.1)  # order and duplicates do not matter
+    assert all(held_out_score(q) < 0.1 for q in held)
+    assert held_out_questions(ids, 0.0) == [] and held_out_questions(["a"], 0.5) == []
+    small = held_out_questions(["a", "b", "c"], 0.01)
     assert len(small) == 1  # a small demo still gets one held-out question ...
-    assert len(heldout_questions(["a", "b"], 0.99)) == 1  # ... and keeps one to train on
+    assert len(held_out_questions(["a", "b"], 0.99)) == 1  # ... and keeps one to train on
 
 
 def test_parse_tools_errors():

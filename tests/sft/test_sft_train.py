@@ -64,12 +64,12 @@ def test_loss_decreases_and_funnel_adds_up(run):
     f = rep["funnel"]
     assert f["input"] == 25 and f["dropped"]["too_long"] == 1  # the long row: dropped, not truncated
     assert f["output"] + sum(f["dropped"].values()) == f["input"]
-    assert f["dropped"]["heldout"] >= 1 and rep["heldout_question_ids"]
+    assert f["dropped"]["held_out"] >= 1 and rep["held_out_question_ids"]
     assert rep["eval_loss"] is not None and rep["tokens_per_second"] > 0
     assert rep["batching"]["mode"] == "one row per micro-batch" and rep["padding_fraction"] == 0.0
     assert 0 < rep["trained_token_fraction"] < 0.5
     saved = json.loads((out / "train_report.json").read_text())
-    assert saved["heldout_question_ids"] == rep["heldout_question_ids"]
+    assert saved["held_out_question_ids"] == rep["held_out_question_ids"]
     assert (out / "loss.png").stat().st_size > 1000
 
 
@@ -90,11 +90,11 @@ def test_trained_labels_match_the_checked_masks(run):
     d, out, _ = run
     s, t, m = _args(d, out / "probe", "--eval_fraction", "0")
     prep = prepare(s, t, m)
-    tok = prep["tokenizer"]
+    tok = prep.tokenizer
     cfg = SFTConfig(output_dir=str(out / "probe"), assistant_only_loss=True, max_length=3072, report_to="none",
                     bf16=False, activation_checkpointing=False)
     model = build_model(json.loads(s.init_config), tok, "sdpa", 0)
-    trainer = SFTTrainer(model=model, args=cfg, train_dataset=prep["train"], processing_class=tok)
+    trainer = SFTTrainer(model=model, args=cfg, train_dataset=prep.train, processing_class=tok)
     eot = tok.convert_tokens_to_ids("<|im_end|>")
     start = tok.convert_tokens_to_ids("<|im_start|>")
     for ex in trainer.train_dataset:
@@ -198,7 +198,7 @@ def test_student_stage_funnel(run):
     ctx = StageContext(Stage(name="student", entry=run_sft, outputs=("student",)), cfg, Store(d), "k", progress=False)
     res = run_sft(ctx)
     res.check("student")
-    assert res.input == 25 and res.dropped["too_long"] == 1 and res.dropped["heldout"] >= 1
+    assert res.input == 25 and res.dropped["too_long"] == 1 and res.dropped["held_out"] >= 1
     assert res.extra["mask"] == {"tool_tokens_trained": 0, "eot_untrained_turns": 0}
     assert (ctx.staging / "student" / "model.safetensors").exists()
     assert recipe_identity(cfg) == recipe_identity(cfg) != recipe_identity(Config())
