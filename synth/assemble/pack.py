@@ -147,9 +147,9 @@ class Packer:
     def __init__(self, cfg: AssembleConfig, counter: TokenCounter):
         self.cfg, self.counter = cfg, counter
         self.guard = cfg.slack // 4
-        self.counts: dict[str, int] = {}  # page id -> tokens of its segment (kept across passes)
-        self.texts: dict[str, tuple[str, str]] = {}  # page id -> (title, body), pages loaded this pass
-        self.empty: set[str] = set()  # pages with no text: never distractors
+        self._counts: dict[str, int] = {}  # page id -> tokens of its segment (kept across passes)
+        self._texts: dict[str, tuple[str, str]] = {}  # page id -> (title, body), pages loaded this pass
+        self._empty: set[str] = set()  # pages with no text: never distractors
         self._pre, _, self._post = cfg.doc_template.partition("{text}")
         self._extra: list[int] = [0, 0]
         self._heads: dict[str, int] = {}  # page id -> tokens of its separator + header (pages cut short)
@@ -166,24 +166,45 @@ class Packer:
         """Hold these pages' text for rendering and count the segments of those not counted before."""
         todo = []
         for pid, title, body in zip(ids, titles, bodies):
-            self.texts[pid] = (title, body)
+            self._texts[pid] = (title, body)
             if not body:
-                self.empty.add(pid)
-            if pid not in self.counts:
+                self._empty.add(pid)
+            if pid not in self._counts:
                 todo.append(pid)
         step = self.cfg.tokenize_batch
         for s in range(0, len(todo), step):
             chunk = todo[s:s + step]
-            n = self.counter.count([self.segment(*self.texts[p]) for p in chunk])
-            self.counts.update(zip(chunk, n))
+            n = self.counter.count([self.segment(*self._texts[p]) for p in chunk])
+            self._counts.update(zip(chunk, n))
+
+    def unloaded(self, ids) -> set[str]:
+        """The pages among ``ids`` whose text this pass does not hold yet."""
+        return {p for p in ids if p not in self._texts}
+
+    def mark_absent(self, ids) -> None:
+        """Pages the corpus was asked for and does not have: never candidates (a gold one drops its question)."""
+        self._empty.update(p for p in ids if p not in self._texts)
+
+    def loaded(self, pid: str) -> bool:
+        """Whether this pass holds the page (its text may be empty)."""
+        return pid in self._texts
+
+    def usable(self, pid: str) -> bool:
+        """Whether the page can be a distractor: loaded this pass, with text."""
+        return pid in self._texts and pid not in self._empty
+
+    @property
+    def pages_counted(self) -> int:
+        """Pages whose segment tokens are known (kept across passes)."""
+        return len(self._counts)
 
     def drop_texts(self) -> None:
         """Forget the page text of this pass (the counts stay)."""
-        self.texts.clear()
+        self._texts.clear()
 
     def mean_tokens(self) -> float:
         """Mean segment tokens of the pages counted so far (sizes random draws)."""
-        return sum(self.counts.values()) / len(self.counts) if self.counts else 256.0
+        return sum(self._counts.values()) / len(self._counts) if self._counts else 256.0
 
     def index_extra(self, i: int) -> int:
         """Tokens a document at position ``i`` has beyond the same document at position 1."""
@@ -210,7 +231,7 @@ class Packer:
         ``error`` is how many tokens a previous measure of this pair found beyond its
         estimate (seams that do not add up); the band is shifted by it.
         """
-        counts, extra = self.counts, self.index_extra
+        counts, extra = self._counts, self.index_extra
         hi = length - self.guard - error
         lo = length - self.cfg.slack + self.guard - error
         p = Plan(est=job.frame)
@@ -229,7 +250,7 @@ class Packer:
         for batch in (job.bm25, None):
             seq = batch if batch is not None else job.random.ids
             for pid in seq:
-                if pid in self.empty:
+                if pid in self._empty:
                     continue
                 c = counts.get(pid)
                 if c is None:  # drawn but not loaded yet: load, then plan again
@@ -261,11 +282,11 @@ class Packer:
                 # The gap is too small to hold a header and some text: give back the last whole
                 # tier-2 page and cut into a longer one instead.
                 pid = p.docs.pop()[0]
-                p.est -= self.counts[pid] + self.index_extra(last + 1)
+                p.est -= self._counts[pid] + self.index_extra(last + 1)
                 y = self._cuttable(skipped, hi - p.est - self.index_extra(last + 1))
                 if y is None:
                     p.docs.append((pid, 2))
-                    p.est += self.counts[pid] + self.index_extra(last + 1)
+                    p.est += self._counts[pid] + self.index_extra(last + 1)
             if y is not None:
                 extra = self.index_extra(len(p.docs) + 1)
                 keep = hi - p.est - extra
@@ -291,7 +312,7 @@ class Packer:
             pid = p.docs[-1][0] if p.docs and p.docs[-1][1] == 2 else None
             if pid is None or not self.cfg.truncate_fill:
                 return None
-            keep = self.counts[pid]
+            keep = self._counts[pid]
         tried[(pid, keep)] = measured
         step = target - measured
         k = keep + step
@@ -301,19 +322,19 @@ class Packer:
             while (pid, k) in tried:
                 k += d
         self._count_heads([pid])
-        if not self._heads[pid] + 2 <= k < self.counts[pid]:
+        if not self._heads[pid] + 2 <= k < self._counts[pid]:
             return None
         return Plan(docs=list(p.docs), est=p.est + k - keep, cut=(pid, k))
 
     def _count_heads(self, ids: list[str]) -> None:
         todo = [pid for pid in ids if pid not in self._heads]
-        segs = [self.cfg.doc_separator + self._pre.format(index=1, title=self.texts[pid][0]) for pid in todo]
+        segs = [self.cfg.doc_separator + self._pre.format(index=1, title=self._texts[pid][0]) for pid in todo]
         self._heads.update(zip(todo, self.counter.count(segs)))
 
     def _cuttable(self, skipped: list[str], keep: int) -> str | None:
         """The first passed-over page that, cut to ``keep`` tokens, keeps its header and some text."""
         for pid in skipped:
-            if self._heads[pid] + 2 <= keep < self.counts[pid]:
+            if self._heads[pid] + 2 <= keep < self._counts[pid]:
                 return pid
         return None
 
@@ -324,11 +345,11 @@ class Packer:
         Returns (prompt, documents in prompt order, their segment tokens, whether a page was cut).
         """
         docs = list(plan.docs)
-        bodies = {pid: self.texts[pid][1] for pid, _ in docs}
+        bodies = {pid: self._texts[pid][1] for pid, _ in docs}
         cut_id, cut = None, False
         if plan.cut is not None:
             cut_id, keep = plan.cut
-            title, body = self.texts[cut_id]
+            title, body = self._texts[cut_id]
             seg = self.segment(title, body)
             start = len(self.cfg.doc_separator) + len(self._pre.format(index=1, title=title))
             end = self.counter.cut(seg, keep)
@@ -341,8 +362,8 @@ class Packer:
         fmt = self.cfg.doc_template.format
         tokens = []
         for i, (pid, _) in enumerate(docs, 1):
-            parts.append(fmt(index=i, title=self.texts[pid][0], text=bodies[pid]))
-            n = plan.cut[1] if cut and pid == cut_id else self.counts[pid]
+            parts.append(fmt(index=i, title=self._texts[pid][0], text=bodies[pid]))
+            n = plan.cut[1] if cut and pid == cut_id else self._counts[pid]
             tokens.append(n + self.index_extra(i))
         parts.append(self.tail(job))
         return self.cfg.doc_separator.join(parts), docs, tokens, cut

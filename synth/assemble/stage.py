@@ -134,11 +134,10 @@ class Assembler:
 
     def load(self, ids) -> None:
         """Make the text (and count) of these pages available to the packer."""
-        todo = {p for p in ids if p not in self.packer.texts}
+        todo = self.packer.unloaded(ids)
         for batch in self.corpus.load(todo):
             self.packer.add_pages(*batch)
-        # A page the corpus does not have is never a candidate (and a gold one drops its question).
-        self.packer.empty.update(p for p in todo if p not in self.packer.texts)
+        self.packer.mark_absent(todo)
 
     def neighbours(self, question: str, exclude: list[str]) -> list[str]:
         """BM25 neighbours of the question text, excluded pages masked."""
@@ -162,13 +161,13 @@ class Assembler:
             jobs.append(Job(q["question_id"], q["question"], q["answer"], list(q["answer_aliases"] or []),
                             gold, t1, bm, stream))
         self.load({p for j in jobs for p in (*j.gold, *j.tier1, *j.bm25)})
-        texts, empty = self.packer.texts, self.packer.empty
+        usable = self.packer.usable
         for j in jobs:
-            if any(g not in texts for g in j.gold):
+            if not all(self.packer.loaded(g) for g in j.gold):
                 j.gold = []
-            self.stats["tier1_unusable"] += sum(p not in texts or p in empty for p in j.tier1)
-            j.tier1 = [p for p in j.tier1 if p in texts and p not in empty]
-            j.bm25 = [p for p in j.bm25 if p in texts and p not in empty]
+            self.stats["tier1_unusable"] += sum(not usable(p) for p in j.tier1)
+            j.tier1 = [p for p in j.tier1 if usable(p)]
+            j.bm25 = [p for p in j.bm25 if usable(p)]
         self.packer.frames(jobs)
         return jobs
 
@@ -222,12 +221,12 @@ class Assembler:
                     self.stats["tokens"] += n
                     yield "row", self._row(job, length, prompt, docs, toks, p.cut[0] if cut else None, n)
                 elif n > length and p.gold_only:
-                    yield "gold_too_long", self._reject(job, length, "gold_too_long", n)
+                    yield "gold_too_long", self.reject(job, length, "gold_too_long", n)
                 elif n < lo and p.exhausted:
-                    yield "underfilled", self._reject(job, length, "underfilled", n)
+                    yield "underfilled", self.reject(job, length, "underfilled", n)
                 elif attempt == MAX_ATTEMPTS - 1:
                     reason = "underfilled" if n < lo else "no_fit"
-                    yield reason, self._reject(job, length, reason, n)
+                    yield reason, self.reject(job, length, reason, n)
                 else:
                     self.stats["retries"] += 1
                     fixed = self.packer.adjust(p, n, length - cfg.slack // 2, tried)
@@ -246,7 +245,12 @@ class Assembler:
             "answer_aliases": job.answer_aliases, "split": "sft",
         }
 
-    def _reject(self, job: Job, length: int, reason: str, n: int | None) -> dict:
+    def end_pass(self) -> None:
+        """Forget this pass's page text; token counts carry over to the next pass."""
+        self.packer.drop_texts()
+
+    def reject(self, job: Job, length: int, reason: str, n: int | None) -> dict:
+        """The ``rejects/assemble`` record of a (question, length) pair that makes no row."""
         detail = f"L={length} slack={self.cfg.slack} measured={n}" if n is not None else f"L={length}"
         return {"record_id": f"{job.question_id}-{length}", "source_id": job.question_id, "reason": reason,
                 "detail": detail, "raw": None}
@@ -286,7 +290,7 @@ def run_assemble(ctx: StageContext) -> StageResult:
                         pairs.append((job, length))
                     else:
                         dropped["missing_gold"] += 1
-                        rejects.write([asm._reject(job, length, "missing_gold", None)])
+                        rejects.write([asm.reject(job, length, "missing_gold", None)])
                         bar.update(1)
             asm.prefetch(pairs)
             for batch in _chunks(pairs, cfg.verify_batch):
@@ -300,7 +304,7 @@ def run_assemble(ctx: StageContext) -> StageResult:
                 out.write(rows)
                 n_rows += len(rows)
                 bar.update(len(batch))
-            asm.packer.drop_texts()
+            asm.end_pass()
     out.close()
     rejects.close()
     st = asm.stats
@@ -309,7 +313,7 @@ def run_assemble(ctx: StageContext) -> StageResult:
         "accepted_from": source,
         "questions": len(questions),
         "tokens": st["tokens"],
-        "pages_counted": len(asm.packer.counts),
+        "pages_counted": asm.packer.pages_counted,
         "corpus_scans": corpus.loads,
         "rows_cut": st["rows_cut"],
         "retries": st["retries"],
