@@ -9,10 +9,10 @@ the gold path, or a teacher's memory).  The rule, for every tool call in order:
   call.  Observations are read as their JSON values (titles, snippets, page text, page
   ids), except an error observation and the echo of a ``find`` pattern, which only
   repeat the agent's own words.  The system prompt and the agent's own text do not count.
-* Words are compared as the index compares them: terms of :func:`synth.tools.text.analyze`
+* Words are compared as the index compares them: terms of :func:`synth.tools.analysis.analyze`
   (lowercase, ASCII folding, English stemming), so "Resins" grounds "resin".
 * A **search** is grounded when at least ``filters.min_grounding`` of its query's content
-  terms (:func:`synth.tools.text.query_terms`: distinct terms, stop words dropped unless
+  terms (:func:`synth.tools.analysis.query_terms`: distinct terms, stop words dropped unless
   nothing else is left) are terms of the seen text.  A query with no terms is grounded.
 * An **open** or a **find** is grounded when its page was seen: its argument is a page id
   shown in an earlier observation, or its terms (a title, or the last part of a
@@ -36,7 +36,7 @@ from urllib.parse import unquote
 
 from synth.engine.records import Trace
 from synth.engine.conversation import Conversation, ToolCall, parse_conversation
-from synth.tools.text import analyze, query_terms
+from synth.tools.analysis import analyze, query_terms
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
 from filters.config import FiltersConfig

@@ -35,7 +35,7 @@ from typing import Any
 
 from synth.assemble.config import AssembleConfig
 from synth.engine.errors import InputError
-from synth.tools.text import render_paragraph  # the one place KILT markup becomes Markdown (the tools show the same)
+from synth.tools.analysis import render_paragraph  # the one place KILT markup becomes Markdown (the tools show the same)
 
 _DUMMY_TITLE, _DUMMY_TEXT = "Title", "Text."
 

@@ -95,7 +95,7 @@ class DepthMeter:
 
     def top(self, text: str) -> list[str] | None:
         """The top ``k`` of one search (None: the query has no terms)."""
-        from synth.tools.text import query_terms, title_key
+        from synth.tools.analysis import query_terms, title_key
 
         terms = query_terms(text)
         if not terms:

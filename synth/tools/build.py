@@ -17,7 +17,7 @@ has them, each target once: ``open`` lists those whose anchor its window shows, 
 shows a page's links.  They come from ``corpus/links`` (joined with the target titles in
 DuckDB, which spills past its memory limit), so a link the ingest could not resolve is none.
 
-Positions are not indexed: queries are bags of words (see :mod:`synth.tools.text`),
+Positions are not indexed: queries are bags of words (see :mod:`synth.tools.analysis`),
 so positions would only double the index and its build time.  The body is the
 paragraphs rendered as the agent reads them (Markdown), joined by ``PARA_SEP``
 (an ASCII record separator, which the tokenizer treats as a break): one string
@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import tantivy
 
-from synth.tools.text import ANALYZER_NAME, MAX_TOKEN_CHARS, analyzer, render_paragraph, title_key
+from synth.tools.analysis import ANALYZER_NAME, MAX_TOKEN_CHARS, analyzer, render_paragraph, title_key
 from synth.engine.store import atomic_write_json
 
 FORMAT = 2  # bump when the schema, the analyzer or the rendering changes

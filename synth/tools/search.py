@@ -15,7 +15,7 @@ speed (``bench/search.py`` measures it against rank-bm25) and because it fits a
 * a searcher is immutable and safe to share between threads, so one open index
   serves every concurrent rollout of a process.
 
-Queries never go through tantivy's query parser: :func:`~synth.tools.text.query_terms`
+Queries never go through tantivy's query parser: :func:`~synth.tools.analysis.query_terms`
 turns any string into index terms with the index's own analyzer, so quotes,
 colons, ``AND OR NOT`` and brackets are just characters and cannot raise.  Each
 term is a ``Should`` clause on ``title`` (boosted) and ``body``; a query equal to
@@ -37,7 +37,7 @@ import tantivy
 
 from synth.tools.build import FORMAT, META_FILE, PARA_SEP, build_index
 from synth.tools.snippet import best_paragraph, match_spans
-from synth.tools.text import ANALYZER_NAME, analyzer, clean_text, query_terms, snippet_window, title_key
+from synth.tools.analysis import ANALYZER_NAME, analyzer, clean_text, query_terms, snippet_window, title_key
 from synth.engine.store import MissingInput
 
 TITLE_BOOST = 2.0  # a query term in the title counts twice as much as one in the body

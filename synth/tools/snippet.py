@@ -23,7 +23,7 @@ import unicodedata
 
 import tantivy
 
-from synth.tools.text import analyze
+from synth.tools.analysis import analyze
 
 K1, B = 1.2, 0.75  # the usual BM25 parameters (tantivy ranks pages with the same)
 _WORD_TAIL = re.compile(r"[^\W_]*")

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from urllib.parse import unquote
 
 from synth.tools.search import SearchIndex
-from synth.tools.text import clean_text, page_text
+from synth.tools.analysis import clean_text, page_text
 from synth.tools.config import ToolsConfig
 from synth.tools.schema import tool_schemas
 

@@ -31,7 +31,7 @@ from synth.engine.seeding import derive_seed
 from synth.teacher.oracle.memory import FLOOR, STRONG, TITLES_K, Cand, Memory, Persona, read_steps, remembered
 from synth.teacher.oracle.phrases import say
 from synth.teacher.oracle.reading import excerpt
-from synth.tools.text import title_key
+from synth.tools.analysis import title_key
 
 _TURNS = re.compile(r"at most (\d+) turns")
 

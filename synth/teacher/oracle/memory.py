@@ -32,7 +32,7 @@ from synth.teacher.oracle.pages import PageView
 from synth.teacher.oracle.reading import QuestionView, contains_name, term_seq
 from synth.text.clues import definition, relation_holds
 from synth.text.question_text import content_words
-from synth.tools.text import title_key
+from synth.tools.analysis import title_key
 
 MAX_WINDOWS = 3  # windows of the current page read for its links
 MAX_SEARCHES = 3  # searches per hop

@@ -7,7 +7,7 @@ start entity by its exact title, then one sentence per hop gives that hop's clue
 order, and the last sentence asks for the final entity.  A clue is a blurry description of
 the next page, checked against what a page says it is (:mod:`synth.text.clues`); words for
 queries and for naming pages are compared as the index compares them
-(:func:`synth.tools.text.analyze`: lowercase, ASCII folding, English stemming).
+(:func:`synth.tools.analysis.analyze`: lowercase, ASCII folding, English stemming).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from functools import lru_cache
 from synth.teacher.oracle.frames import CONNECTORS
 from synth.text.clues import head_noun, keywords, matches
 from synth.text.question_text import PUZZLE, content_words
-from synth.tools.text import STOP_WORDS, analyze, query_terms
+from synth.tools.analysis import STOP_WORDS, analyze, query_terms
 
 PREFIX = 5  # letters two long terms must share to count as one word (stems of one family)
 # A word: letters or digits, with inner apostrophes, hyphens and periods ("O'Brien", "0-1", "U.S").

@@ -15,7 +15,7 @@ from flows.config import load_config
 from synth.engine.records import Hop, Question, Trace, Walk
 from synth.engine.runner import run_stage
 from synth.rollout.loop import PLACEHOLDER
-from synth.tools.text import analyze, query_terms
+from synth.tools.analysis import analyze, query_terms
 from flows.stages import INDEX, ROLLOUT
 
 

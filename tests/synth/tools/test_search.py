@@ -10,7 +10,7 @@ from flows.config import load_config
 from synth.engine.runner import run_stage
 from synth.engine.stage import Stage
 from synth.tools.search import IndexNotFound, SearchIndex, build_index
-from synth.tools.text import query_terms, render_paragraph, snippet_window, title_key
+from synth.tools.analysis import query_terms, render_paragraph, snippet_window, title_key
 from synth.engine.store import Store
 
 

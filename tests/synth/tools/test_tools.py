@@ -6,7 +6,7 @@ import pytest
 from helpers.searchcorpus import build_test_index
 
 from synth.tools.search import SearchIndex
-from synth.tools.text import page_text
+from synth.tools.analysis import page_text
 from synth.tools.toolbox import Toolbox, is_shortcut, run_find, run_open, text_window
 from synth.tools.config import ToolsConfig
 from synth.tools.schema import TOOL_SCHEMAS, tool_schemas, tool_schemas_json

@@ -1,4 +1,5 @@
-"""Text handling shared by the index, the tools and the snippets.
+"""Text analysis shared by the index, the tools and the snippets (as a search engine means it: the analyzer,
+the markup rendering and the snippet windows; :mod:`synth.text` is about the language of questions and answers).
 
 * **One analyzer** (:func:`analyzer`) tokenizes the index and every query:
   tantivy's simple tokenizer (split on non-alphanumeric characters), long-token
