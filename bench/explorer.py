@@ -107,7 +107,7 @@ def generate(root: Path, n_q: int, per_q: int, seed: int = 7) -> dict:
                  "paragraph": f"{titles[a]} {_text(rng, 18)} It is linked to {titles[b]}, {_text(rng, 14)}"}
                 for a, b in zip(path, path[1:])]
         buf["walks"].append({"walk_id": walk_id, "path": [pid[p] for p in path], "titles": pt, "hops": hops,
-                             "start_index": i})
+                             "slot": i})
         text = f"Start at the article {pt[0]}. " + " ".join(
             f"Then the page says \"{_text(rng, 8)[:-1]} ___ {rng.choice(WORDS)}\"; follow the blank." for _ in range(k)) + \
             " Which page does the last link open?"
@@ -120,7 +120,7 @@ def generate(root: Path, n_q: int, per_q: int, seed: int = 7) -> dict:
             continue
         split = rng.choices(("sft", "rl", "eval"), (8, 1, 1))[0]
         buf["questions"].append({
-            "question_id": qid, "kind": "walk", "walk_id": walk_id, "path": [pid[p] for p in path], "titles": pt,
+            "question_id": qid, "kind": "walk", "source_id": walk_id, "path": [pid[p] for p in path], "titles": pt,
             "question": text, "answer": pt[-1], "answer_aliases": [], "answer_page_id": pid[path[-1]],
             "hops": [{"sub_question": f"Which page does {pt[j]} link in the clue?", "bridge": pt[j + 1],
                       "page_id": pid[path[j + 1]]} for j in range(k)],

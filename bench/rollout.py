@@ -236,7 +236,7 @@ def questions(titles: list[str], n: int) -> list:
     out = []
     for i in range(n):
         a, b = i % len(titles), (i * 7 + 3) % len(titles)
-        out.append(Question(question_id=f"q{i}", kind="walk", walk_id=f"w{i}", path=[f"p{a}", f"p{b}"],
+        out.append(Question(question_id=f"q{i}", kind="walk", source_id=f"w{i}", path=[f"p{a}", f"p{b}"],
                             titles=[titles[a], titles[b]], question=f"Which page follows {titles[a]} and then "
                             f"{titles[b]} in the chain of related topics?", answer=titles[b], answer_aliases=[],
                             answer_page_id=f"p{b}", hops=[], teacher_model="m", prompt_sha="x", seed=i,

@@ -128,6 +128,7 @@ class Record:
 
     SCHEMA: ClassVar[pa.Schema]
     NESTED: ClassVar[dict[str, type]] = {}
+    RENAMED: ClassVar[dict[str, str]] = {}  # old column name -> field: rows written before a rename still read
 
     def to_row(self) -> dict[str, Any]:
         """The record as a table row (nested dataclasses as dicts)."""
@@ -136,6 +137,8 @@ class Record:
     @classmethod
     def from_row(cls, row: dict[str, Any]):
         """The record of a table row (as ``to_pylist`` gives it)."""
+        if cls.RENAMED and any(old in row for old in cls.RENAMED):
+            row = {cls.RENAMED.get(k, k): v for k, v in row.items()}
         # A column a record gained later (with a default) may be missing from a row written before it.
         kw = {f.name: row[f.name] if f.name in row or f.default is MISSING else f.default
               for f in fields(cls)}  # type: ignore[arg-type]
@@ -152,11 +155,13 @@ class Record:
 class Walk(Record):
     """A k-hop entity path ``P = [v0..vk]`` with the evidence of each hop."""
 
+    RENAMED = {"start_index": "slot"}
+
     walk_id: str
     path: list[str]
     titles: list[str]
     hops: list[Evidence]  # k hops, hop i links path[i] -> path[i+1]
-    start_index: int  # walker slot that produced it (reproducibility)
+    slot: int  # walker slot that produced it (reproducibility); a subgraph's slot is the same idea
 
 
 @record
@@ -168,7 +173,7 @@ class Subgraph(Record):
     nodes: list[str]
     titles: list[str]
     edges: list[Evidence]  # every edge of the induced subgraph
-    slot: int
+    slot: int  # expansion slot that produced it (reproducibility), as a walk's
 
 
 @dataclass(slots=True)
@@ -187,9 +192,11 @@ HOP_TYPE = struct_of(Hop)
 class Question(Record):
     """A verified multi-hop question through every entity of ``path``, with its provenance."""
 
+    RENAMED = {"walk_id": "source_id"}
+
     question_id: str
     kind: str  # "walk" or "subgraph"
-    walk_id: str  # the walk (or subgraph) the question was written from
+    source_id: str  # the walk_id or subgraph_id the question was written from
     path: list[str]  # page ids of the gold chain, in order; the last one is the answer page
     titles: list[str]
     question: str

@@ -290,9 +290,11 @@ def _reusable(ctx: StageContext, graph: CSRGraph, allowed: np.ndarray, paths: np
     cfg = ctx.cfg.walk
     if not ctx.store.exists("walks"):
         return 0, 0
-    old = ctx.store.read("walks", columns=["path", "start_index"])
+    # A walks table written before the column was named `slot` calls it `start_index`.
+    slot = "slot" if "slot" in ctx.store.dataset("walks").schema.names else "start_index"
+    old = ctx.store.read("walks", columns=["path", slot])
     lengths = pc.list_value_length(old.column("path")).to_numpy()
-    slots = old.column("start_index").to_numpy()
+    slots = old.column(slot).to_numpy()
     fits = (lengths == cfg.hops + 1) & (slots < paths.shape[0])
     old = old.filter(pa.array(fits))
     slots = slots[fits]
@@ -379,7 +381,7 @@ def _write(ctx: StageContext, graph: CSRGraph, paths: np.ndarray, slots: np.ndar
             "path": pa.ListArray.from_arrays(offsets, ids),
             "titles": pa.ListArray.from_arrays(offsets, titles),
             "hops": pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32) * hops), to_structs(ev)),
-            "start_index": pa.array(slots[lo:lo + EVIDENCE_CHUNK], pa.int64()),
+            "slot": pa.array(slots[lo:lo + EVIDENCE_CHUNK], pa.int64()),
         }))
     writer.close()
     return unverified

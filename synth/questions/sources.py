@@ -111,7 +111,7 @@ def parse_question(src: Source, reply: Any, qcfg, teacher_model: str,
     if not qcfg.min_words <= n_words <= qcfg.max_words:
         return None, "length", f"{n_words} words, allowed {qcfg.min_words}..{qcfg.max_words}"
     question = Question(
-        question_id=src.question_id, kind=src.kind, walk_id=src.source_id,
+        question_id=src.question_id, kind=src.kind, source_id=src.source_id,
         path=[e["page_id"] for e in chain], titles=[e["title"] for e in chain], question=q.strip(),
         answer=target["title"], answer_aliases=all_aliases, answer_page_id=target["page_id"],
         hops=[Hop(h["sub_question"], e["title"], e["page_id"]) for h, e in zip(hops, chain[1:])],

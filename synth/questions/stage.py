@@ -127,7 +127,7 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
             norm = normalize_answer(q.question)
             if norm in seen:
                 dropped["duplicate"] += 1
-                rejects.append({"record_id": q.question_id, "source_id": q.walk_id, "reason": "duplicate",
+                rejects.append({"record_id": q.question_id, "source_id": q.source_id, "reason": "duplicate",
                                 "detail": "same question as an earlier one", "raw": q.question})
                 continue
             seen.add(norm)

@@ -468,7 +468,7 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
     need: dict[str, list[int]] = defaultdict(list)  # walk or subgraph id -> positions that show it
     spill = _Spill(work / "spill", shard_size)
 
-    for rows in _batches(questions, ["question_id", "kind", "walk_id", "path", "titles", "question", "answer",
+    for rows in _batches(questions, ["question_id", "kind", "source_id", "path", "titles", "question", "answer",
                                      "answer_aliases", "answer_page_id", "hops", "teacher_model", "split",
                                      "effective_depth", "entry"], 1024):
         for r in rows:
@@ -482,7 +482,7 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
             split[p] = r["split"] or ""
             hops[p] = max(len(r["path"] or []) - 1, 0)
             depth[p] = r["effective_depth"] if r.get("effective_depth") is not None else -1
-            need[r["walk_id"]].append(p)
+            need[r["source_id"]].append(p)
             if golds is not None:
                 golds[p] = [r["answer"], *(r["answer_aliases"] or [])]
             spill.add("q", p, r)
@@ -665,7 +665,7 @@ def _assemble(lines: Iterator[list], lo: int, hi: int, chain: list[str]) -> list
         d: dict[str, Any] = {"question": None, "rejected": slot["x"], "hops": [], "source": None, "traces": []}
         if q is not None:
             links = (src or {}).get("links") or []
-            d["question"] = {k: q[k] for k in ("kind", "walk_id", "question", "answer", "answer_aliases", "answer_page_id",
+            d["question"] = {k: q[k] for k in ("kind", "source_id", "question", "answer", "answer_aliases", "answer_page_id",
                                                "path", "titles", "teacher_model", "split", "effective_depth", "entry")
                              if k in q}
             d["hops"] = hop_evidence(links, q["path"] or [], q["titles"] or [], q.get("hops"))

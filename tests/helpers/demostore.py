@@ -52,7 +52,7 @@ def copy_demo_store(store, root: Path, walks: int | None = None, hops: int | Non
     if walks is not None or hops is not None:
         rows = [Walk.from_row(r) for r in pads.dataset(copy.root / "walks").to_table().to_pylist()][:walks]
         if hops is not None:
-            rows = [Walk(w.walk_id, w.path[:hops + 1], w.titles[:hops + 1], w.hops[:hops], w.start_index) for w in rows]
+            rows = [Walk(w.walk_id, w.path[:hops + 1], w.titles[:hops + 1], w.hops[:hops], w.slot) for w in rows]
         commit_stage(copy, "walks", "walks", Walk.to_table(rows), key=f"cut-{walks}-{hops}")
     return copy
 __all__ = ["ROOT", "build_demo_store", "copy_demo_store", "demo_config"]

@@ -28,7 +28,7 @@ def make_question(question_id: str = "q1", *, path: list[str] | None = None, tit
     titles = titles or ["Alpha Station", "Bravo Harbour", "Charlie (planet)", "Delta City"]
     answer = answer if answer is not None else titles[-1]
     q = Question(
-        question_id=question_id, kind="walk", walk_id=f"w-{question_id}", path=path, titles=titles,
+        question_id=question_id, kind="walk", source_id=f"w-{question_id}", path=path, titles=titles,
         question=question or f"Start from {titles[0]} and follow the links three times; which city do you reach "
         f"({question_id})?",
         answer=answer, answer_aliases=list(aliases or []), answer_page_id=path[-1],

@@ -55,7 +55,7 @@ def make_chain_store(root, n: int = 4, hops: int = 3, extra_pages: int = 0) -> S
                           "description": f"{KINDS[(c + i) % len(KINDS)]}".capitalize(), "aliases": None,
                           "wikidata_id": None, "categories": None, "url": None, "n_chars": sum(map(len, paras))})
         walks.append(Walk(walk_id=f"w{c}", path=ids, titles=[chain_title(c, i) for i in range(hops + 1)],
-                          hops=evidence, start_index=c))
+                          hops=evidence, slot=c))
     for j in range(extra_pages):
         paras = [f"Filler page {j} talks about weather, trade and {NAMES[j % len(NAMES)]} trees in general."]
         pages.append({"page_id": f"x{j}", "title": f"Filler {j}", "paragraphs": paras, "description": None,

@@ -332,7 +332,7 @@
     if (q) {
       box.appendChild(el('div', { className: 'qtext' }, q.question));
       box.appendChild(kv([['answer', q.answer], ['aliases', (q.answer_aliases || []).join(', ')],
-        ['written from', q.walk_id], ['teacher', q.teacher_model], ['effective depth', depthText(q)]]));
+        ['written from', q.source_id], ['teacher', q.teacher_model], ['effective depth', depthText(q)]]));
     }
     if (x) {
       box.appendChild(el('p', { className: 'warn' }, 'Dropped by the questions stage: ' + x.reason + (x.detail ? ' — ' + x.detail : '')));

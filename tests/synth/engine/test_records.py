@@ -28,6 +28,19 @@ def test_nested_fields_round_trip_through_arrow() -> None:
     assert back == q and back.hops[0].bridge == "B"
 
 
+def test_rows_written_before_a_rename_still_read() -> None:
+    """A question table from before ``walk_id`` became ``source_id`` (and a walks table from before ``slot``)."""
+    q = Question("q1", "walk", "w1", ["a", "b"], ["A", "B"], "Which?", "B", [], "b", [Hop("Which?", "B", "b")],
+                 "m", "sha", 7, "rl")
+    old = q.to_row()
+    old["walk_id"] = old.pop("source_id")
+    assert Question.from_row(old) == q
+    w = Walk("w1", ["a", "b"], ["A", "B"], [EV], 4)
+    old = w.to_row()
+    old["start_index"] = old.pop("slot")
+    assert Question.SCHEMA.names[2] == "source_id" and Walk.from_row(old).slot == 4
+
+
 def test_nested_dataclasses_match_their_struct_types() -> None:
     for cls in (Walk, Subgraph, Question):
         for name, item in cls.NESTED.items():

@@ -81,7 +81,7 @@ def test_funnel_and_ids(walked):
     assert len(set(ids)) == len(ids)
     for wid, path in zip(ids, walks.column("path").to_pylist()):
         assert wid == hashlib.sha1("\x1f".join(path).encode()).hexdigest()[:16]
-    slots = walks.column("start_index").to_pylist()
+    slots = walks.column("slot").to_pylist()
     assert slots == sorted(slots) and max(slots) < cfg.walk.num_walks
 
 
@@ -244,14 +244,22 @@ def test_no_start_page(tmp_path):
     assert store.read("walks").num_rows == 0 and store.read("walks").schema.names[0] == "walk_id"
 
 
-def test_incremental_keeps_walks_that_still_hold(tmp_path):
+@pytest.mark.parametrize("legacy", [False, True])
+def test_incremental_keeps_walks_that_still_hold(tmp_path, legacy):
     cfg = Config()
     cfg.walk.num_walks, cfg.walk.hops, cfg.walk.incremental = 100, 3, True
     cfg.walk.max_answer_repeats, cfg.walk.max_bridge_repeats = 2, 4  # reused walks are kept whatever the caps
     edges = random_edges(60, 400, seed=5)
     store = build(tmp_path, edges, cfg)
     run_stage(WALKS, cfg, store, progress=False)
-    old = {r["start_index"]: r["path"] for r in store.read("walks").to_pylist()}
+    old = {r["slot"]: r["path"] for r in store.read("walks").to_pylist()}
+    if legacy:  # a walks table written before the column was named `slot`
+        import pyarrow.parquet as pq
+
+        for f in sorted(store.path("walks").resolve().rglob("*.parquet")):
+            t = pq.read_table(f)
+            pq.write_table(t.rename_columns(["start_index" if n == "slot" else n for n in t.column_names]), f)
+        assert "start_index" in store.read("walks").schema.names
     # Drop a quarter of the links and rebuild: walks that used them must go, the others stay.
     kept_edges = edges[: 3 * len(edges) // 4]
     pages, links = make_corpus(kept_edges, pages=[p for e in edges for p in e])
@@ -261,7 +269,7 @@ def test_incremental_keeps_walks_that_still_hold(tmp_path):
     g = open_graph(store)
     still = {s for s, p in old.items() if path_is_valid(g, node_filter(g, cfg.walk).allowed, g.nodes_of(p), True)}
     assert 0 < len(still) < len(old) and r["walks"]["reused"] == len(still)
-    new = {row["start_index"]: row["path"] for row in store.read("walks").to_pylist()}
+    new = {row["slot"]: row["path"] for row in store.read("walks").to_pylist()}
     assert all(new[s] == old[s] for s in still)
     assert r["input"] == r["output"] + sum(r["dropped"].values())
 

@@ -41,7 +41,7 @@ def build(root, pages: dict[str, tuple[str, str | None, list[str]]], links: list
     write_ingest(store, table, pa.Table.from_pylist(link_rows, schema=LINK_SCHEMA))
     if walks:
         rows = [Walk(walk_id=f"w{i}", path=list(w), titles=[pages[p][0] for p in w],
-                     hops=[evidence[(a, b)] for a, b in zip(w, w[1:])], start_index=i) for i, w in enumerate(walks)]
+                     hops=[evidence[(a, b)] for a, b in zip(w, w[1:])], slot=i) for i, w in enumerate(walks)]
         commit_stage(store, "walks", "walks", Walk.to_table(rows))
     return store
 

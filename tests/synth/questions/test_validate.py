@@ -15,7 +15,7 @@ from synth.teacher.tasks import QUESTION, Source
 
 
 def _q(path, titles, text, subs, kind="walk"):
-    return Question(question_id="q-test", kind=kind, walk_id="w0", path=path, titles=titles, question=text,
+    return Question(question_id="q-test", kind=kind, source_id="w0", path=path, titles=titles, question=text,
                     answer=titles[-1], answer_aliases=[], answer_page_id=path[-1],
                     hops=[Hop(s, t, p) for s, t, p in zip(subs, titles[1:], path[1:])], teacher_model="t",
                     prompt_sha="x", seed=0, split="sft")

@@ -31,7 +31,7 @@ def contract_question(w: Walk, split: str = "sft") -> Question:
         left, _, right = h.paragraph.partition(h.anchor_text)
         clues.append(f'Its text says "{left.strip()} ___ {right.strip().rstrip(".")}".')
     text = " ".join([f"Start from the article on {w.titles[0]}.", *clues, "Which page do you reach last?"])
-    return Question(question_id=f"q-{w.walk_id}", kind="walk", walk_id=w.walk_id, path=w.path, titles=w.titles,
+    return Question(question_id=f"q-{w.walk_id}", kind="walk", source_id=w.walk_id, path=w.path, titles=w.titles,
                     question=text, answer=w.titles[-1], answer_aliases=[], answer_page_id=w.path[-1],
                     hops=[Hop(c, t, p) for c, t, p in zip(clues, w.titles[1:], w.path[1:])],
                     teacher_model="hand", prompt_sha="-", seed=0, split=split)
