@@ -17,7 +17,7 @@ from sft.config import EvalConfig, SFTStageConfig
 from synth.assemble.config import AssembleConfig
 from synth.corpus.config import CorpusConfig
 from synth.engine import config as base
-from synth.engine.config import ConfigError, RootConfig, SynthConfig
+from synth.engine.config import ConfigError, RootConfig, RunnerConfig
 from synth.graph.config import ExpandConfig, GraphConfig, WalkConfig
 from synth.publish.config import PublishConfig
 from synth.questions.config import QuestionsConfig
@@ -38,6 +38,7 @@ class Config(RootConfig):
     """
 
     path_fields = ("corpus.source", "filters.decontaminate", "tokenizer", "sft.config")
+    renamed_sections = {"synth": "runner"}
 
     tokenizer: str = Field(
         "demo", min_length=1,
@@ -53,7 +54,7 @@ class Config(RootConfig):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
     assemble: AssembleConfig = Field(default_factory=AssembleConfig)
-    synth: SynthConfig = Field(default_factory=SynthConfig)
+    runner: RunnerConfig = Field(default_factory=RunnerConfig)
     publish: PublishConfig = Field(default_factory=PublishConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)

@@ -251,23 +251,23 @@ def _probe_tools(client, cfg, config: str | None, via: Via, env: Mapping[str, st
 
 
 def _check_runner(cfg, config: str | None, via: Via, network: bool) -> list[str]:
-    s = cfg.synth
+    s = cfg.runner
     if s.task_runner == "ray":
         import importlib.util
 
         if importlib.util.find_spec("prefect_ray") is None:
-            return ["synth.task_runner is 'ray' but prefect-ray is not installed: pip install prefect-ray "
-                    f"(or {how_to_set('synth.task_runner', 'dask', config, via)})"]
+            return ["runner.task_runner is 'ray' but prefect-ray is not installed: pip install prefect-ray "
+                    f"(or {how_to_set('runner.task_runner', 'dask', config, via)})"]
     if s.task_runner == "dask":
         import importlib.util
 
         if importlib.util.find_spec("prefect_dask") is None:
-            return ["synth.task_runner is 'dask' but prefect-dask is not installed: pip install prefect-dask"]
+            return ["runner.task_runner is 'dask' but prefect-dask is not installed: pip install prefect-dask"]
         if s.dask_address and network:
             why = _unreachable(s.dask_address)
             if why:
-                return [f"synth.dask_address {s.dask_address!r} cannot be reached ({why}): start the scheduler "
-                        f"(`dask scheduler`) or {how_to_set('synth.dask_address', 'null', config, via)} "
+                return [f"runner.dask_address {s.dask_address!r} cannot be reached ({why}): start the scheduler "
+                        f"(`dask scheduler`) or {how_to_set('runner.dask_address', 'null', config, via)} "
                         "for a local cluster"]
     return []
 

@@ -5,7 +5,7 @@ needs from outside first (:mod:`flows.preflight`: corpus source, API key, endpoi
 task runner) and fails within seconds when something is missing.  Then the child flow
 ``synth-stages`` runs the stages of :data:`flows.stages.PIPELINE` in order, one task
 each (named after the stage), with the task runner the config asks for
-(``synth.task_runner``); a flow's task runner is fixed when it starts, so the parent
+(``runner.task_runner``); a flow's task runner is fixed when it starts, so the parent
 picks it from the config and starts the child with ``.with_options(task_runner=...)``.
 
 A sharded stage (questions, rollout) submits every shard as a task (``<stage>-shard``)
@@ -44,8 +44,8 @@ USER_ERRORS = (ConfigError, InputError, MissingInput, StageFailed)  # a retry wo
 
 # ---- task runners ----------------------------------------------------------------------------
 def task_runner_for(cfg: Config):
-    """The Prefect task runner ``cfg.synth.task_runner`` names (not started yet)."""
-    s = cfg.synth
+    """The Prefect task runner ``cfg.runner.task_runner`` names (not started yet)."""
+    s = cfg.runner
     if s.task_runner == "threads":
         from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -62,8 +62,8 @@ def task_runner_for(cfg: Config):
     try:
         from prefect_ray import RayTaskRunner
     except ImportError:
-        raise ConfigError("synth.task_runner is 'ray' but prefect-ray is not installed: pip install prefect-ray "
-                          "(or set synth.task_runner to threads or dask)") from None
+        raise ConfigError("runner.task_runner is 'ray' but prefect-ray is not installed: pip install prefect-ray "
+                          "(or set runner.task_runner to threads or dask)") from None
     return RayTaskRunner()  # RAY_ADDRESS names an existing cluster; otherwise a local one starts
 
 
@@ -207,7 +207,7 @@ def synth_flow(config: str = "configs/demo.yaml", overrides: list[str] = [], out
     t0 = time.monotonic()
     cfg = load_checked(config, list(overrides), out, via="flow")  # fails here, in seconds, on a missing input
     root = Path(out).absolute()
-    logger.info("synth: config %s, out %s, task runner %s", config, root, cfg.synth.task_runner)
+    logger.info("synth: config %s, out %s, task runner %s", config, root, cfg.runner.task_runner)
     ctx = FlowRunContext.get()
     run_id = ctx.flow_run.id if ctx is not None and ctx.flow_run is not None else None
     with hopforge_logs_to_run(run_id):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import reprlib
 from pathlib import Path
 from types import UnionType
@@ -22,6 +23,8 @@ from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
+
+log = logging.getLogger("hopforge")
 
 
 def project_root() -> Path | None:
@@ -102,8 +105,9 @@ def operational(description: str, default: Any = ..., **kw: Any) -> Any:
     return Field(default, description=description, json_schema_extra={"operational": True}, **kw)
 
 
-class SynthConfig(Section):
-    """How the runner spreads shards (``synth:``): all operational."""
+class RunnerConfig(Section):
+    """How the stage runner spreads shards and what it accepts (``runner:``, once ``synth:``): all
+    operational."""
 
     task_runner: Literal["threads", "dask", "ray"] = operational(
         "Where the Prefect flow runs shard tasks: `threads` (this process), `dask` (prefect-dask: a local "
@@ -121,6 +125,8 @@ class RootConfig(Section):
 
     # Dotted fields that hold input paths (a string or a list of strings), resolved by resolve_paths().
     path_fields: ClassVar[tuple[str, ...]] = ()
+    # Sections renamed since a release: old name -> new.  The old name keeps working, with a warning.
+    renamed_sections: ClassVar[dict[str, str]] = {}
 
     seed: int = Field(0, description="Run seed; every random choice derives from (seed, stage, record id).")
 
@@ -266,9 +272,35 @@ def _text_field(root: type[BaseModel], path: list[str]) -> bool:
     return ann is str or (get_origin(ann) in (Union, UnionType) and set(get_args(ann)) == {str, type(None)})
 
 
+def _renamed(root: type[BaseModel]) -> dict[str, str]:
+    return getattr(root, "renamed_sections", {}) if isinstance(root, type) and issubclass(root, RootConfig) else {}
+
+
+def rename_sections(root: type[BaseModel], data: dict, where: str = "config") -> dict:
+    """Move sections written under an old name (``synth:``) to their new one (``runner:``), warning once per
+    section with the new key; both names in one mapping is an error."""
+    for old, new in _renamed(root).items():
+        if old not in data:
+            continue
+        if new in data:
+            raise ConfigError(f"{where}: both '{old}:' and '{new}:' are set; '{old}' is the old name of '{new}', "
+                              f"keep only '{new}:'")
+        log.warning("%s: config section '%s:' is deprecated, it is now '%s:' (%s)", where, old, new,
+                    ", ".join(f"{old}.{k} -> {new}.{k}" for k in (data[old] or {})) or "rename the section")
+        data = {(new if k == old else k): v for k, v in data.items()}
+    return data
+
+
 def apply_overrides(root: type[BaseModel], data: dict, overrides: list[str]) -> dict:
-    """Apply ``dotted.key=value`` overrides to a raw config mapping, checking each key exists."""
+    """Apply ``dotted.key=value`` overrides to a raw config mapping, checking each key exists.  A key under a
+    renamed section (``synth.shard_workers``) sets the new one (``runner.shard_workers``), with a warning."""
+    renamed = _renamed(root)
     for item in overrides:
+        head = item.split("=", 1)[0].strip().split(".", 1)
+        if len(head) == 2 and head[0] in renamed:
+            new = f"{renamed[head[0]]}.{head[1]}"
+            log.warning("--set %s.%s: the key is deprecated, it is now '%s'", head[0], head[1], new)
+            item = new + item[item.index("="):] if "=" in item else new
         path, _ = parse_override(item, verbatim=True)
         path, value = parse_override(item, verbatim=_text_field(root, path))
         model: type[BaseModel] = root
@@ -298,6 +330,7 @@ def apply_overrides(root: type[BaseModel], data: dict, overrides: list[str]) -> 
 
 def config_from_dict(root: type[M], data: dict) -> M:
     """Validate a raw mapping into a :class:`Config`, turning pydantic errors into key-named ConfigErrors."""
+    data = rename_sections(root, data)
     _check_keys(data, root, "")
     try:
         return root.model_validate(data)
@@ -322,7 +355,7 @@ def load_config(root: type[M], path: str | Path | None, overrides: list[str] | N
             raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {p}: top level must be a mapping")
-        data = loaded
+        data = rename_sections(root, loaded, str(p))
     data = apply_overrides(root, data, list(overrides or []))
     cfg = config_from_dict(root, data)
     if isinstance(cfg, RootConfig):

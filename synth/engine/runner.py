@@ -108,7 +108,7 @@ class Pipeline:
                   executor: ShardExecutor | None = None) -> StageOutcome:
         """Run one stage unless its content key is unchanged; commit its outputs atomically.
 
-        A sharded stage runs its shards through ``executor`` (default: ``synth.shard_workers``
+        A sharded stage runs its shards through ``executor`` (default: ``runner.shard_workers``
         threads); the Prefect flow passes one that submits each shard as a task.
         """
         t0 = time.monotonic()
@@ -135,11 +135,11 @@ class Pipeline:
         finally:
             ctx.close()
         result.check(stage.name)
-        if stage.must_produce and result.input > 0 and result.output == 0 and not cfg.synth.allow_empty:
+        if stage.must_produce and result.input > 0 and result.output == 0 and not cfg.runner.allow_empty:
             top = ", ".join(f"{r} {n:,}" for r, n in sorted(result.dropped.items(), key=lambda x: -x[1])[:4])
             raise StageFailed(f"stage {stage.name}: every one of its {result.input:,} items was dropped ({top}), so "
                               f"nothing is committed; see {store.root}/.stages/{stage.name}/{key}.partial, or set "
-                              "synth.allow_empty=true to accept an empty result")
+                              "runner.allow_empty=true to accept an empty result")
         seconds = time.monotonic() - t0
         report = {
             "stage": stage.name,
@@ -206,7 +206,7 @@ class Pipeline:
         config = ctx.cfg.model_dump(mode="json")
         jobs = [ShardJob(ctx.stage.name, config, str(ctx.store.root), ctx.key, i, d, ctx.progress)
                 for i, d in enumerate(descs) if i not in done]
-        run = executor or self.thread_executor(ctx.cfg, ctx.cfg.synth.shard_workers)
+        run = executor or self.thread_executor(ctx.cfg, ctx.cfg.runner.shard_workers)
         try:
             fresh = run(jobs)
         finally:

@@ -90,3 +90,22 @@ def test_a_missing_config_file_says_where_it_looked(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="config file not found: configs/nope.yaml") as e:
         load_config("configs/nope.yaml")
     assert str(tmp_path) in str(e.value) and str(ROOT) in str(e.value)
+
+
+def test_the_old_runner_section_name_still_works_and_names_the_new_key(tmp_path, caplog):
+    p = tmp_path / "old.yaml"
+    p.write_text("synth:\n  shard_workers: 3\n  allow_empty: true\n")
+    with caplog.at_level("WARNING", logger="hopforge"):
+        cfg = load_config(p, ["synth.dask_workers=5"])
+    assert cfg.runner.shard_workers == 3 and cfg.runner.allow_empty is True and cfg.runner.dask_workers == 5
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "synth.shard_workers -> runner.shard_workers" in said and "runner.dask_workers" in said
+    new = load_config(None, ["runner.shard_workers=3", "runner.allow_empty=true", "runner.dask_workers=5"])
+    assert new.section_hash("runner") == cfg.section_hash("runner") and new.runner == cfg.runner
+
+
+def test_both_names_of_a_section_is_an_error(tmp_path):
+    p = tmp_path / "both.yaml"
+    p.write_text("synth:\n  shard_workers: 3\nrunner:\n  shard_workers: 2\n")
+    with pytest.raises(ConfigError, match="both 'synth:' and 'runner:'"):
+        load_config(p)

@@ -15,7 +15,7 @@ HOPFORGE = [sys.executable, "-m", "flows.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--set", "walk.num_walks=40", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=4",
          "--set", "rollout.n=2", "--set", "questions.shard_size=4", "--set", "rollout.shard_size=2",
-         "--set", "synth.shard_workers=2", "--until", "report"]
+         "--set", "runner.shard_workers=2", "--until", "report"]
 TABLES = ["corpus/pages", "corpus/links", "walks", "subgraphs", "questions", "rejects/questions", "traces", "sft",
           "rl_pool", "rejects/filter", "filter/verdicts"]
 

@@ -23,7 +23,7 @@ from synth.engine.store import RunLock
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--set", "walk.num_walks=12", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
          "--set", "rollout.n=2", "--set", "questions.shard_size=4", "--set", "rollout.shard_size=2",
-         "--set", "synth.shard_workers=2"]
+         "--set", "runner.shard_workers=2"]
 
 
 def hopforge(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -199,9 +199,9 @@ def test_a_stage_whose_every_item_failed_is_not_committed(tmp_path, walked):
         args = ["--out", str(out), "--set", "teacher.backend=openai", "--set", "teacher.model=m",
                 "--set", f"teacher.base_url={srv.base_url}", *SMALL]
         line = one_line_error(hopforge("questions", *args, env={"OPENAI_API_KEY": "x"}), code=1)
-        assert "every one of its" in line and "prose" in line and "synth.allow_empty" in line
+        assert "every one of its" in line and "prose" in line and "runner.allow_empty" in line
         assert "questions" not in json.loads((out / "manifest.json").read_text())["stages"]
-        r = hopforge("questions", *args, "--set", "synth.allow_empty=true", env={"OPENAI_API_KEY": "x"})
+        r = hopforge("questions", *args, "--set", "runner.allow_empty=true", env={"OPENAI_API_KEY": "x"})
         assert r.returncode == 0, r.stdout[-1500:]
     assert json.loads((out / "reports" / "questions.json").read_text())["output"] == 0
 

@@ -108,7 +108,7 @@ def test_dask_runner_gives_the_same_tables(harness, tmp_path, overrides, plain) 
 
     out = tmp_path / "dask"
     # Small shards, so questions and rollout spread over both worker processes.
-    extra = ["synth.task_runner=dask", "synth.dask_workers=2", "questions.shard_size=4", "rollout.shard_size=4"]
+    extra = ["runner.task_runner=dask", "runner.dask_workers=2", "questions.shard_size=4", "rollout.shard_size=4"]
     summary = synth_flow(config=CONFIG, overrides=[*overrides, *extra], out=str(out))
     assert summary["teacher_calls"] > 0
     for table in TABLES:
@@ -120,7 +120,7 @@ def test_shards_split_the_teacher_limits_across_processes() -> None:
     from flows.config import load_config
     from synth.engine.stage import ShardJob
 
-    cfg = load_config(CONFIG, ["teacher.concurrency=16", "teacher.rpm=600", "synth.task_runner=dask"])
+    cfg = load_config(CONFIG, ["teacher.concurrency=16", "teacher.rpm=600", "runner.task_runner=dask"])
     job = ShardJob("rollout", cfg.model_dump(mode="json"), "/tmp/x", "k", 0, {})
     split = split_teacher_limits(job, 3)
     assert split.config["teacher"]["concurrency"] == 5 and split.config["teacher"]["rpm"] == 200
@@ -128,7 +128,7 @@ def test_shards_split_the_teacher_limits_across_processes() -> None:
     assert split_teacher_limits(job, 1) is job
     assert split_teacher_limits(job, 64).config["teacher"]["concurrency"] == 1
     assert type(task_runner_for(cfg)).__name__ == "DaskTaskRunner"
-    threads = task_runner_for(load_config(CONFIG, ["synth.shard_workers=3"]))
+    threads = task_runner_for(load_config(CONFIG, ["runner.shard_workers=3"]))
     assert type(threads).__name__ == "ThreadPoolTaskRunner" and threads._max_workers == 3
 
 

@@ -64,7 +64,7 @@ def test_optional_checks_with_the_oracle(tmp_path, demo_store):
               "questions.obfuscate=true"]
     with pytest.raises(StageFailed, match=r"every one of its 12 items was dropped \(.*too_easy"):
         run_stage(QUESTIONS, demo_config(*checks), two)  # an empty result is not a finished stage...
-    cfg = demo_config(*checks, "synth.allow_empty=true")  # ...unless the config says it is fine
+    cfg = demo_config(*checks, "runner.allow_empty=true")  # ...unless the config says it is fine
     out = run_stage(QUESTIONS, cfg, two)
     assert out.report["dropped"]["too_easy"] >= 3 and out.report["output"] == 0
     # Four hops: closed-book fails, the gold pages solve it, and the rewrite blurs the start name (and must
@@ -232,7 +232,7 @@ def test_a_check_reply_cut_at_max_tokens_is_truncated_not_a_verdict(tmp_path, mo
     with serve(handler=handler) as srv:
         cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
                                  f"teacher.base_url={srv.base_url}", "teacher.model=test-model",
-                                 "teacher.max_retries=0", "teacher.timeout_s=5", "synth.allow_empty=true",
+                                 "teacher.max_retries=0", "teacher.timeout_s=5", "runner.allow_empty=true",
                                  "questions.obfuscate=true", "questions.check_closed_book=true"])
         out = run_stage(QUESTIONS, cfg, store)
         assert out.report["dropped"] == {"truncated": 4} and out.report["output"] == 0
@@ -240,7 +240,7 @@ def test_a_check_reply_cut_at_max_tokens_is_truncated_not_a_verdict(tmp_path, mo
         # obfuscation off: the solvable check's cut reply is `truncated` too, not `unsolvable`
         cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
                                  f"teacher.base_url={srv.base_url}", "teacher.model=test-model",
-                                 "teacher.max_retries=0", "teacher.timeout_s=5", "synth.allow_empty=true",
+                                 "teacher.max_retries=0", "teacher.timeout_s=5", "runner.allow_empty=true",
                                  "questions.check_solvable=true"])
         out = run_stage(QUESTIONS, cfg, store, force=True)
         assert out.report["dropped"] == {"truncated": 4}
