@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from sft.train import Prepared
+from sft.prepared import Prepared
 
 
 def loss_curve(log_history: list[dict]) -> tuple[list[dict], list[dict]]:
