@@ -156,7 +156,12 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random,
     return delay
 
 
-def parse_retry_after(headers: dict[str, str] | object, now: Callable[[], float] = time.time) -> float | None:
+def wall_clock() -> float:
+    """The time an HTTP-date ``Retry-After`` is counted from (a module function, so tests can pin it)."""
+    return time.time()
+
+
+def parse_retry_after(headers: dict[str, str] | object, now: Callable[[], float] | None = None) -> float | None:
     """Seconds from a ``retry-after-ms`` or ``Retry-After`` header (delta-seconds or an HTTP date)."""
     get = getattr(headers, "get", None)
     if get is None:
@@ -181,4 +186,4 @@ def parse_retry_after(headers: dict[str, str] | object, now: Callable[[], float]
         return None
     if when is None:
         return None
-    return max(0.0, when.timestamp() - now())
+    return max(0.0, when.timestamp() - (now or wall_clock)())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -162,10 +161,8 @@ def test_synth_flow_fails_before_any_stage(harness, tmp_path) -> None:
     out = tmp_path / "never"
     bad = ["corpus.source=null", "teacher.backend=openai", "teacher.model=qwen3",
            "teacher.api_key_env=HOPFORGE_NO_SUCH_KEY"]
-    t0 = time.monotonic()
     with pytest.raises(PreflightError) as e:
         synth_flow(config=CONFIG, overrides=bad, out=str(out))
-    assert time.monotonic() - t0 < 10
     assert "corpus.source is not set" in str(e.value) and "HOPFORGE_NO_SUCH_KEY is not set" in str(e.value)
     assert not out.exists()  # no stage started: no store, no report
 

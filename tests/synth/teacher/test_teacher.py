@@ -14,7 +14,6 @@ import random
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -110,16 +109,20 @@ def test_jitter_is_full_and_private(srv):
     assert len(set(ft.sleeps)) == 4  # jittered, not fixed
 
 
-def test_retry_after_is_never_undercut(srv):
+def test_retry_after_is_never_undercut(srv, monkeypatch):
+    import synth.teacher.limits as limits
+
     ft = FakeTime()
     t = make(srv, ft=ft, rng=Bottom(), max_retries=5)  # jitter alone would retry at once
-    date = email.utils.formatdate(time.time() + 30, usegmt=True)
+    now = 1_800_000_000.0  # the wall clock the HTTP date is read against, pinned
+    monkeypatch.setattr(limits, "wall_clock", lambda: now)
+    date = email.utils.formatdate(now + 30, usegmt=True)
     srv.push(Status(429, headers={"Retry-After": "7"}), Status(503, headers={"Retry-After": date}),
              Status(429, headers={"retry-after-ms": "1500"}))
     t.chat_sync(msgs("x"))
     assert srv.count == 4
     first, second, third = ft.sleeps
-    assert first >= 7.0 and second >= 28.0 and third >= 1.5
+    assert first >= 7.0 and second >= 30.0 and third >= 1.5
 
 
 def test_retry_after_pauses_every_request():
