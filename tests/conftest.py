@@ -14,6 +14,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
+# The RL world (a real rl_pool, the student's tokenizer): session fixtures shared by the tests of filters/
+# and of synth/tools/verl_tool.py, built only when a test asks for them.
+pytest_plugins = ["helpers.rlrun"]
+
 
 @pytest.fixture(scope="session")
 def demo_store(tmp_path_factory):

@@ -11,9 +11,9 @@ import json
 from synth.tools.schema import tool_schemas
 
 
-def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_rows, questions) -> None:
+def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_rows, rl_questions) -> None:
     for i, row in enumerate(rl_rows):
-        q = questions[row["extra_info"]["question_id"]]
+        q = rl_questions[row["extra_info"]["question_id"]]
         assert row["data_source"] == "hopforge" and row["ability"] == "multihop_search"
         assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": [q["answer"], *q["answer_aliases"]]}}
         info = row["extra_info"]
@@ -25,17 +25,17 @@ def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_rows, questions) -
         assert q["answer_page_id"] == q["path"][-1]
 
 
-def test_the_prompt_and_tools_are_those_the_sft_rows_trained_on(rl_rows, sft_rows, questions) -> None:
+def test_the_prompt_and_tools_are_those_the_sft_rows_trained_on(rl_rows, sft_rows, rl_questions) -> None:
     systems = {r["messages"][0]["content"] for r in sft_rows}
     assert len(systems) == 1 and all(r["messages"][0]["role"] == "system" for r in sft_rows)
     (system,) = systems
     for r in sft_rows:  # SFT: the system prompt, then the question as the user turn
-        assert r["messages"][1] == {"role": "user", "content": questions[r["question_id"]]["question"],
+        assert r["messages"][1] == {"role": "user", "content": rl_questions[r["question_id"]]["question"],
                                     "tool_calls": None, "tool_call_id": None, "name": None}
     sft_tools = {r["tools"] for r in sft_rows}
     assert len(sft_tools) == 1
     for row in rl_rows:
-        question = questions[row["extra_info"]["question_id"]]["question"]
+        question = rl_questions[row["extra_info"]["question_id"]]["question"]
         assert row["prompt"] == [{"role": "system", "content": system}, {"role": "user", "content": question}]
         assert row["tools"] in sft_tools
         assert json.loads(row["tools"]) == tool_schemas()  # the run's tools config is the default

@@ -34,7 +34,7 @@ from synth.tools.search import SearchIndex  # noqa: E402
 from synth.tools.server import start_server  # noqa: E402
 from synth.tools.toolbox import Toolbox  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOOLS_YAML = ROOT / "configs" / "rl" / "tools.yaml"
 RL_CONFIG_DIR = ROOT / "configs" / "rl"
 
@@ -77,7 +77,7 @@ def dataset(rl_files, tokenizer, tools_url, tmp_path):
 # ---- the dataset -----------------------------------------------------------------------------------
 
 
-def test_verl_dataset_loads_rl_pool_with_the_students_tokenizer(dataset, rl_rows, sft_rows, questions,
+def test_verl_dataset_loads_rl_pool_with_the_students_tokenizer(dataset, rl_rows, sft_rows, rl_questions,
                                                                  tokenizer) -> None:
     from verl.utils.dataset.rl_dataset import collate_fn
 
@@ -91,7 +91,7 @@ def test_verl_dataset_loads_rl_pool_with_the_students_tokenizer(dataset, rl_rows
     for i in range(len(dataset)):
         item = dataset[i]
         row = by_id[item["extra_info"]["question_id"]]
-        q = questions[row["extra_info"]["question_id"]]
+        q = rl_questions[row["extra_info"]["question_id"]]
         assert item["data_source"] == "hopforge"
         assert list(item["raw_prompt"]) == row["prompt"]
         assert item["reward_model"]["ground_truth"]["target"] == [q["answer"], *q["answer_aliases"]]
@@ -189,7 +189,7 @@ def _call(loop, name: str, args: dict, tools_kwargs: dict) -> str:
     return response.text
 
 
-def test_verl_instantiates_the_tools_and_runs_them_against_the_tool_server(tools_url, dataset, rl_rows, questions,
+def test_verl_instantiates_the_tools_and_runs_them_against_the_tool_server(tools_url, dataset, rl_rows, rl_questions,
                                                                            index) -> None:
     from verl.tools.tool_registry import initialize_tools_from_config
 
@@ -200,7 +200,7 @@ def test_verl_instantiates_the_tools_and_runs_them_against_the_tool_server(tools
     assert json.dumps(schemas, ensure_ascii=False) == rl_rows[0]["tools"]  # the SFT JSON, key for key
     loop = _tool_loop(tools)
     item = dataset[0]
-    q = questions[item["extra_info"]["question_id"]]
+    q = rl_questions[item["extra_info"]["question_id"]]
     answer_id = q["answer_page_id"]
     masked = Toolbox(index, ToolsConfig(), mask_page_ids=[answer_id])
     query = q["answer"]

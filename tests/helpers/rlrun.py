@@ -1,4 +1,4 @@
-"""Shared fixtures of the RL tests: a real ``rl_pool`` made by the pipeline, the student's tokenizer, the tool server.
+"""The RL tests' world: a real ``rl_pool`` made by the pipeline, the student's tokenizer.
 
 ``rl_run`` runs ``hopforge run --until filter`` on the embedded demo corpus (3-hop walks, the oracle
 teacher, more questions in the rl split than by default so the band holds several), exactly as a
@@ -7,7 +7,12 @@ user would, once per session: its ``rl_pool``, ``sft``, ``questions`` and ``inde
 ``<|im_end|>`` and ``<|endoftext|>`` special, ``<tool_call>`` / ``</tool_call>`` added but not special
 (they survive ``skip_special_tokens``, as in Qwen2.5), and the chat template the SFT recipe trains
 with (``chat_template: qwen2.5``), which the student checkpoint carries.
+
+The session fixtures built on them (``rl_run``, ``rl_files``, ``rl_rows``, ``sft_rows``, ``rl_questions``,
+``student_path``) are registered by ``tests/conftest.py``, so the tests of ``filters/`` (the pool, the
+reward) and of ``synth/tools/verl_tool.py`` share one run.
 """
+
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import pytest
 
 from helpers.cli import hopforge_command
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # the project
 RUN_ARGS = ["--set", "walk.num_walks=80", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
             "--set", "questions.splits={sft: 0.35, rl: 0.6, eval: 0.05}"]
 
@@ -55,7 +60,7 @@ def sft_rows(rl_run) -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def questions(rl_run) -> dict[str, dict]:
+def rl_questions(rl_run) -> dict[str, dict]:
     return {q["question_id"]: q for q in ds.dataset(rl_run / "questions").to_table().to_pylist()}
 
 
