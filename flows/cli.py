@@ -44,13 +44,11 @@ def run(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutO
     names = [s.name for s in PIPELINE]
     if until is not None and until not in names:
         raise UsageError(f"--until: unknown stage '{until}' (stages: {', '.join(names)})")
-    from flows.preflight import PreflightError, check
+    from flows.preflight import load_checked
 
     # Fail in the first seconds, naming the missing setting, rather than an hour in.
     todo = names[: names.index(until) + 1] if until else names
-    if problems := check(config, list(set_ or []), out, via="cli", stages=todo):
-        raise PreflightError(problems)
-    cfg = load(config, set_)
+    cfg = load_checked(config, list(set_ or []), out, via="cli", stages=todo)
     run_stages(todo, cfg, out, force)
 
 

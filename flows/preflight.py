@@ -9,6 +9,7 @@ looked up), so the flow and the CLI can both call it first::
 
     problems = check("configs/full.yaml", [], "data/full")
     if problems: raise PreflightError(problems)
+    cfg = load_checked("configs/full.yaml", [], "data/full")  # the same checks; the config they looked at
 
 ``via`` phrases the fixes for where the run was started: ``flow`` (``prefect deployment
 run ... --param overrides='[...]'``) or ``cli`` (``--set key=value``).
@@ -56,6 +57,14 @@ def check(config: str | Path | None, overrides: list[str] | None = None, out: st
     (from the local cache, or the Hub when it can be reached).  ``stages`` names the stages the
     run will run (default: all); the student checks apply when ``sft`` is among them.
     """
+    return checked(config, overrides, out, via=via, env=env, network=network, stages=stages)[1]
+
+
+def checked(config: str | Path | None, overrides: list[str] | None = None, out: str | Path | None = None, *,
+            via: Via = "flow", env: Mapping[str, str] | None = None, network: bool = True,
+            stages: list[str] | None = None):
+    """``(config, problems)``: the run's :class:`~flows.config.Config`, loaded once (None when it does not
+    load), and what :func:`check` finds."""
     from flows.config import load_config
 
     env = os.environ if env is None else env
@@ -63,7 +72,7 @@ def check(config: str | Path | None, overrides: list[str] | None = None, out: st
     try:
         cfg = load_config(config, list(overrides or []))
     except ConfigError as e:
-        return [f"config {cfg_name or '<defaults>'}: {e}"]
+        return None, [f"config {cfg_name or '<defaults>'}: {e}"]
     problems: list[str] = []
     problems += _check_corpus(cfg, cfg_name, via, env, network)
     problems += _check_teacher(cfg, cfg_name, via, env)
@@ -75,18 +84,16 @@ def check(config: str | Path | None, overrides: list[str] | None = None, out: st
         problems += _check_models(cfg, cfg_name, via, sft=stages is None or "sft" in stages)
     if out is not None:
         problems += _check_out(Path(out))
-    return problems
+    return cfg, problems
 
 
 def load_checked(config: str | Path | None, overrides: list[str] | None = None, out: str | Path | None = None,
                  **kw):
-    """The run's :class:`~flows.config.Config` after :func:`check`; raises :class:`PreflightError`."""
-    from flows.config import load_config
-
-    problems = check(config, overrides, out, **kw)
+    """The run's :class:`~flows.config.Config`, the one :func:`check` looked at; raises :class:`PreflightError`."""
+    cfg, problems = checked(config, overrides, out, **kw)
     if problems:
         raise PreflightError(problems)
-    return load_config(config, list(overrides or []))
+    return cfg
 
 
 # ---- the checks ------------------------------------------------------------------------------
@@ -171,77 +178,82 @@ def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str]) -
     request where a server has no model list), a few seconds at most.  Then, unless a text tool
     protocol is configured, one tiny tool-call request shows what the server does with tools
     (:mod:`synth.teacher.probe`): a server that ignores or rejects them, or writes the calls as
-    text while ``native`` is set, is a problem that names the fix."""
+    text while ``native`` is set, is a problem that names the fix.
+
+    Every request goes through the run's own backend (:class:`~synth.teacher.openai_compat.OpenAIBackend`):
+    its client, its mapping of failures to reasons and its key scrubbing; this function only words the
+    reason as a fix, the way :func:`synth.teacher.breaker.failure_kind` sorts it for a stage."""
+    import asyncio
+
     t = cfg.teacher
     if t.backend != "openai":
         return []
-    import openai
+    from synth.teacher.openai_compat import OpenAIBackend
 
-    where = f"teacher.base_url {t.display_url()}"
-    client = openai.OpenAI(base_url=t.base_url, api_key=env.get(t.api_key_env) or "EMPTY", timeout=10.0,
-                           max_retries=0)
-    try:
+    # The probe waits as long as a slow model needs for one short answer, not a whole call's timeout.
+    backend = OpenAIBackend(t.model_copy(update={"timeout_s": max(10.0, min(t.timeout_s, 60.0))}),
+                            api_key=env.get(t.api_key_env) or "EMPTY")
+
+    async def ask() -> list[str]:
         try:
-            served = [m.id for m in client.models.list()]
-        except openai.NotFoundError:  # no model list on this server: ask for one token instead
-            client.chat.completions.create(model=t.model, max_tokens=1,
-                                           messages=[{"role": "user", "content": "ping"}])
+            return await _ask_endpoint(backend, cfg, config, via)
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(ask())
+
+
+async def _ask_endpoint(backend, cfg, config: str | None, via: Via) -> list[str]:
+    from synth.teacher.breaker import failure_kind
+    from synth.teacher.types import BackendError
+
+    t = cfg.teacher
+    where = f"teacher.base_url {t.display_url()}"
+    try:
+        served = await backend.served_models()
+        if served is None:  # no model list on this server: ask for one token instead
+            await backend.ping()
             served = []
-        if served and t.model not in served:
-            shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
-            return [f"{where} does not serve model {t.model!r} (it serves: {shown}): "
-                    f"{how_to_set('teacher.model', served[0], config, via)}"]
-        return _probe_tools(client, cfg, config, via, env)
-    except openai.AuthenticationError:
-        return [f"{where} rejected the API key (401): check the key in ${t.api_key_env} (teacher.api_key_env)"]
-    except openai.PermissionDeniedError:
-        return [f"{where} refused this API key (403): check the key in ${t.api_key_env} and its access to "
-                f"model {t.model!r}"]
-    except openai.NotFoundError:
-        return [f"{where} does not serve model {t.model!r} (404): "
-                f"{how_to_set('teacher.model', 'NAME', config, via)} with a name the server serves"]
-    except openai.APIConnectionError as e:
-        cause = e.__cause__ or e.__context__
-        why = f"{type(cause).__name__}: {cause}" if cause is not None else str(e)
-        return [f"nothing answers at {where} ({why[:160]}): start the server or "
-                f"{how_to_set('teacher.base_url', 'http://localhost:8000/v1', config, via)}"]
-    except openai.APIStatusError as e:
-        return [f"{where} answered {e.status_code} to GET /models: {str(e.message)[:160]}"]
-    finally:
-        client.close()
+    except BackendError as e:
+        kind, status = failure_kind(e.reason), e.reason.removeprefix("http_")
+        if e.reason == "http_401":
+            return [f"{where} rejected the API key (401): check the key in ${t.api_key_env} (teacher.api_key_env)"]
+        if kind == "auth":
+            return [f"{where} refused this API key ({status}): check the key in ${t.api_key_env} and its access to "
+                    f"model {t.model!r}"]
+        if kind == "model":
+            return [f"{where} does not serve model {t.model!r} (404): "
+                    f"{how_to_set('teacher.model', 'NAME', config, via)} with a name the server serves"]
+        if kind == "unreachable" or e.reason in ("connection", "timeout"):
+            return [f"nothing answers at {where} ({e.reason}: {e.detail[:160]}): start the server or "
+                    f"{how_to_set('teacher.base_url', 'http://localhost:8000/v1', config, via)}"]
+        if e.reason.startswith("http_"):
+            return [f"{where} answered {status} to GET /models: {e.detail[:160]}"]
+        return [f"{where} answered GET /models with what is not an OpenAI-compatible answer ({e.detail[:160]})"]
+    if served and t.model not in served:
+        shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
+        return [f"{where} does not serve model {t.model!r} (it serves: {shown}): "
+                f"{how_to_set('teacher.model', served[0], config, via)}"]
+    return await _probe_tools(backend, cfg, config, via)
 
 
-def _probe_tools(client, cfg, config: str | None, via: Via, env: Mapping[str, str]) -> list[str]:
-    """Part of :func:`_check_endpoint`: what the endpoint does with a tiny tool-call request."""
+async def _probe_tools(backend, cfg, config: str | None, via: Via) -> list[str]:
+    """Part of :func:`_check_endpoint`: what the endpoint does with a tiny tool-call request (the backend's
+    own probe, remembered for the run's ``auto`` protocol)."""
     import logging
 
-    import httpx2
-    import openai
-
     from synth.teacher import probe
-    from synth.teacher.openai_compat import request_body
+    from synth.teacher.types import BackendError
 
     t = cfg.teacher
     if t.tool_protocol not in ("native", "auto"):
         return []  # a text protocol needs nothing of the server
-    key = env.get(t.api_key_env) or ""
-    body = request_body(t, probe.TOOL_PROBE_MESSAGES, probe.TOOL_PROBE_TOOLS)
     try:
-        answer = client.with_options(timeout=max(10.0, min(t.timeout_s, 60.0))).post(
-            "/chat/completions", cast_to=httpx2.Response, body=body)
-        found = probe.read_tool_probe(answer.json())
-    except openai.BadRequestError as e:
-        found = probe.rejected(400, str(e.message))
-    except openai.UnprocessableEntityError as e:
-        found = probe.rejected(422, str(e.message))
-    except (openai.APIError, ValueError) as e:  # slow or flaky now: the run's own calls will say more
+        found = await backend.tool_support()
+    except BackendError as e:  # slow or flaky now: the run's own calls will say more
         logging.getLogger("hopforge").warning("preflight: the tool-call probe of %s got no answer (%s); "
-                                              "tool support is unchecked", t.display_url(), type(e).__name__)
+                                              "tool support is unchecked", t.display_url(), e.reason)
         return []
-    found = probe.Probe(found.found, found.detail.replace(key, "***") if len(key) >= 4 else found.detail)
-    probe.remember((t.base_url, t.model), "tools", found)
-    logging.getLogger("hopforge").info("preflight: %s answers a tool-call request: %s (%s)", t.display_url(),
-                                       found.found, found.detail)
     problem = probe.tools_problem(t.tool_protocol, found)
     if problem is None:
         return []

@@ -174,7 +174,7 @@ class OpenAIBackend(BaseChatModel):
         return protocol, rf
 
     async def _auto_protocol(self) -> str:
-        found = await probe.once(self._endpoint, "tools", self._probe_tools)
+        found = await self.tool_support()
         problem = probe.tools_problem("auto", found)
         if problem is not None:
             raise ToolsUnusable(f"teacher endpoint {self.cfg.display_url()} (model {self.cfg.model!r}) {problem[0]}")
@@ -188,6 +188,7 @@ class OpenAIBackend(BaseChatModel):
             if e.reason not in ("http_400", "http_422"):
                 raise
             found = probe.rejected(int(e.reason[5:]), e.detail)
+        found = probe.Probe(found.found, self.scrub(found.detail))  # a server may echo the key back
         log.info("teacher: %s answers a tool-call request: %s (%s)", self.cfg.display_url(), found.found, found.detail)
         return found
 
@@ -256,22 +257,59 @@ class OpenAIBackend(BaseChatModel):
             resp = await self._client().post("/chat/completions", cast_to=httpx2.Response, content=orjson.dumps(body),
                                              options={"headers": {"Content-Type": "application/json"}})
             return orjson.loads(resp.content)
-        except openai.APITimeoutError:
-            err = BackendError("timeout", f"no response within {self.cfg.timeout_s:g}s")
-        except openai.APIConnectionError as e:
-            # Refused, unresolvable or unroutable: the request never reached a server.
-            never_sent = any("Connect" in type(c).__name__ for c in _causes(e))
-            err = BackendError("unreachable" if never_sent else "connection", self.scrub(_cause(e)), retryable=True)
-        except openai.APIStatusError as e:
-            status = e.status_code
-            ra = parse_retry_after(e.response.headers) if status in (429, 503) else None
-            err = BackendError(f"http_{status}", self.scrub(str(e.message))[:500], retry_after=ra)
         except (openai.OpenAIError, httpx2.HTTPError, ValueError, TypeError) as e:
-            # A body cut short or not JSON (orjson's error is a ValueError).
-            err = BackendError("bad_response", self.scrub(f"{type(e).__name__}: {e}")[:500])
+            err = self.error_of(e)
         # Raised here, outside the handlers, so the error carries no __context__: the client's
         # exception holds the request, and the request holds the Authorization header.
         raise err
+
+    def error_of(self, e: BaseException, timeout_s: float | None = None) -> BackendError:
+        """The :class:`BackendError` an exception of the client (or of reading its answer) stands for: the one
+        mapping from the ``openai`` client's errors to failure reasons (``timeout``, ``unreachable``,
+        ``connection``, ``http_<status>``, ``bad_response``), key scrubbed from every detail."""
+        if isinstance(e, openai.APITimeoutError):
+            return BackendError("timeout", f"no response within {timeout_s or self.cfg.timeout_s:g}s")
+        if isinstance(e, openai.APIConnectionError):
+            # Refused, unresolvable or unroutable: the request never reached a server.
+            never_sent = any("Connect" in type(c).__name__ for c in _causes(e))
+            return BackendError("unreachable" if never_sent else "connection", self.scrub(_cause(e)), retryable=True)
+        if isinstance(e, openai.APIStatusError):
+            status = e.status_code
+            ra = parse_retry_after(e.response.headers) if status in (429, 503) else None
+            return BackendError(f"http_{status}", self.scrub(str(e.message))[:500], retry_after=ra)
+        # A body cut short or not JSON (orjson's error is a ValueError).
+        return BackendError("bad_response", self.scrub(f"{type(e).__name__}: {e}")[:500])
+
+    # ---- what the preflight asks (the same client, errors and key scrubbing as every call) --------------
+    async def served_models(self, timeout_s: float = 10.0) -> list[str] | None:
+        """The model ids ``GET /models`` lists; None for a server without a model list (404).  A server that
+        fails otherwise raises :class:`BackendError` as a chat request would."""
+        err: BackendError | None = None
+        try:
+            page = await self._client().with_options(timeout=timeout_s).models.list()
+            return [m.id for m in (page.data or [])]  # a page without a list reads as empty, as the client pages do
+        except openai.NotFoundError:
+            return None
+        except (openai.OpenAIError, httpx2.HTTPError, ValueError, TypeError) as e:
+            err = self.error_of(e, timeout_s)
+        raise err
+
+    async def ping(self, timeout_s: float = 10.0) -> None:
+        """One chat request of one token (for a server without a model list: is the model served?)."""
+        err: BackendError | None = None
+        try:
+            await self._client().with_options(timeout=timeout_s).post(
+                "/chat/completions", cast_to=httpx2.Response,
+                body={"model": self.cfg.model, "max_tokens": 1, "messages": [{"role": "user", "content": "ping"}]})
+            return
+        except (openai.OpenAIError, httpx2.HTTPError, ValueError, TypeError) as e:
+            err = self.error_of(e, timeout_s)
+        raise err
+
+    async def tool_support(self) -> probe.Probe:
+        """What the endpoint does with a tiny tool-call request (:mod:`synth.teacher.probe`), probed once per
+        process and endpoint: the preflight's probe is the one ``auto`` then reuses."""
+        return await probe.once(self._endpoint, "tools", self._probe_tools)
 
     def _to_response(self, data: Any, latency: float) -> ChatResponse:
         """A :class:`ChatResponse` from a chat-completions JSON body (``bad_response`` for the wrong shape)."""

@@ -109,3 +109,16 @@ def test_both_names_of_a_section_is_an_error(tmp_path):
     p.write_text("synth:\n  shard_workers: 3\nrunner:\n  shard_workers: 2\n")
     with pytest.raises(ConfigError, match="both 'synth:' and 'runner:'"):
         load_config(p)
+
+
+def test_a_checked_run_loads_its_config_once(tmp_path, caplog):
+    """The run is handed the config the preflight looked at: one load, one rename warning."""
+    from flows.preflight import load_checked
+
+    p = tmp_path / "old.yaml"
+    p.write_text("corpus:\n  source: demo\nsynth:\n  shard_workers: 3\n")
+    with caplog.at_level("WARNING", logger="hopforge"):
+        cfg = load_checked(p, [], tmp_path / "out", via="cli", network=False)
+    assert cfg.runner.shard_workers == 3
+    said = [r.getMessage() for r in caplog.records if "runner.shard_workers" in r.getMessage()]
+    assert len(said) == 1, said
