@@ -5,8 +5,10 @@ A filter is a small class with a ``name`` and ``__call__(trace, ctx)`` that retu
 a human-readable detail for the rejects table (datatrove's ``BaseFilter`` shape).
 ``trace`` is a :class:`synth.engine.records.Trace` (its conversation parsed once, see
 ``Trace.conversation``); ``ctx`` is a :class:`FilterContext` holding what filters share:
-the questions, the tokenizer, the correctness grades.  A filter holds only its own
-thresholds; ``from_config`` reads them from the ``filters`` section.
+the questions, the tokenizer, the correctness grades.  A filter is declared with
+``@register(name, *reasons)``, which makes it a frozen dataclass; its fields are its thresholds,
+each named as its key in the ``filters`` section, which is where the default ``from_config``
+reads them (a filter whose settings are not plain thresholds overrides ``from_config``).
 
 :class:`FilterRunner` applies a chain in order, stops a trace at the first filter that
 drops it, counts drops by reason and keeps each rejected trace with its reason, so
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Protocol, Union, runtime_checkable
 
 from synth.engine.records import Question, Trace
@@ -49,16 +51,16 @@ class Filter(Protocol):
 
 
 class BaseFilter:
-    """Convenience base: subclasses set ``name``/``reasons``, ``__call__`` and, when they have
-    thresholds, ``from_config``."""
+    """Convenience base: :func:`register` sets ``name``/``reasons``; subclasses define ``__call__``."""
 
     name: ClassVar[str] = ""
     reasons: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def from_config(cls, cfg: Any) -> "BaseFilter":
-        """The filter with its thresholds from the ``filters`` section ``cfg`` (none by default)."""
-        return cls()
+        """The filter with its thresholds from the ``filters`` section ``cfg``: each init field of the
+        dataclass is read from the key of the same name."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.init})
 
     def __call__(self, trace: Trace, ctx: "FilterContext") -> Verdict:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -67,12 +69,21 @@ class BaseFilter:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def register(cls: type) -> type:
-    """Class decorator: make a filter available by its ``name`` (used by ``filters.chain``)."""
-    if not getattr(cls, "name", ""):
-        raise ValueError(f"filter {cls.__name__} has no name")
-    REGISTRY[cls.name] = cls
-    return cls
+def register(name: str, *reasons: str) -> Callable[[type], type]:
+    """Class decorator: the filter ``name``, which drops for ``reasons``, as a frozen dataclass made
+    available by its name (used by ``filters.chain``)."""
+    if not name or not reasons:
+        raise ValueError(f"a filter needs a name and at least one drop reason (got {name!r}, {reasons!r})")
+
+    def make(cls: type) -> type:
+        if name in REGISTRY:
+            raise ValueError(f"two filters are named {name!r}: {REGISTRY[name].__name__} and {cls.__name__}")
+        cls.name, cls.reasons = name, tuple(reasons)
+        cls = dataclass(frozen=True)(cls)
+        REGISTRY[name] = cls
+        return cls
+
+    return make
 
 
 def available() -> dict[str, type]:

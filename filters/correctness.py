@@ -27,7 +27,6 @@ from synth.engine.records import Question, Trace
 from synth.text.answers import best_match
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
-from filters.config import FiltersConfig
 
 
 @dataclass(slots=True)
@@ -122,20 +121,11 @@ def run_judge(teacher: Any, items: list[tuple[Question, str]], progress: Any = N
     return verdicts, counts
 
 
-@register
-@dataclass(frozen=True)
+@register("correctness", "wrong_answer")
 class CorrectnessFilter(BaseFilter):
     """Drops traces whose final answer is wrong (reason ``wrong_answer``)."""
 
     min_f1: float
-
-    name = "correctness"
-    reasons = ("wrong_answer",)
-
-    @classmethod
-    def from_config(cls, cfg: FiltersConfig) -> "CorrectnessFilter":
-        """The rule's threshold from ``filters.min_f1``."""
-        return cls(cfg.min_f1)
 
     def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
         g = ctx.grades.get(trace.trace_id)

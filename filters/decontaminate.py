@@ -15,7 +15,7 @@ with a ``question`` column.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -122,16 +122,12 @@ class EvalSet:
         return None
 
 
-@register
-@dataclass
+@register("decontaminate", "contaminated")
 class DecontaminateFilter(BaseFilter):
     """Drops traces whose question overlaps an evaluation question (``contaminated``)."""
 
     evalset: EvalSet | None  # None: no evaluation files, nothing is contaminated
     _seen: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)  # question_id -> match
-
-    name = "decontaminate"
-    reasons = ("contaminated",)
 
     @classmethod
     def from_config(cls, cfg: FiltersConfig) -> "DecontaminateFilter":

@@ -97,12 +97,9 @@ def _call_problem(tc: ToolCall, known: set[str], seen_ids: set[str]) -> str | No
     return None
 
 
-@register
+@register("format", "format")
 class FormatFilter(BaseFilter):
     """Drops malformed conversations (reason ``format``); see the module docstring."""
-
-    name = "format"
-    reasons = ("format",)
 
     def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
         problem = format_problem(trace.conversation, trace.tools)

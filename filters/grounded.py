@@ -39,7 +39,6 @@ from synth.engine.conversation import Conversation, ToolCall, parse_conversation
 from synth.tools.analysis import analyze, query_terms
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
-from filters.config import FiltersConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,20 +166,11 @@ def ungrounded_steps(trace: Trace, min_grounding: float) -> list[Step]:
     return list(_ungrounded(trace.messages, min_grounding))
 
 
-@register
-@dataclass(frozen=True)
+@register("grounded", "ungrounded")
 class GroundedFilter(BaseFilter):
     """Drops traces with a search, open or find that acts on something not yet seen (``ungrounded``)."""
 
     min_grounding: float
-
-    name = "grounded"
-    reasons = ("ungrounded",)
-
-    @classmethod
-    def from_config(cls, cfg: FiltersConfig) -> "GroundedFilter":
-        """The threshold from ``filters.min_grounding``."""
-        return cls(cfg.min_grounding)
 
     def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
         bad = ungrounded_steps(trace, self.min_grounding)

@@ -10,13 +10,11 @@ a cut trace loses its answer, or teaches the student to stop mid-search.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from synth.engine.records import Trace
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
-from filters.config import FiltersConfig
 from filters.sftrows import sft_messages
 
 
@@ -29,20 +27,11 @@ def rendered_length(tokenizer: Any, messages: list[dict], tools: list[dict] | No
     return len(ids)
 
 
-@register
-@dataclass(frozen=True)
+@register("length", "too_long")
 class LengthFilter(BaseFilter):
     """Drops traces whose rendering exceeds ``max_tokens`` tokens (``too_long``); records ``n_tokens``."""
 
     max_tokens: int
-
-    name = "length"
-    reasons = ("too_long",)
-
-    @classmethod
-    def from_config(cls, cfg: FiltersConfig) -> "LengthFilter":
-        """The bound from ``filters.max_tokens``."""
-        return cls(cfg.max_tokens)
 
     def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
         if ctx.tokenizer is None:

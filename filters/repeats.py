@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
 
 from synth.engine.records import Trace
 from synth.engine.conversation import Conversation, ToolCall
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
-from filters.config import FiltersConfig
 
 
 def canonical_call(tc: ToolCall) -> tuple[str, str]:
@@ -31,20 +29,11 @@ def repeated_calls(conv: Conversation) -> Counter:
     return Counter(canonical_call(tc) for _, tc in conv.tool_calls())
 
 
-@register
-@dataclass(frozen=True)
+@register("repeats", "repeated_calls")
 class RepeatsFilter(BaseFilter):
     """Drops traces that make one tool call more than ``max_repeats`` times."""
 
     max_repeats: int
-
-    name = "repeats"
-    reasons = ("repeated_calls",)
-
-    @classmethod
-    def from_config(cls, cfg: FiltersConfig) -> "RepeatsFilter":
-        """The bound from ``filters.max_repeats``."""
-        return cls(cfg.max_repeats)
 
     def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
         counts = repeated_calls(trace.conversation)

@@ -190,3 +190,21 @@ def test_config_names_the_bad_filter() -> None:
         FiltersConfig(chain=["format", "lenght"])
     with pytest.raises(ValidationError, match="min_tool_calls"):
         FiltersConfig(min_tool_calls=9, max_tool_calls=3)
+
+
+def test_a_filter_reads_its_thresholds_from_the_keys_its_fields_name() -> None:
+    cfg = FiltersConfig(min_tool_calls=5, max_tool_calls=9, max_repeats=3, min_f1=0.5)
+    chain = {f.name: f for f in build_chain(["low_step", "repeats", "correctness"], cfg)}
+    assert (chain["low_step"].min_tool_calls, chain["low_step"].max_tool_calls) == (5, 9)
+    assert chain["repeats"].max_repeats == 3 and chain["correctness"].min_f1 == 0.5
+    assert set(available()) >= {"format", "low_step", "repeats", "correctness"}
+
+
+def test_register_refuses_a_filter_without_reasons_or_with_a_taken_name() -> None:
+    from filters.base import REGISTRY, BaseFilter, register
+
+    with pytest.raises(ValueError, match="at least one drop reason"):
+        register("nameless_reasons")
+    with pytest.raises(ValueError, match="two filters are named 'format'"):
+        register("format", "format")(type("Again", (BaseFilter,), {}))
+    assert REGISTRY["format"].__name__ == "FormatFilter"
