@@ -98,6 +98,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def exit_status(returncode: int) -> str:
+    """A process's exit status in words: ``exit 1``, or the signal that killed it (``SIGILL, exit 132``).
+    Popen reports a signal as a negative code; a shell in between reports it as 128 + the signal."""
+    signum = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 160 else None
+    try:
+        name = signal.Signals(signum).name if signum else None
+    except ValueError:
+        name = None
+    return f"killed by {name} (exit {128 + signum})" if name else f"exit {returncode}"
+
+
+def log_tail(logfile: Path, lines: int = 15) -> str:
+    """The last lines of a log, or a word saying there is none."""
+    try:
+        text = logfile.read_text(errors="replace").rstrip()
+    except OSError as e:
+        return f"(its log {logfile} cannot be read: {e.strerror})"
+    return "\n".join("    " + line for line in text.splitlines()[-lines:]) if text else f"(its log {logfile} is empty)"
+
+
+def server_exited(proc, logfile: Path) -> str | None:
+    """None while the server runs; once it has exited, the message that says so, with its exit status
+    and the end of its log (a teacher that died is not "nothing answers at the endpoint")."""
+    if proc.poll() is None:
+        return None
+    return (f"smoke: the llama.cpp server this smoke run started has exited: {exit_status(proc.returncode)}. "
+            f"The end of its log {logfile}:\n{log_tail(logfile)}")
+
+
 def start_server(llama_python: str, gguf: Path, port: int, threads: int, n_ctx: int, logfile: Path):
     cmd = [llama_python, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
            "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
@@ -105,8 +134,8 @@ def start_server(llama_python: str, gguf: Path, port: int, threads: int, n_ctx: 
     proc = subprocess.Popen(cmd, stdout=logfile.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 180
     while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"smoke: the llama.cpp server exited ({proc.returncode}); see {logfile}")
+        if (dead := server_exited(proc, logfile)) is not None:
+            sys.exit(dead)
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as r:
                 if ALIAS in r.read().decode():
@@ -175,12 +204,41 @@ def eval_numbers(path: Path) -> dict:
             "student": {k: (r.get("student") or {}).get(k) for k in keys}} if r else {}
 
 
-class Hopforge:
-    """``hopforge`` commands on one output folder, each logged and timed; a failure stops the smoke run."""
+def run_watched(cmd: list[str], watch, poll_s: float = 2.0, **popen) -> int:
+    """Run ``cmd`` to its end and return its exit code, unless ``watch()`` (polled while it runs and once
+    after) returns a message: then ``cmd`` is stopped and the smoke run ends with that message."""
+    proc = subprocess.Popen(cmd, **popen)
+    try:
+        while True:
+            try:
+                rc = proc.wait(poll_s)
+                break
+            except subprocess.TimeoutExpired:
+                if (msg := watch()) is not None:
+                    proc.terminate()
+                    try:
+                        proc.wait(30)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                    raise SystemExit(msg)
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise
+    if (msg := watch()) is not None:
+        raise SystemExit(msg)
+    return rc
 
-    def __init__(self, out: Path, common: list[str], env: dict):
+
+class Hopforge:
+    """``hopforge`` commands on one output folder, each logged and timed; a failure stops the smoke run,
+    and so does the death of the server (``watch`` says so, with its exit status and log)."""
+
+    def __init__(self, out: Path, common: list[str], env: dict, watch=lambda: None):
         self.exe = str(Path(sys.executable).with_name("hopforge"))
-        self.out, self.common, self.env = out, common, env
+        self.out, self.common, self.env, self.watch = out, common, env, watch
         self.seconds: dict[str, float] = {}
 
     def __call__(self, label: str, *args: str, common: bool = True) -> None:
@@ -190,7 +248,7 @@ class Hopforge:
         threads = self.env.get("HOPFORGE_SMOKE_TORCH_THREADS") or ("1" if os.getloadavg()[0] >= 1.0 else "2")
         log(f"{label}: hopforge {' '.join(args)}  (torch threads {threads}, load {os.getloadavg()[0]:.1f})")
         t0 = time.time()
-        rc = subprocess.run(cmd, cwd=ROOT, env={**self.env, "OMP_NUM_THREADS": threads}).returncode
+        rc = run_watched(cmd, self.watch, cwd=ROOT, env={**self.env, "OMP_NUM_THREADS": threads})
         self.seconds[label] = round(time.time() - t0, 1)
         if rc != 0:
             raise SystemExit(f"smoke: `{' '.join(cmd)}` exited {rc}")
@@ -323,7 +381,7 @@ def main() -> None:
               "--set", f"tokenizer={student}", "--set", f"sft.overrides=[model_name_or_path={student}]",
               *[x for s in args.sets for x in ("--set", s)]]
     oracle = ["--set", "teacher.backend=oracle", "--set", "teacher.model=oracle-v1"]
-    run = Hopforge(out, common, env)
+    run = Hopforge(out, common, env, watch=lambda: server_exited(proc, server_log))
     s: dict = {}
     try:
         pipeline(run, out, student, oracle, s)
