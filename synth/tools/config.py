@@ -51,6 +51,13 @@ class ToolsConfig(Section):
     max_request_bytes: int = operational(
         "The tool server answers 413 to a request whose URL or body is larger than this (a query, a page "
         "name and a find pattern need a few hundred bytes).", 65_536, ge=1024, le=64 << 20)
+    request_timeout_s: float = operational(
+        "The tool server closes a connection that has not sent a whole request (its headers and body) this "
+        "many seconds after it opened or after its previous answer: a half-sent request holds no slot for "
+        "longer.", 10.0, gt=0, le=3600)
+    idle_timeout_s: float = operational(
+        "The tool server closes a keep-alive connection that sends nothing for this many seconds after an "
+        "answer (uvicorn's `timeout_keep_alive`).", 5.0, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _k_within_max(self) -> "ToolsConfig":

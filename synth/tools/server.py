@@ -15,10 +15,26 @@ done per request.  A bad request answers ``{"error": "..."}`` with 400 (bad
 arguments), 404 (unknown page) or 413 (a URL or body over ``tools.max_request_bytes``,
 refused before it is read whole, so a large or slow client holds no more than that).  The service binds to loopback only: it has no
 authentication, and the corpus is not meant to be served beyond this machine.
+
+Limits on clients (all in ``tools:``, all operational):
+
+* a connection must deliver a whole request, headers and body, within ``request_timeout_s``
+  (10 s) of opening or of its previous answer, or it is closed without an answer; the time a
+  tool takes to answer is not limited;
+* a keep-alive connection that sends nothing for ``idle_timeout_s`` (5 s) after an answer is
+  closed (uvicorn's ``timeout_keep_alive``);
+* the request line and headers may hold ``max_request_bytes`` plus :data:`HEADER_SLACK`
+  bytes; past that the HTTP parser answers 400;
+* a client that goes away mid-request is not an error: nothing is logged for it.
+
+The HTTP/1.1 protocol is uvicorn's h11 one, with the request deadline added
+(:class:`ToolServerProtocol`), whether or not ``httptools`` is installed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import ipaddress
 import json
 import logging
@@ -28,10 +44,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import h11
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from synth.tools.search import SearchIndex
 from synth.tools.toolbox import ToolError, check_arguments, run_find, run_open, run_search
@@ -40,6 +59,8 @@ from synth.tools.schema import tool_schemas
 
 _INT = re.compile(r"[+-]?\d+")
 log = logging.getLogger("hopforge")
+HEADER_SLACK = 8 << 10  # room for the request line and headers beside a URL of max_request_bytes
+GONE = 499  # the status of an answer to a client that went away (never sent: nobody is there to read it)
 
 
 def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
@@ -102,6 +123,8 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
                 result = await run_in_threadpool(run_find, index, cfg, checked["page"], checked["text"])
         except ToolError as e:
             return JSONResponse({"error": str(e)}, status_code=e.status)
+        except ClientDisconnect:  # the client closed mid-body (or was timed out): not the server's error
+            return Response(status_code=GONE)
         return JSONResponse(result)
 
     def route(tool: str):
@@ -150,13 +173,71 @@ def check_loopback(host: str) -> None:
         raise ValueError(f"the tool server binds to loopback only (127.0.0.1, ::1 or localhost), not {host!r}")
 
 
+class ToolServerProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on reading each request.
+
+    The deadline is armed when the connection opens and again after each answer, and
+    disarmed once a whole request (headers and body) has arrived; when it passes first, the
+    connection is closed without an answer.  uvicorn alone times out only a keep-alive
+    connection that sends nothing at all, so a client that sends half a request, or
+    connects and sends nothing, would otherwise hold its connection (and a request's
+    handler, awaiting the body) for ever.
+    """
+
+    def __init__(self, *args: Any, request_timeout_s: float, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.request_timeout_s = request_timeout_s
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):  # the request is in whole
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+            self._arm()  # the next request (or the rest of this one's body) is due
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.request_timeout_s, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _timed_out(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()  # connection_lost tells a handler awaiting the body that the client is gone
+
+
+def server_config(index: SearchIndex, cfg: ToolsConfig, host: str, port: int, **kwargs: Any) -> uvicorn.Config:
+    """The uvicorn config of a tool server: the app, its timeouts and its header limit (see the module)."""
+    return uvicorn.Config(
+        create_app(index, cfg), host=host, port=port, log_level="warning",
+        http=functools.partial(ToolServerProtocol, request_timeout_s=cfg.request_timeout_s),  # type: ignore[arg-type]
+        timeout_keep_alive=cfg.idle_timeout_s,  # type: ignore[arg-type] - a float works: it goes to call_later
+        h11_max_incomplete_event_size=cfg.max_request_bytes + HEADER_SLACK, **kwargs)
+
+
 def serve(index_dir: str | Path, cfg: ToolsConfig | None = None, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Serve the tools over the index in ``index_dir`` until interrupted (blocks)."""
     check_loopback(host)
     cfg = cfg or ToolsConfig()
     index = SearchIndex.open(index_dir, snippet_chars=cfg.snippet_chars)
     log.info("hopforge tools: %s pages from %s on http://%s:%d", f"{index.num_docs:,}", index.index_dir, host, port)
-    uvicorn.run(create_app(index, cfg), host=host, port=port, log_level="warning")
+    uvicorn.Server(server_config(index, cfg, host, port)).run()
 
 
 class RunningServer:
@@ -166,6 +247,11 @@ class RunningServer:
         self._server, self._thread = server, thread
         self.host, self.port = host, port
         self.url = f"http://{host}:{port}"
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Requests whose handler is running now (one awaiting a body counts)."""
+        return len(self._server.server_state.tasks)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the server to exit and wait for its thread."""
@@ -186,8 +272,7 @@ def start_server(index: SearchIndex | str | Path, cfg: ToolsConfig | None = None
     cfg = cfg or ToolsConfig()
     if not isinstance(index, SearchIndex):
         index = SearchIndex.open(index, snippet_chars=cfg.snippet_chars)
-    server = uvicorn.Server(uvicorn.Config(create_app(index, cfg), host=host, port=port, log_level="warning",
-                                           lifespan="off"))
+    server = uvicorn.Server(server_config(index, cfg, host, port, lifespan="off"))
     thread = threading.Thread(target=server.run, name="hopforge-toolserver", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
@@ -200,4 +285,5 @@ def start_server(index: SearchIndex | str | Path, cfg: ToolsConfig | None = None
     return RunningServer(server, thread, host, bound)
 
 
-__all__ = ["create_app", "serve", "start_server", "RunningServer", "check_loopback"]
+__all__ = ["create_app", "serve", "server_config", "start_server", "RunningServer", "ToolServerProtocol",
+           "check_loopback"]

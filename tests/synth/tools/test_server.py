@@ -1,8 +1,9 @@
 """The tool server (GET and POST for each endpoint, errors, masking) and `hopforge tools` on the command line."""
 
 import json
-
+import logging
 import socket
+import time
 
 import httpx
 import pytest
@@ -161,3 +162,94 @@ def test_request_size_limits(client, server):
     r = client.post("/find", json={"page": title, "text": "z" * 50_000})
     assert r.status_code == 200 and len(r.text) < 2_000  # the pattern is echoed as a short prefix only
     assert client.get("/search", params={"q": "volcano"}).status_code == 200  # and the server still serves
+
+
+class _Records(logging.Handler):
+    """Every record uvicorn logs while attached."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def _wait_until(condition, what: str, limit: float = 20.0) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"  # a hang guard, not a duration
+        time.sleep(0.01)
+
+
+def _half_post(server, declared: int = 200, sent: bytes = b'{"q": "volc') -> socket.socket:
+    s = socket.create_connection((server.host, server.port), timeout=20)
+    s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % declared + sent)
+    return s
+
+
+def test_a_client_gone_mid_body_logs_nothing_and_the_server_still_answers(out):
+    with start_server(out / "index", ToolsConfig()) as running:
+        logged = _Records()
+        logging.getLogger("uvicorn").addHandler(logged)
+        try:
+            for _ in range(5):
+                s = _half_post(running)
+                _wait_until(lambda: running.requests_in_flight == 1, "the handler awaits the body")
+                s.close()
+                _wait_until(lambda: running.requests_in_flight == 0, "the handler ended")
+        finally:
+            logging.getLogger("uvicorn").removeHandler(logged)
+        assert [r.getMessage() for r in logged.records if r.exc_info or r.levelno >= logging.ERROR] == []
+        r = httpx.get(running.url + "/search", params={"q": "volcano"}, timeout=10)
+        assert r.status_code == 200 and r.json()
+
+
+def _closed_by_server(s: socket.socket) -> bool:
+    """Whether the server closed ``s`` (recv gives b'' or a reset) before the socket's own timeout."""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+@pytest.mark.parametrize("opening", [
+    b"",  # connects and says nothing
+    b"GET /search?q=volcano HTTP/1.1\r\nHost: x\r\n",  # headers never finished
+    b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n{\"q\": ",  # half a body
+], ids=["silent", "half-headers", "half-body"])
+def test_a_half_sent_request_is_closed_after_request_timeout(out, opening):
+    cfg = ToolsConfig(request_timeout_s=0.2, idle_timeout_s=0.2)
+    with start_server(out / "index", cfg) as running:
+        with socket.create_connection((running.host, running.port), timeout=20) as s:
+            s.sendall(opening)
+            assert _closed_by_server(s)
+        _wait_until(lambda: running.requests_in_flight == 0, "the handler ended")
+        assert httpx.get(running.url + "/search", params={"q": "volcano"}, timeout=10).status_code == 200
+
+
+def test_an_idle_keep_alive_connection_is_closed_and_a_prompt_one_is_served(out):
+    cfg = ToolsConfig(request_timeout_s=0.2, idle_timeout_s=0.2)
+    with start_server(out / "index", cfg) as running:
+        with socket.create_connection((running.host, running.port), timeout=20) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = s.recv(65536)
+            assert reply.startswith(b"HTTP/1.1 200")
+            assert _closed_by_server(s)  # after the answer, nothing more comes: closed once idle
+
+
+def test_a_url_up_to_max_request_bytes_reaches_the_app_even_in_pieces(server):
+    # ~20 KB, past h11's own 16 KB limit on a request line still arriving: the app answers it, not the parser
+    line = b"GET /search?q=" + b"+".join([b"volcano"] * 2500) + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with socket.create_connection((server.host, server.port), timeout=20) as s:
+        s.sendall(line[:17_000])
+        time.sleep(0.2)  # let the server read the first piece alone
+        s.sendall(line[17_000:])
+        reply = b"".join(iter(lambda: s.recv(4096), b""))
+    assert reply.split()[1] == b"200", reply[:200]
