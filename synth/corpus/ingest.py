@@ -12,9 +12,10 @@ Outputs (schemas in :mod:`synth.engine.records`):
 * ``rejects/ingest.jsonl``: one JSON object per bad record (``line``, ``reason``,
   ``detail``, ``raw`` prefix, and ``file`` inside a folder source), always written.
 
-Bad records (reasons ``bad_json``, ``not_object``, ``bad_id``, ``bad_title``,
-``bad_text``, ``duplicate_id``) are skipped and counted, or with ``corpus.strict``
-stop the run with ``InputError("line N: why")``.  Blank lines are not records.
+Bad records (:data:`PAGE_REASONS`: ``bad_json``, ``not_object``, ``bad_id``, ``bad_title``,
+``blank_title``, ``nul_title``, ``bad_text``, ``no_text``, ``duplicate_id``) are skipped and
+counted, or with ``corpus.strict`` stop the run with ``InputError("line N: why")``.  Blank
+lines are not records.
 
 The stage streams: pass 1 reads the source in blocks (:mod:`synth.corpus.lines`),
 writes page shards, and stages the anchors as Parquet; pass 2 resolves them in
@@ -51,7 +52,15 @@ from synth.engine.records import LINK_SCHEMA, PAGE_SCHEMA
 log = logging.getLogger("hopforge")
 T = TypeVar("T")
 
-PAGE_REASONS = ("bad_json", "not_object", "bad_id", "bad_title", "bad_text", "duplicate_id")
+# Why a record is not a page (the checks are in synth.corpus.normalise, in this order):
+PAGE_REASONS = ("bad_json", "not_object",
+                "bad_id",        # `_id` missing, not a string, or empty
+                "bad_title",     # `wikipedia_title` missing or not a string
+                "blank_title",   # a title that is empty or only whitespace
+                "nul_title",     # a title with a NUL character in it
+                "bad_text",      # `text` missing, not a non-empty list of strings, or with a null paragraph
+                "no_text",       # nothing but whitespace after the title
+                "duplicate_id")  # an id already read: the first record wins
 LINK_REASONS = ("external", "unresolved", "self", "bad_anchor")
 DUCKDB_MEMORY = "1GB"  # pass 2 spills to ctx.staging past this
 # Staging is written once and read once: cheap compression, no dictionaries to build.

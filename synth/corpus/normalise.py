@@ -93,19 +93,33 @@ def _anchor(a: Any) -> dict:
             "wikipedia_id": str(wid) if _int_or_none(wid) is not None else _str_or_none(wid)}
 
 
+BLANK_TITLE = "`wikipedia_title` is empty or only whitespace"
+NUL_TITLE = "`wikipedia_title` contains a NUL character"
+NO_TEXT = "the page has no text: every paragraph after the title is empty or only whitespace"
+
+
 def _check_core(obj: Any, layout: str, page_id: Any, title: Any, text: Any) -> None:
     names = FIELD_NAMES[layout]
     if not isinstance(obj, dict):
         raise BadRecord("not_object", f"expected a JSON object, got {type(obj).__name__}")
-    for reason, name, v in (("bad_id", names["id"], page_id), ("bad_title", "wikipedia_title", title)):
-        if v is None:
-            raise BadRecord(reason, f"`{name}` is missing or null")
-        if not isinstance(v, str) or not v:
-            raise BadRecord(reason, f"`{name}` must be a non-empty string, got {v!r:.40}")
+    if page_id is None:
+        raise BadRecord("bad_id", f"`{names['id']}` is missing or null")
+    if not isinstance(page_id, str) or not page_id:
+        raise BadRecord("bad_id", f"`{names['id']}` must be a non-empty string, got {page_id!r:.40}")
+    if title is None:
+        raise BadRecord("bad_title", "`wikipedia_title` is missing or null")
+    if not isinstance(title, str):
+        raise BadRecord("bad_title", f"`wikipedia_title` must be a string, got {title!r:.40}")
+    if not title.strip():
+        raise BadRecord("blank_title", BLANK_TITLE)
+    if "\x00" in title:
+        raise BadRecord("nul_title", NUL_TITLE)
     if text is None:
         raise BadRecord("bad_text", f"`{names['text']}` is missing or null")
     if not isinstance(text, list) or not text or not all(isinstance(t, str) for t in text):
         raise BadRecord("bad_text", f"`{names['text']}` must be a non-empty list of strings (title first)")
+    if not any(t.strip() for t in text[1:]):
+        raise BadRecord("no_text", NO_TEXT)
 
 
 def _aliases(v: Any) -> list[str] | None:
@@ -228,15 +242,20 @@ def _mask(arr) -> np.ndarray:
 def validate_raw(raw: pa.Table, layout: str) -> tuple[pa.Table, list[tuple[int, str, str]]]:
     """Split ``raw`` into valid rows and ``(row, reason, detail)`` for rows that cannot be pages.
 
-    A page needs a non-empty string id and title and a non-empty ``text`` with no
-    null paragraph; the first failing check names the drop reason.
+    A page needs a non-empty string id, a title that is not blank (empty or whitespace,
+    ``blank_title``) and holds no NUL (``nul_title``), a non-empty ``text`` with no null
+    paragraph, and some text after the title (``no_text``); the first failing check names
+    the drop reason, in the order the per-record normalisers check them.
     """
     names = FIELD_NAMES[layout]
     checks = []
-    for col, why, name in (("page_id", "bad_id", names["id"]), ("title", "bad_title", "wikipedia_title")):
-        v = raw.column(col)
-        checks.append((_mask(pc.is_null(v)), why, f"`{name}` is missing or null"))
-        checks.append((_mask(pc.equal(v, "")), why, f"`{name}` must be a non-empty string, got ''"))
+    pid = raw.column("page_id")
+    checks.append((_mask(pc.is_null(pid)), "bad_id", f"`{names['id']}` is missing or null"))
+    checks.append((_mask(pc.equal(pid, "")), "bad_id", f"`{names['id']}` must be a non-empty string, got ''"))
+    title = raw.column("title")
+    checks.append((_mask(pc.is_null(title)), "bad_title", "`wikipedia_title` is missing or null"))
+    checks.append((_mask(pc.equal(pc.utf8_trim_whitespace(title), "")), "blank_title", BLANK_TITLE))
+    checks.append((_mask(pc.match_substring(title, "\x00")), "nul_title", NUL_TITLE))
     text = raw.column("text").combine_chunks()
     checks.append((_mask(pc.is_null(text)), "bad_text", f"`{names['text']}` is missing or null"))
     malformed = _mask(pc.equal(pc.list_value_length(text), 0)).copy()
@@ -244,6 +263,10 @@ def validate_raw(raw: pa.Table, layout: str) -> tuple[pa.Table, list[tuple[int, 
     if flat.null_count:  # a null paragraph
         malformed[pc.list_parent_indices(text).to_numpy()[_mask(pc.is_null(flat))]] = True
     checks.append((malformed, "bad_text", f"`{names['text']}` must be a non-empty list of strings (title first)"))
+    paragraphs = pc.list_slice(text, 1)
+    filled = _mask(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.list_flatten(paragraphs))), 0))
+    with_text = np.bincount(pc.list_parent_indices(paragraphs).to_numpy()[filled], minlength=raw.num_rows)
+    checks.append((with_text == 0, "no_text", NO_TEXT))
     bad: list[tuple[int, str, str]] = []
     taken = np.zeros(raw.num_rows, dtype=bool)
     for mask, why, detail in checks:

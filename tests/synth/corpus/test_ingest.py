@@ -178,8 +178,8 @@ def test_bad_lines_are_skipped_counted_and_kept(tmp_path):
     outcome, store = ingest(tmp_path, _bad_file(tmp_path))
     r = outcome.report
     assert r["input"] == 14 and r["output"] == 4  # blank lines are not records
-    assert r["dropped"] == {"bad_json": 1, "not_object": 2, "bad_id": 3, "bad_title": 1, "bad_text": 2,
-                            "duplicate_id": 1}
+    assert r["dropped"] == {"bad_json": 1, "not_object": 2, "bad_id": 3, "bad_title": 1, "blank_title": 0,
+                            "nul_title": 0, "bad_text": 2, "no_text": 0, "duplicate_id": 1}
     check_funnels(r)
     pages = store.read("corpus/pages")
     assert pages.column("page_id").to_pylist() == ["1", "2", "3", "4"]
@@ -194,7 +194,7 @@ def test_bad_lines_are_skipped_counted_and_kept(tmp_path):
 @pytest.mark.parametrize("bad, why", [
     ("{not json", "not valid JSON"),
     ('{"_id": 7, "wikipedia_title": "T", "text": ["T"]}', "`_id` must be a non-empty string"),
-    ('{"_id": "1", "wikipedia_title": "Again", "text": ["Again"]}', "page id '1' was already read"),
+    ('{"_id": "1", "wikipedia_title": "Again", "text": ["Again", "More text."]}', "page id '1' was already read"),
 ])
 def test_strict_stops_at_the_first_bad_line(tmp_path, bad, why):
     good = [page(str(i), f"Page {i}", [f"Page {i} text.\n"]) for i in range(1, 4)]
@@ -227,7 +227,7 @@ def test_bad_lines_across_blocks_keep_their_line_numbers(tmp_path):
     syn = tmp_path / "syn.jsonl"
     write_synthetic_kilt(syn, 330, anchors_per_page=20, seed=3)
     lines = syn.read_bytes().splitlines()
-    bad_at = {40: b"{oops", 170: b'{"_id": "1000", "wikipedia_title": "Dup", "text": ["Dup\\n"]}',
+    bad_at = {40: b"{oops", 170: b'{"_id": "1000", "wikipedia_title": "Dup", "text": ["Dup\\n", "Again.\\n"]}',
               171: b"", 300: b'{"_id": "x", "wikipedia_title": "T", "text": [1]}'}
     for at in sorted(bad_at):
         lines.insert(at - 1, bad_at[at])
@@ -364,6 +364,49 @@ def test_hf_jsonl_bad_lines_take_the_per_line_path(tmp_path):
     assert [(x["line"], x["reason"]) for x in rejects_of(store)] == [(3, "bad_text"), (4, "bad_json")]
     assert "`text.paragraph`" in rejects_of(store)[0]["detail"]
     assert store.read("corpus/pages").column("page_id").to_pylist() == ["1", "2", "4", "5", "6"]
+
+
+BAD_PAGES = [  # (record, the reason it is dropped for)
+    (page("20", "", ["Text.\n"]), "blank_title"),
+    (page("21", "  \t", ["Text.\n"]), "blank_title"),
+    (page("22", "\u00a0\u3000", ["Text.\n"]), "blank_title"),
+    (page("23", "Nul\x00title", ["Text.\n"]), "nul_title"),
+    (page("24", "Only a title", []), "no_text"),
+    (page("25", "Blank paragraphs", ["", "  \n", "\t"]), "no_text"),
+    ({"_id": "26", "wikipedia_title": 26, "text": ["x", "y"]}, "bad_title"),
+]
+
+
+@pytest.mark.parametrize("path", ["fast", "per-record"])
+def test_blank_or_nul_titles_and_pages_without_text_are_dropped_by_name(tmp_path, path):
+    records = [page("1", "Kept", ["Kept text.\n"])]
+    for rec, _ in BAD_PAGES:
+        rec = dict(rec)
+        if path == "per-record":
+            rec["categories"] = 5  # not a string: the block's Arrow parse fails, so each line is read alone
+        records.append(rec)
+    records.append(page("2", " Padded title ", ["Text.\n"]))  # whitespace around a real title is kept
+    outcome, store = ingest(tmp_path, write_kilt_jsonl(tmp_path / "k.jsonl", records))
+    got = [(x["line"], x["reason"]) for x in rejects_of(store)]
+    assert got == [(i + 2, why) for i, (_, why) in enumerate(BAD_PAGES)]
+    assert {x["reason"]: x["detail"] for x in rejects_of(store)}["nul_title"] == "`wikipedia_title` contains a NUL character"
+    r = outcome.report
+    assert {k: v for k, v in r["dropped"].items() if v} == {"blank_title": 3, "nul_title": 1, "no_text": 2,
+                                                            "bad_title": 1}
+    check_funnels(r)
+    assert store.read("corpus/pages").column("title").to_pylist() == ["Kept", " Padded title "]
+
+
+def test_hf_layout_blank_title_and_no_text(tmp_path):
+    pages = [page("1", "Kept", ["Kept text.\n"]), page("2", "", ["x\n"]), page("3", "No text", [" "])]
+    _, store = ingest(tmp_path, write_hf_parquet(tmp_path / "hf.parquet", pages))
+    assert [(x["line"], x["reason"]) for x in rejects_of(store)] == [(2, "blank_title"), (3, "no_text")]
+
+
+def test_strict_names_a_blank_title(tmp_path):
+    src = write_kilt_jsonl(tmp_path / "k.jsonl", [page("1", "A", ["a\n"]), page("2", " ", ["b\n"])])
+    with pytest.raises(InputError, match=r"^line 2: `wikipedia_title` is empty or only whitespace"):
+        ingest(tmp_path, src, "corpus.strict=true")
 
 
 def test_text_with_a_null_paragraph_is_bad_text(tmp_path):
