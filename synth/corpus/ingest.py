@@ -12,6 +12,11 @@ Outputs (schemas in :mod:`synth.engine.records`):
 * ``rejects/ingest.jsonl``: one JSON object per bad record (``line``, ``reason``,
   ``detail``, ``raw`` prefix, and ``file`` inside a folder source), always written.
 
+Pages that share a title are all kept (their ids differ) and counted in the report,
+``duplicate_titles: {titles, pages, examples}``: a title names the page with the smallest id
+(:mod:`synth.corpus.titles`), for links and for ``open`` alike, so ``pages`` is how
+many pages can be reached by id only.
+
 Bad records (:data:`PAGE_REASONS`: ``bad_json``, ``not_object``, ``bad_id``, ``bad_title``,
 ``blank_title``, ``nul_title``, ``bad_text``, ``no_text``, ``duplicate_id``) are skipped and
 counted, or with ``corpus.strict`` stop the run with ``InputError("line N: why")``.  Blank
@@ -44,7 +49,7 @@ import pyarrow.parquet as pq
 from synth.engine.errors import InputError
 from synth.corpus.kilt import read_source, resolve_source, source_size
 from synth.corpus.normalise import RawBatch
-from synth.corpus.links import IDS_SCHEMA, STAGED_SCHEMA, resolve_links, stage_anchors
+from synth.corpus.links import IDS_SCHEMA, STAGED_SCHEMA, resolve_links, shared_titles, stage_anchors
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.progress import print_table
 from synth.engine.records import LINK_SCHEMA, PAGE_SCHEMA
@@ -78,6 +83,7 @@ class _Pass1:
     data_bytes: int = 0
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PAGE_REASONS, 0))
     link_dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LINK_REASONS, 0))
+    shared: dict = field(default_factory=dict)  # shared_titles() of the pages kept
     seen: set[str] = field(default_factory=set)
     done: bool = False
 
@@ -220,6 +226,7 @@ def _pass1(ctx: StageContext, source: str, tmp: Path, st: _Pass1) -> None:
 
 
 def _pass2(ctx: StageContext, tmp: Path, st: _Pass1) -> int:
+    st.shared = shared_titles(tmp / "ids.parquet", tmp / "duckdb", DUCKDB_MEMORY)
     links_w = ctx.writer("corpus/links", LINK_SCHEMA, rows_per_shard=2_000_000)
     with ctx.bar("resolve links", total=st.staged, unit="anchors") as bar:
         for batch, counts in resolve_links(tmp / "ids.parquet", tmp / "anchors.parquet", tmp / "duckdb",
@@ -256,10 +263,13 @@ def run_ingest(ctx: StageContext) -> StageResult:
     rows = [["records read", st.read], ["pages", st.pages], ["links", n_links], ["anchors", st.anchors]]
     rows += [[f"dropped page: {k}", v] for k, v in st.dropped.items() if v]
     rows += [[f"dropped anchor: {k}", v] for k, v in st.link_dropped.items() if v]
+    if st.shared["titles"]:
+        rows += [["titles held by several pages", st.shared["titles"]],
+                 ["pages reached by id only (a shared title names another)", st.shared["pages"]]]
     rows += [["MB/s", round(mb_s, 1)]]
     print_table(f"ingest: {source}", ["what", "count"], rows)
     if st.anchors != n_links + sum(st.link_dropped.values()):  # pragma: no cover - a bug, not bad input
         raise AssertionError(f"ingest: anchor funnel does not add up: {links}")
     return StageResult(input=st.read, output=st.pages, dropped=dict(st.dropped),
-                       extra={"links": links, "bytes": st.data_bytes, "seconds": round(seconds, 3),
+                       extra={"links": links, "duplicate_titles": st.shared, "bytes": st.data_bytes, "seconds": round(seconds, 3),
                               "mb_per_s": round(mb_s, 2), "source": source})

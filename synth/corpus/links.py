@@ -7,8 +7,9 @@ The rules (each drop is counted by reason):
 * an anchor whose ``wikipedia_id`` is set (non-null, non-empty) resolves iff that id
   is a page of the corpus; there is no title fallback;
 * otherwise an ``href`` containing ``http`` is ``external``; any other href becomes
-  a title (:func:`title_from_href`) looked up exactly among page titles, the first
-  page winning when titles repeat;
+  a title (:func:`title_from_href`) looked up exactly among page titles; a title that
+  several pages hold names the one with the smallest id (:mod:`synth.corpus.titles`),
+  the same page ``open`` returns for it;
 * what does not resolve is ``unresolved``; a page linking to itself is ``self``.
 
 Links keep KILT's ``paragraph_id`` (0 is the title): pages store ``paragraphs =
@@ -32,12 +33,37 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from synth.corpus.titles import PAGE_ORDER_SQL
+
 STAGED_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("src_id", pa.string()), ("paragraph_id", pa.int32()), ("start", pa.int32()),
     ("end", pa.int32()), ("anchor_text", pa.string()), ("wid", pa.string()), ("title_key", pa.string()),
 ])
 IDS_SCHEMA = pa.schema([("seq", pa.int64()), ("page_id", pa.string()), ("title", pa.string())])
 _INT32_MAX = 2**31 - 1
+
+
+SHARED_TITLE_EXAMPLES = 5
+
+
+def shared_titles(ids: Path, tmp: Path, memory_limit: str = "1GB") -> dict:
+    """Titles that more than one page holds, in the ``ids`` table pass 1 staged:
+    ``{"titles": how many, "pages": the pages a title lookup does not reach, "examples": a few titles}``.
+
+    DuckDB groups the titles, spilling to ``tmp`` past ``memory_limit``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    try:
+        con.execute(f"SET memory_limit='{memory_limit}'")
+        con.execute(f"SET temp_directory={_sql_path(tmp)}")
+        (row,) = con.execute(f"""
+            SELECT count(*) AS titles, coalesce(sum(n) - count(*), 0) AS pages,
+                   list(title ORDER BY title)[1:{SHARED_TITLE_EXAMPLES}] AS examples
+            FROM (SELECT title, count(*) AS n FROM read_parquet({_sql_path(ids)}) GROUP BY title HAVING n > 1)
+            """).fetchall()
+    finally:
+        con.close()
+    return {"titles": int(row[0]), "pages": int(row[1]), "examples": list(row[2] or [])}
 
 
 @lru_cache(maxsize=1 << 18)  # popular targets recur across blocks; bounded, so memory is too
@@ -113,7 +139,7 @@ def resolve_links(ids: Path, anchors: Path, tmp: Path, memory_limit: str = "1GB"
         con.execute("SET preserve_insertion_order=false")
         query = f"""
             WITH ids AS (SELECT seq, page_id, title FROM read_parquet({_sql_path(ids)})),
-                 titles AS (SELECT title, arg_min(page_id, seq) AS page_id FROM ids GROUP BY title)
+                 titles AS (SELECT title, arg_min(page_id, {PAGE_ORDER_SQL}) AS page_id FROM ids GROUP BY title)
             SELECT a.src_id, coalesce(i.page_id, t.page_id) AS dst_id,
                    a.paragraph_id, a.start, a."end", a.anchor_text
             FROM read_parquet({_sql_path(anchors)}) a

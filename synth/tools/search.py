@@ -35,6 +35,7 @@ from typing import Iterable
 import orjson
 import tantivy
 
+from synth.corpus.titles import page_order
 from synth.tools.build import FORMAT, META_FILE, PARA_SEP, build_index
 from synth.tools.snippet import best_paragraph, match_spans
 from synth.tools.analysis import ANALYZER_NAME, analyzer, clean_text, query_terms, snippet_window, title_key
@@ -230,19 +231,21 @@ class SearchIndex:
         """The page with this id, else with this title, else None.
 
         A title matches exactly first; failing that, case-insensitively with underscores
-        read as spaces (the first such page by id).  Returns ``{page_id, title, paragraphs,
-        description, aliases, url, links}`` with the paragraphs as the agent reads them and the
-        links as ``[anchor text, page id, title]`` lists, in page order.
+        read as spaces.  A title several pages hold names the one with the smallest id
+        (:func:`synth.corpus.titles.page_order`), the page a link to that title resolves to;
+        the others are opened by id.  Returns ``{page_id, title, paragraphs, description,
+        aliases, url, links}`` with the paragraphs as the agent reads them and the links as
+        ``[anchor text, page id, title]`` lists, in page order.
         """
         if not isinstance(page, str) or not page.strip():
             return None
         page = clean_text(page)
         doc = self._lookup("page_id", page)
         if doc is None:
-            docs = self._lookup_all("title_key", title_key(page))
+            docs = self._lookup_all("title_key", title_key(page), limit=None)
             exact = [d for d in docs if d["title"][0] == page]
             pool = exact or docs
-            doc = min(pool, key=lambda d: d["page_id"][0]) if pool else None
+            doc = min(pool, key=lambda d: page_order(d["page_id"][0])) if pool else None
         if doc is None:
             return None
         meta = _meta(doc)
@@ -254,10 +257,13 @@ class SearchIndex:
         docs = self._lookup_all(field, value, limit=1)
         return docs[0] if docs else None
 
-    def _lookup_all(self, field: str, value: str, limit: int = 16) -> list[dict]:
+    def _lookup_all(self, field: str, value: str, limit: int | None = 16) -> list[dict]:
+        """The documents whose ``field`` is ``value``: at most ``limit``, or all of them (None)."""
         if not value:
             return []
         q = tantivy.Query.term_query(self._schema, field, value, index_option="basic")
+        if limit is None:
+            limit = max(self._searcher.search(q, 1, count=True).count, 1)
         return [self._searcher.doc(addr).to_dict() for _, addr in self._searcher.search(q, limit, count=False).hits]
 
 

@@ -409,6 +409,20 @@ def test_strict_names_a_blank_title(tmp_path):
         ingest(tmp_path, src, "corpus.strict=true")
 
 
+def test_shared_titles_are_counted_and_name_the_smallest_id(tmp_path):
+    records = [page("10", "Twin", ["Twin ten.\n"]), page("100", "Twin", ["Twin hundred.\n"]),
+               page("9", "Twin", ["Twin nine.\n"]), page("7", "Pair", ["Pair.\n"]), page("70", "Pair", ["Pair.\n"]),
+               page("1", "Linker", ["Linker cites Twin and Pair.\n"],
+                    [(1, "Twin", "Twin", None), (1, "Pair", "Pair", None)])]
+    outcome, store = ingest(tmp_path, write_kilt_jsonl(tmp_path / "k.jsonl", records))
+    r = outcome.report
+    assert r["duplicate_titles"] == {"titles": 2, "pages": 3, "examples": ["Pair", "Twin"]}
+    assert r["output"] == 6 and sum(r["dropped"].values()) == 0  # all kept: their ids differ
+    assert [(s, d) for s, d, *_ in links_of(store)] == [("1", "9"), ("1", "7")]  # "9" < "10" as numbers
+    report = json.loads(store.path("reports/ingest.json").read_text())
+    assert report["duplicate_titles"]["titles"] == 2
+
+
 def test_text_with_a_null_paragraph_is_bad_text(tmp_path):
     src = write_kilt_jsonl(tmp_path / "k.jsonl", [page("1", "A", ["a\n"]),
                                                   {"_id": "2", "wikipedia_title": "B", "text": ["B\n", None]}])

@@ -181,3 +181,24 @@ def _no_links():
     from synth.engine.records import LINK_SCHEMA
 
     return pa.Table.from_pylist([], schema=LINK_SCHEMA)
+
+
+def test_a_shared_title_opens_the_page_with_the_smallest_id(tmp_path):
+    from helpers.searchcorpus import _page
+
+    from synth.engine.records import PAGE_SCHEMA
+    from synth.engine.store import write_parquet_atomic
+    import pyarrow as pa
+
+    twins = [_page(pid, "Twin", [f"Twin page {pid}.\n"]) for pid in ("10", "100", "9")]
+    lower = [_page("8", "twin", ["A twin in lower case.\n"])]
+    crowd = [_page(str(pid), "Crowd", [f"Crowd page {pid}.\n"]) for pid in range(30, 50)] + \
+        [_page("5", "Crowd", ["The crowd's first page.\n"])]
+    write_parquet_atomic(pa.Table.from_pylist(twins + lower + crowd, schema=PAGE_SCHEMA), tmp_path / "p" / "a.parquet")
+    build_index(tmp_path / "p", tmp_path / "index", threads=1, heap_mb=32)
+    ix = SearchIndex.open(tmp_path / "index")
+    assert ix.get_page("Twin")["page_id"] == "9"  # numerically smallest, though "10" < "9" as strings
+    assert ix.get_page("twin")["page_id"] == "8"  # an exact title wins over case-insensitive ones
+    assert ix.get_page("TWIN")["page_id"] == "8"  # none exact: the smallest id of all that match
+    assert ix.get_page("Crowd")["page_id"] == "5"  # more pages than one lookup batch: all are weighed
+    assert ix.get_page("100")["page_id"] == "100"  # the others are opened by id
