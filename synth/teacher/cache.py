@@ -136,6 +136,10 @@ class CallCache:
         row = self._conn().execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
         return orjson.loads(row[0]) if row else None
 
+    def discard(self, key: str) -> None:
+        """Forget the entry of ``key`` (one that no longer reads as an answer), so the next answer is kept."""
+        self._conn().execute("DELETE FROM calls WHERE key = ?", (key,))
+
     def put(self, key: str, model: str, record: dict[str, Any]) -> None:
         """Store a completed call.  A key already present is kept: the first answer wins."""
         self._conn().execute(

@@ -4,14 +4,17 @@
 ``openai``-compatible server, or ``hf``, a local transformers checkpoint) with, in order of
 what a call meets:
 
-1. the persistent call cache (a hit sends nothing and is not counted as a request);
+1. the persistent call cache (a hit sends nothing and is not counted as a request; only an
+   answer that validated as a :class:`ChatResponse` is stored, and an entry that no longer
+   reads as one is a miss, asked again);
 2. the in-flight gate (``cfg.concurrency`` requests at most, across threads and loops),
    capped further while requests time out (:class:`~synth.teacher.inflight.Throttle`), so
    a slow server's backlog waits here, untimed, not in the server's queue;
 3. the rpm/tpm limiter (and any pause a server's Retry-After imposed);
 4. retries of 429, 5xx, timeouts, dropped connections and malformed bodies, with
    full-jitter exponential backoff that never undercuts Retry-After, logged at the default
-   level (a line per 30 s at most);
+   level (a line per 30 s at most); a Retry-After longer than ``teacher.max_wait_s`` stops
+   the stage instead (:class:`TeacherUnavailable`), as an exhausted quota does;
 5. accounting (:class:`TeacherStats`).
 
 The per-request timeout runs from when a request is sent, never while it waits in 1-3; a
@@ -56,7 +59,7 @@ from synth.teacher.config import TeacherConfig
 from synth.teacher.inflight import Flight, RetryLog, Throttle
 from synth.teacher.limits import Gate, RateLimiter, backoff_delay
 from synth.teacher.stats import PricedUsage, TeacherStats, TeacherUsage
-from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError, ToolsUnusable
+from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError, ToolsUnusable, scrub
 
 __all__ = ["BackendError", "Breaker", "ChatModel", "ChatResponse", "PricedUsage", "Teacher", "TeacherConfig",
            "TeacherError", "TeacherStats", "TeacherUnavailable", "TeacherUsage", "ToolsUnusable", "cache_path", "failure_kind",
@@ -229,12 +232,12 @@ class Teacher:
             key = self.key(messages, tools, sample_index, await self._variant(tools, hint))
             if self.cache is not None:
                 t0 = time.perf_counter()
-                rec = self.cache.get(key)
-                if rec is not None:
-                    u = rec["usage"]
-                    self.stats.add(cache_hits=1, cached_prompt_tokens=u.get("prompt_tokens", 0),
-                                   cached_completion_tokens=u.get("completion_tokens", 0))
-                    return ChatResponse.from_record(rec, cached=True, latency_s=time.perf_counter() - t0)
+                hit = self._cached(key)
+                if hit is not None:
+                    hit.latency_s = time.perf_counter() - t0
+                    self.stats.add(cache_hits=1, cached_prompt_tokens=hit.usage["prompt_tokens"],
+                                   cached_completion_tokens=hit.usage["completion_tokens"])
+                    return hit
             resp = await self._send(messages, tools, sample_index, hint)
             if self.cache is not None:
                 try:
@@ -249,6 +252,18 @@ class Teacher:
             return resp
         finally:
             self.stats.exit()
+
+    def _cached(self, key: str) -> ChatResponse | None:
+        """The cached answer of ``key``, or None.  An entry that does not read back as a
+        :class:`ChatResponse` (written before its shape was checked, or damaged) is dropped and is a miss:
+        the call is asked again rather than failing every rerun the same way."""
+        try:
+            rec = self.cache.get(key)
+            return None if rec is None else ChatResponse.from_record(rec, cached=True, latency_s=0.0)
+        except ValueError as e:  # orjson's JSONDecodeError is a ValueError too
+            self._log_failure("cache_read", f"the entry is no answer ({e}); asking again", 1, what="cache read")
+            self.cache.discard(key)
+            return None
 
     async def _variant(self, tools: list[dict] | None, hint: Any) -> str:
         """The backend's variant of this call (:meth:`ChatModel.prepare`).  Preparing may probe the endpoint
@@ -291,7 +306,7 @@ class Teacher:
                     # so the server can drop the work instead of finishing it for nobody.
                     async with asyncio.timeout(deadline):
                         resp = await self.backend.chat(messages, tools, sample_index=sample_index, hint=hint)
-                    err = None
+                    err = _invalid(resp)
                 except BackendError as e:
                     err = e
                 except TimeoutError:
@@ -325,6 +340,12 @@ class Teacher:
             # attempt counts.  A 5xx or a timeout counts only once its call has used up its retries.
             if kind is not None and (kind != "server" or final) and self.breaker.failure(kind, err.reason, detail):
                 self.stats.add(failed=1, failures=err.reason)
+                self._raise_if_tripped()
+            if err.retryable and err.retry_after is not None and err.retry_after > cfg.max_wait_s:
+                # Waiting would stall the stage for hours with nothing on screen: stop it, saying why.
+                self.stats.add(failed=1, failures=err.reason)
+                self.breaker.failure("wait", err.reason, f"the server asks to wait {err.retry_after:g} s "
+                                     f"(Retry-After), more than teacher.max_wait_s={cfg.max_wait_s:g}")
                 self._raise_if_tripped()
             if final:
                 self.stats.add(failed=1, failures=err.reason)
@@ -365,8 +386,7 @@ class Teacher:
 
     def _scrub(self, text: str) -> str:
         # Defence in depth: backends scrub too, but a new backend might forget.
-        key = os.environ.get(self.cfg.api_key_env, "")
-        return text.replace(key, "***") if len(key) >= 4 else text
+        return scrub(text, os.environ.get(self.cfg.api_key_env, ""))
 
     def _log_failure(self, reason: str, detail: str, attempts: int, what: str = "call") -> None:
         # One warning per reason: a flaky endpoint must not flood the log; the report counts them all.
@@ -479,6 +499,16 @@ class Teacher:
         cache = str(self.cache.path) if self.cache is not None else None
         return (f"Teacher(backend={self.cfg.backend!r}, model={self.cfg.model!r}, url={self.cfg.display_url()!r}, "
                 f"cache={cache!r}, concurrency={self.cfg.concurrency})")
+
+
+def _invalid(resp: ChatResponse) -> BackendError | None:
+    """None when a backend's answer has the shape callers read (:meth:`ChatResponse.validate`), else the
+    ``bad_response`` it is: checked for every backend before the answer is counted or cached."""
+    try:
+        resp.validate()
+    except ValueError as e:
+        return BackendError("bad_response", str(e)[:500])
+    return None
 
 
 # ---- the teacher of a running stage ----------------------------------------------------------

@@ -7,7 +7,8 @@ limits, timeouts, retries, prices) is marked ``operational``: moving from one vL
 host to another, or raising concurrency, must not invalidate finished stages.
 
 The API key is never a config value.  ``api_key_env`` names the environment
-variable that holds it, so configs and reports written to disk cannot leak it.
+variable that holds it, so configs and reports written to disk cannot leak it; nor is a URL's
+userinfo (``user:password@``) or query string ever repeated in a message.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from synth.engine.config import Section, operational
+from synth.engine.config import ConfigError, Section, operational
 
 
 class Price(BaseModel):
@@ -76,6 +77,10 @@ class TeacherConfig(Section):
         ge=0,
     )
     backoff_max_s: float = operational("Cap on one backoff (a longer Retry-After is still honoured).", 60.0, ge=0)
+    max_wait_s: float = operational(
+        "Longest wait a server may ask for (Retry-After on a 429 or 503) that is still honoured; a longer one "
+        "stops the stage with one line naming the wait (finished shards are kept), instead of stalling.",
+        600.0, gt=0)
     abort_after: int = operational(
         "Consecutive failed attempts of the endpoint itself (rejected key, unknown model, nothing listening, "
         "5xx or timeouts) after which the stage stops instead of dropping items; finished shards are kept.",
@@ -106,18 +111,57 @@ class TeacherConfig(Section):
         "`chat_template_kwargs`); part of the cache key.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _hide_url_credentials(cls, data: Any) -> Any:
+        # A rejected value is repeated in the config error ("(got '...')"): a base_url with userinfo is
+        # replaced by its redacted form first, so the error the field validator raises shows no secret.
+        if isinstance(data, dict) and isinstance(data.get("base_url"), str) and "@" in urlsplit(data["base_url"]).netloc:
+            data = {**data, "base_url": redact_url(data["base_url"])}
+        return data
+
     @field_validator("base_url")
     @classmethod
     def _no_credentials_in_url(cls, v: str | None) -> str | None:
         # A URL with user:password@ would put a secret into configs and reports written to disk.
-        if v is not None and urlsplit(v).password is not None:
-            raise ValueError("base_url must not carry credentials; put the key in the variable named by api_key_env")
+        if v is not None and "@" in urlsplit(v).netloc:
+            raise ValueError("base_url must not carry credentials (user:password@); put the key in the variable "
+                             "named by api_key_env")
         return v
 
     def display_url(self) -> str:
-        """The endpoint for logs: scheme, host and path only (no query string, which could hold a token)."""
+        """The endpoint for logs: scheme, host, port and path only (never userinfo or a query string, which
+        could hold a token)."""
         if not self.base_url:
             return "<openai default>"
-        p = urlsplit(self.base_url)
-        return urlunsplit((p.scheme, p.hostname or "", p.path, "", "")) if p.port is None else \
-            urlunsplit((p.scheme, f"{p.hostname}:{p.port}", p.path, "", ""))
+        return redact_url(self.base_url, mark="")
+
+
+def redact_url(url: str, mark: str = "***") -> str:
+    """``url`` with its userinfo and its query string and fragment replaced by ``mark`` (or dropped when
+    ``mark`` is empty): what a message may repeat of a URL."""
+    p = urlsplit(url)
+    host = p.netloc.rpartition("@")[2]
+    user = f"{mark}@" if mark and "@" in p.netloc else ""
+    query = mark if mark and p.query else ""
+    return urlunsplit((p.scheme, user + host, p.path, query, mark if mark and p.fragment else ""))
+
+
+def read_api_key(raw: str | None, env_name: str) -> str:
+    """The API key an environment variable holds, without surrounding whitespace (a copy-paste often
+    brings a trailing newline or carriage return); :class:`ConfigError` naming ``env_name`` when it is
+    unset or empty, or holds a control or non-ASCII character (an HTTP header cannot carry either).
+    The message never repeats the key."""
+    key = (raw or "").strip()
+    if not key:
+        raise ConfigError(f"the environment variable {env_name} (teacher.api_key_env) is unset or empty; export the "
+                          "API key there (for a local server without auth, any placeholder such as EMPTY)")
+    for i, ch in enumerate(key):
+        if ord(ch) < 32 or ord(ch) == 127:
+            raise ConfigError(f"the API key in {env_name} (teacher.api_key_env) contains a control character (at "
+                              f"position {i + 1} of {len(key)}): copy the key again without it")
+        if ord(ch) > 127:
+            raise ConfigError(f"the API key in {env_name} (teacher.api_key_env) contains a non-ASCII character (at "
+                              f"position {i + 1} of {len(key)}), which an HTTP header cannot carry: copy the key "
+                              "again")
+    return key

@@ -4,8 +4,11 @@ The client is built with ``max_retries=0``: :class:`synth.teacher.client.Teacher
 retries, so backoff, Retry-After and accounting follow one policy whatever the
 backend.  Each attempt either returns a :class:`ChatResponse` or raises a
 :class:`BackendError` whose reason is one of ``http_<status>``, ``timeout``,
-``unreachable`` (the connection was never made), ``connection`` (it dropped) or
-``bad_response``; messages are scrubbed of the API key.
+``unreachable`` (the connection was never made), ``connection`` (it dropped, mid-body
+included), ``quota`` (the account has no quota or credit left) or ``bad_response`` (the answer
+is not a completion: an error in a 200, a stream, not UTF-8 or not JSON, the wrong shape, usage
+figures that are not token counts); each detail says what the server said, and every form of
+the API key is scrubbed from it.
 
 Tool calls travel as ``teacher.tool_protocol`` says (:mod:`synth.teacher.protocols`): a
 text protocol is applied here, on the way out and back, so callers always see OpenAI's
@@ -15,9 +18,10 @@ adds to the conversation (a protocol, a response format) is its *variant*
 (:meth:`OpenAIBackend.prepare`), which the call cache keys on.
 
 The key is read from ``os.environ[cfg.api_key_env]`` when the backend is built, so
-a run without it fails in its first second.  Servers without auth (a local vLLM,
-llama.cpp or Ollama) still need the variable set to any non-empty placeholder,
-e.g. ``OPENAI_API_KEY=EMPTY``, which they ignore.
+a run without it fails in its first second (as does a key with a control or non-ASCII
+character; surrounding whitespace is stripped: :func:`synth.teacher.config.read_api_key`).
+Servers without auth (a local vLLM, llama.cpp or Ollama) still need the variable set to any
+non-empty placeholder, e.g. ``OPENAI_API_KEY=EMPTY``, which they ignore.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import os
 import weakref
 from typing import Any
 
+from urllib.parse import urlsplit
+
 import httpcore2
 import httpx2
 import openai
@@ -39,11 +45,13 @@ import orjson
 
 from synth.engine.config import ConfigError
 from synth.teacher.cache import canonical_json
-from synth.teacher.config import TeacherConfig
+from synth.teacher.breaker import says_quota
+from synth.teacher.config import TeacherConfig, read_api_key
 from synth.teacher import probe, protocols
 from synth.teacher.limits import parse_retry_after
 from synth.teacher.tasks import Hint
-from synth.teacher.types import BackendError, BaseChatModel, ChatResponse, ToolsUnusable, normalise_message
+from synth.teacher.types import (BackendError, BaseChatModel, ChatResponse, ToolsUnusable, content_text,
+                                 normalise_message, read_usage, scrub)
 
 log = logging.getLogger("hopforge")
 CONNECTIONS_PER_CLIENT = 8
@@ -103,15 +111,13 @@ class OpenAIBackend(BaseChatModel):
     name = "openai"
 
     def __init__(self, cfg: TeacherConfig, *, api_key: str | None = None):
-        key = api_key if api_key is not None else os.environ.get(cfg.api_key_env, "")
-        if not key:
-            raise ConfigError(
-                f"teacher.backend is 'openai' but the environment variable {cfg.api_key_env} (teacher.api_key_env) "
-                f"is unset or empty; export the API key there (for a local server without auth, any placeholder "
-                f"such as EMPTY)"
-            )
+        raw = api_key if api_key is not None else os.environ.get(cfg.api_key_env, "")
+        try:
+            key = read_api_key(raw, cfg.api_key_env)
+        except ConfigError as e:
+            raise ConfigError(f"teacher.backend is 'openai' but {e}") from None
         self.cfg = cfg
-        self._key = key
+        self._key, self._raw_key = key, raw
         # httpx connection pools belong to the loop that opened them; Teacher.map runs each
         # batch under a fresh asyncio.run, so keep one client per live loop.
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[openai.AsyncOpenAI]]" = \
@@ -139,8 +145,14 @@ class OpenAIBackend(BaseChatModel):
         return clients[next(self._turn) % len(clients)]
 
     def scrub(self, text: str) -> str:
-        """``text`` with the API key replaced (servers may echo it back in error bodies)."""
-        return text.replace(self._key, "***") if len(self._key) >= 4 else text
+        """``text`` with the API key, in any form it can take (:func:`synth.teacher.types.secret_forms`),
+        and the base URL's userinfo and query string replaced (servers may echo them back in error bodies)."""
+        text = scrub(text, self._key, self._raw_key)
+        url = self.cfg.base_url
+        if url:
+            p = urlsplit(url)
+            text = scrub(text, p.netloc.rpartition("@")[0] if "@" in p.netloc else None, p.query or None)
+        return text
 
     @property
     def tool_protocol(self) -> str:
@@ -183,7 +195,9 @@ class OpenAIBackend(BaseChatModel):
     async def _probe_tools(self) -> probe.Probe:
         body = request_body(self.cfg, probe.TOOL_PROBE_MESSAGES, probe.TOOL_PROBE_TOOLS)
         try:
-            found = probe.read_tool_probe(await self._post(body))
+            data = await self._post(body)
+            self._to_response(data, 0.0)  # an answer that is no completion is an error, not "ignored tools"
+            found = probe.read_tool_probe(data)
         except BackendError as e:
             if e.reason not in ("http_400", "http_422"):
                 raise
@@ -246,7 +260,8 @@ class OpenAIBackend(BaseChatModel):
                 resp.finish_reason = "tool_calls"
 
     async def _post(self, body: dict[str, Any]) -> Any:
-        """POST one body to /chat/completions; the parsed JSON answer, or :class:`BackendError`."""
+        """POST one body to /chat/completions; the parsed JSON answer, or :class:`BackendError` (an error
+        the server wrote into a 200 is one too, with the server's message)."""
         err: BackendError | None = None
         try:
             # The client's generic ``post`` keeps its auth, timeouts, connection pool and error
@@ -256,12 +271,41 @@ class OpenAIBackend(BaseChatModel):
             # The body is encoded once with orjson (the client would re-encode it with json.dumps).
             resp = await self._client().post("/chat/completions", cast_to=httpx2.Response, content=orjson.dumps(body),
                                              options={"headers": {"Content-Type": "application/json"}})
-            return orjson.loads(resp.content)
+            raw = resp.content
+            content_type = resp.headers.get("content-type", "")
         except (openai.OpenAIError, httpx2.HTTPError, ValueError, TypeError) as e:
             err = self.error_of(e)
+        if err is None:
+            err = self._decode(raw, content_type)
+            if not isinstance(err, BackendError):
+                return err
         # Raised here, outside the handlers, so the error carries no __context__: the client's
         # exception holds the request, and the request holds the Authorization header.
         raise err
+
+    def _decode(self, raw: bytes, content_type: str) -> Any:
+        """The JSON value of a 200 answer's body, or the :class:`BackendError` (returned, not raised) that
+        names why it is none: a stream (SSE), not UTF-8, not JSON, or an error object."""
+        head = raw.lstrip()[:6]
+        if "text/event-stream" in content_type.lower() or head.startswith((b"data:", b"event:")):
+            return BackendError("bad_response", "the server answered with a stream (SSE, text/event-stream) to a "
+                                "request that asked for none; hopforge reads one JSON answer per request: serve the "
+                                "model without forcing streaming", retryable=False)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return BackendError("bad_response", f"the answer is not UTF-8 text (byte 0x{raw[e.start]:02x} at "
+                                f"position {e.start} of {len(raw)})")
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            what = "empty" if not text.strip() else f"not JSON ({e}); it begins {self.scrub(text[:80])!r}"
+            return BackendError("bad_response", f"the answer of {len(raw)} bytes is {what}")
+        if isinstance(data, dict) and "choices" not in data and ("error" in data or data.get("object") == "error"):
+            said = _server_message(data) or self.scrub(text[:300])
+            reason = "quota" if says_quota(canonical_json(data).decode()) else "bad_response"
+            return BackendError(reason, f"the server answered HTTP 200 with an error: {self.scrub(said)[:400]}")
+        return data
 
     def error_of(self, e: BaseException, timeout_s: float | None = None) -> BackendError:
         """The :class:`BackendError` an exception of the client (or of reading its answer) stands for: the one
@@ -275,9 +319,12 @@ class OpenAIBackend(BaseChatModel):
             return BackendError("unreachable" if never_sent else "connection", self.scrub(_cause(e)), retryable=True)
         if isinstance(e, openai.APIStatusError):
             status = e.status_code
+            said = self.scrub(_server_message(e.body) or str(e.message))[:500]
+            if 400 <= status < 500 and says_quota(f"{e.message} {e.code} {e.type}"):
+                return BackendError("quota", f"HTTP {status}: {said}")
             ra = parse_retry_after(e.response.headers) if status in (429, 503) else None
-            return BackendError(f"http_{status}", self.scrub(str(e.message))[:500], retry_after=ra)
-        # A body cut short or not JSON (orjson's error is a ValueError).
+            return BackendError(f"http_{status}", said, retry_after=ra)
+        # An answer the client could not read (orjson's error is a ValueError).
         return BackendError("bad_response", self.scrub(f"{type(e).__name__}: {e}")[:500])
 
     # ---- what the preflight asks (the same client, errors and key scrubbing as every call) --------------
@@ -318,17 +365,18 @@ class OpenAIBackend(BaseChatModel):
             raw = choice["message"]
             if not isinstance(raw, dict):
                 raise TypeError("choices[0].message is not an object")
-            usage = data.get("usage") or {}
             return ChatResponse(
                 message=normalise_message(raw),
-                usage={"prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                       "completion_tokens": int(usage.get("completion_tokens") or 0)},
+                usage=read_usage(data.get("usage")),
                 finish_reason=choice.get("finish_reason"),
                 model=str(data.get("model") or self.cfg.model),
                 latency_s=latency,
-            )
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-            raise BackendError("bad_response", self.scrub(f"{type(e).__name__}: {e}")[:500]) from None
+            ).validate()
+        except (ValueError, TypeError) as e:  # ours name what is wrong; the server's shape is the detail
+            raise BackendError("bad_response", self.scrub(str(e))[:500]) from None
+        except (KeyError, IndexError, AttributeError) as e:
+            raise BackendError("bad_response", self.scrub(f"the answer is no chat completion ({type(e).__name__}: "
+                                                          f"{e})")[:500]) from None
 
     async def aclose(self) -> None:
         """Close the client of the running loop (its connections die with the loop otherwise)."""
@@ -337,6 +385,24 @@ class OpenAIBackend(BaseChatModel):
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.cfg.model!r}, url={self.cfg.display_url()!r})"
+
+
+def _server_message(body: Any) -> str | None:
+    """The message an error body carries (``{"error": {"message": ...}}``, ``{"error": "..."}``, vLLM's
+    ``{"object": "error", "message": ...}``, FastAPI's ``{"detail": ...}``), with its type or code; None
+    when there is none."""
+    if not isinstance(body, dict):
+        return None
+    err = body.get("error", body)
+    if isinstance(err, str):
+        return err
+    if not isinstance(err, dict):
+        return None
+    msg = err.get("message") if isinstance(err.get("message"), str) else err.get("detail")
+    if not isinstance(msg, str) or not msg.strip():
+        return None
+    tags = [str(err[k]) for k in ("type", "code") if isinstance(err.get(k), (str, int)) and str(err[k]) not in msg]
+    return f"{msg} ({', '.join(dict.fromkeys(tags))})" if tags else msg
 
 
 def _causes(e: BaseException) -> list[BaseException]:

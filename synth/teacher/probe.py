@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable
 
 from synth.teacher.prompting import read_json
 from synth.teacher.protocols import VLLM_PARSERS, detect
-from synth.teacher.types import split_reasoning
+from synth.teacher.types import content_text, split_reasoning
 
 TOOL_PROBE_TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city.",
@@ -54,7 +54,10 @@ def read_tool_probe(data: dict[str, Any]) -> Probe:
         return Probe("ignored", "the answer has no choices[0].message")
     if msg.get("tool_calls"):
         return Probe("native", "answered with tool_calls")
-    text = split_reasoning(msg.get("content"))[0] or ""
+    try:
+        text = split_reasoning(content_text(msg.get("content")))[0] or ""
+    except TypeError as e:
+        return Probe("ignored", str(e))
     protocol = detect(text, TOOL_PROBE_TOOLS)
     if protocol is not None:
         return Probe(protocol, f"wrote the call as text: {_clip(text)}")
@@ -72,9 +75,10 @@ def read_format_probe(data: dict[str, Any]) -> bool:
     """Whether a 200 answer to the ``response_format`` probe is the JSON object it asked for."""
     try:
         msg = data["choices"][0]["message"] or {}
+        content = content_text(msg.get("content"))
     except (KeyError, IndexError, TypeError):
         return False
-    objs, _, _ = read_json(msg.get("content"))
+    objs, _, _ = read_json(content)
     return bool(objs) and isinstance(objs[0].get("ok"), bool)
 
 

@@ -8,22 +8,29 @@ that loads them.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote, quote_plus
 
 from synth.engine.errors import StageFailed
 from synth.engine.conversation import ToolCall
 
-# Failure reasons a backend reports.  Stages count dropped items by these names.
+# Failure reasons a backend reports.  Stages count dropped items by these names.  Besides these,
+# ``http_<status>`` and ``unreachable``; ``quota`` (the account has no quota or credit left) is never
+# retried and stops the stage (:func:`synth.teacher.breaker.failure_kind`).
 RETRYABLE_REASONS = frozenset({"http_429", "timeout", "connection", "bad_response"})
+# The largest token count a usage figure may hold: SQLite's and orjson's integers are 64-bit.
+MAX_TOKENS_FIGURE = 2**63 - 1
 
 
 @dataclass(slots=True)
 class ChatResponse:
     """One assistant turn.
 
-    ``message`` is an OpenAI assistant message dict: ``role``, ``content`` (str or None),
+    ``message`` is an OpenAI assistant message dict: ``role``, ``content`` (str or None; a server's
+    list of content parts is read as its text, see :func:`content_text`),
     optionally ``tool_calls`` (``[{id, type: "function", function: {name, arguments}}]``,
     ``arguments`` always a JSON string) and ``reasoning_content`` (thinking models).
     ``usage`` holds ``prompt_tokens`` and ``completion_tokens``.  ``finish_reason`` is the
@@ -63,9 +70,70 @@ class ChatResponse:
 
     @classmethod
     def from_record(cls, rec: dict[str, Any], *, cached: bool, latency_s: float) -> "ChatResponse":
-        """Rebuild a response from :meth:`to_record` output."""
-        return cls(rec["message"], rec["usage"], rec.get("finish_reason"), rec.get("model", ""), cached, latency_s,
-                   rec.get("model_latency_s"), rec.get("tool_protocol"))
+        """Rebuild a response from :meth:`to_record` output; ValueError (naming what is wrong) for a
+        record that is not one (a cache entry written by an older version, or damaged)."""
+        if not isinstance(rec, dict) or not isinstance(rec.get("message"), dict):
+            raise ValueError("the record has no message object")
+        resp = cls(rec["message"], rec.get("usage"), rec.get("finish_reason"), rec.get("model", ""), cached,
+                   latency_s, rec.get("model_latency_s"), rec.get("tool_protocol"))
+        resp.validate()
+        return resp
+
+    def validate(self) -> "ChatResponse":
+        """This response, once it has the shape every caller reads (content text or None, tool calls
+        with a name and JSON-string arguments, usage figures that are token counts); ValueError naming
+        the first thing that is not.  Nothing enters the call cache before it passes."""
+        m = self.message
+        if not isinstance(m, dict):
+            raise ValueError(f"the message is a {type(m).__name__}, not an object")
+        if m.get("content") is not None and not isinstance(m["content"], str):
+            raise ValueError(f"message.content is a {type(m['content']).__name__}, not text")
+        calls = m.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise ValueError("message.tool_calls is not a list")
+        for i, tc in enumerate(calls):
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or \
+                    not isinstance(fn.get("arguments"), str):
+                raise ValueError(f"message.tool_calls[{i}] has no function name and JSON-string arguments")
+        if m.get("reasoning_content") is not None and not isinstance(m["reasoning_content"], str):
+            raise ValueError("message.reasoning_content is not text")
+        self.usage = read_usage(self.usage)
+        if self.finish_reason is not None and not isinstance(self.finish_reason, str):
+            raise ValueError("finish_reason is not text")
+        if not isinstance(self.model, str):
+            raise ValueError("model is not text")
+        return self
+
+
+def read_usage(raw: Any) -> dict[str, int]:
+    """``{"prompt_tokens": n, "completion_tokens": m}`` from a server's ``usage`` (a missing figure or a
+    missing ``usage`` is 0).  ``prompt_tokens_details.cached_tokens`` is checked too.  A figure that is
+    not a whole number in ``[0, 2**63)`` (negative, fractional, text, a boolean, or too large for a
+    64-bit integer) raises ValueError naming it: it must never reach reports, costs or the cache."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"usage is a {type(raw).__name__}, not an object")
+    details = raw.get("prompt_tokens_details")
+    if details is not None and not isinstance(details, dict):
+        raise ValueError("usage.prompt_tokens_details is not an object")
+    figures = {"prompt_tokens": raw.get("prompt_tokens"), "completion_tokens": raw.get("completion_tokens"),
+               "prompt_tokens_details.cached_tokens": (details or {}).get("cached_tokens")}
+    for name, v in figures.items():
+        if v is None:
+            continue
+        # JSON readers hand a figure past 64 bits over as a float: it is out of range before it is fractional.
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not 0 <= v <= MAX_TOKENS_FIGURE:
+            raise ValueError(f"usage.{name} is {_clip_value(v)}, out of range (0 to 2**63-1 tokens)")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"usage.{name} is {_clip_value(v)}, not a whole number of tokens")
+    return {"prompt_tokens": figures["prompt_tokens"] or 0, "completion_tokens": figures["completion_tokens"] or 0}
+
+
+def _clip_value(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @runtime_checkable
@@ -181,15 +249,36 @@ def split_reasoning(text: str | None) -> tuple[str | None, str]:
     return text.strip(), "\n\n".join(p.strip() for p in parts if p.strip())
 
 
+def content_text(content: Any) -> str | None:
+    """A message's ``content`` as text: a string as it is, None as None, and a list of content parts
+    (OpenAI's ``[{"type": "text", "text": "..."}, ...]``, which several servers send) as its text
+    parts joined; parts of other types (an image, a refusal) hold no answer text and are skipped.
+    Any other shape raises :class:`TypeError` naming it."""
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise TypeError(f"message.content is a {type(content).__name__}, not text or a list of content parts")
+    texts = []
+    for i, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise TypeError(f"message.content[{i}] is not a content part (an object with a type)")
+        if part["type"] == "text":
+            if not isinstance(part.get("text"), str):
+                raise TypeError(f"message.content[{i}] is a text part without text")
+            texts.append(part["text"])
+    return "".join(texts)
+
+
 def normalise_message(raw: dict[str, Any]) -> dict[str, Any]:
     """An assistant message in the one shape hopforge stores.
 
-    Servers differ in their tool calls (see :meth:`ToolCall.from_openai`), and some call the
-    thinking field ``reasoning``; ``<think>`` blocks in the content move to ``reasoning_content``
-    too, so parsers read the answer alone.  Arrow merges dict keys across rows, so the shape
-    must not vary with the server.
+    Servers differ in their tool calls (see :meth:`ToolCall.from_openai`) and their content (a
+    list of content parts is read as text, :func:`content_text`; another shape raises TypeError),
+    and some call the thinking field ``reasoning``; ``<think>`` blocks in the content move to
+    ``reasoning_content`` too, so parsers read the answer alone.  Arrow merges dict keys across
+    rows, so the shape must not vary with the server.
     """
-    content, thought = split_reasoning(raw.get("content"))
+    content, thought = split_reasoning(content_text(raw.get("content")))
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     calls = [ToolCall.from_openai(tc, i).to_openai() for i, tc in enumerate(raw.get("tool_calls") or [])]
     if calls:
@@ -199,3 +288,24 @@ def normalise_message(raw: dict[str, Any]) -> dict[str, Any]:
     if reasoning:
         msg["reasoning_content"] = reasoning
     return msg
+
+
+def secret_forms(secret: str) -> list[str]:
+    """Every way ``secret`` may be written into a message, longest first: as it is and without its
+    surrounding whitespace, each raw, as a ``repr`` or bytes literal would escape it (``b'Bearer
+    sk-...\\r'`` shows the key as ``sk-...\\r``), JSON-escaped and URL-encoded.  Forms shorter than
+    4 characters are left out: replacing them would shred ordinary text."""
+    forms: set[str] = set()
+    for s in {secret, secret.strip()}:
+        forms |= {s, repr(s)[1:-1], repr(s.encode("utf-8", "backslashreplace"))[2:-1], json.dumps(s)[1:-1],
+                  json.dumps(s, ensure_ascii=False)[1:-1], quote(s, safe=""), quote_plus(s, safe="")}
+    return sorted((f for f in forms if len(f) >= 4), key=len, reverse=True)
+
+
+def scrub(text: str, *secrets: str | None) -> str:
+    """``text`` with every form of every secret (:func:`secret_forms`) replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            for form in secret_forms(secret):
+                text = text.replace(form, "***")
+    return text

@@ -2,7 +2,8 @@
 
 It speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies) over asyncio
 streams, which keeps it fast (thousands of requests a second) and lets it do what a
-framework hides: stall, send a broken body, or drop the connection mid-request.
+framework hides: stall, send a broken body (or any bytes: :class:`Raw`, a stream: :func:`sse`),
+or drop the connection mid-request or mid-body.
 It runs on 127.0.0.1 with an ephemeral port, in a background thread::
 
     with serve(latency=0.2) as srv:            # srv.base_url == "http://127.0.0.1:PORT/v1"
@@ -40,7 +41,8 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 404: "Not Found",
+           429: "Too Many Requests",
            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 
@@ -57,11 +59,13 @@ class Reply:
 
 @dataclass
 class Status:
-    """An HTTP error (e.g. 429, 500) with an OpenAI-style error body and optional headers."""
+    """An HTTP error (e.g. 429, 500) with an OpenAI-style error body and optional headers; ``error`` adds
+    fields to the body's error object (``{"type": "insufficient_quota", "code": "insufficient_quota"}``)."""
 
     code: int
     headers: dict[str, str] = field(default_factory=dict)
     message: str = "scripted error"
+    error: dict | None = None
 
 
 @dataclass
@@ -81,6 +85,24 @@ class Malformed:
 @dataclass
 class Drop:
     """Close the connection without answering."""
+
+
+@dataclass
+class Raw:
+    """Any answer, byte for byte: ``body`` under ``status`` and ``content_type``.  ``length`` declares a
+    Content-Length other than the body's: a longer one, with the connection then closed, is a body cut
+    mid-way."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    length: int | None = None
+
+
+def sse(*chunks: dict) -> Raw:
+    """A streamed (SSE) answer of ``chunks``, as a server that only streams sends it to any request."""
+    lines = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    return Raw(lines, content_type="text/event-stream")
 
 
 @dataclass
@@ -221,6 +243,15 @@ class OpenAIServer:
             if isinstance(action, Drop):
                 writer.transport.abort()
                 return False
+            if isinstance(action, Raw):
+                length = len(action.body) if action.length is None else action.length
+                writer.write(f"HTTP/1.1 {action.status} {REASONS.get(action.status, 'Status')}\r\ncontent-type: "
+                             f"{action.content_type}\r\ncontent-length: {length}\r\n\r\n".encode() + action.body)
+                await writer.drain()
+                if length != len(action.body):
+                    writer.transport.abort()  # the rest never comes
+                    return False
+                return True
             status, extra, payload = self._render(action, body or {})
             reason = REASONS.get(status, "Status")
             hdr = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
@@ -269,7 +300,8 @@ class OpenAIServer:
 
     def _render(self, action: Any, req: dict) -> tuple[int, dict, bytes]:
         if isinstance(action, Status):
-            err = {"error": {"message": action.message, "type": "scripted", "code": str(action.code)}}
+            err = {"error": {"message": action.message, "type": "scripted", "code": str(action.code),
+                             **(action.error or {})}}
             return action.code, action.headers, orjson.dumps(err)
         if isinstance(action, Malformed):
             return 200, {}, action.body
