@@ -156,12 +156,19 @@ def _check_teacher(cfg, config: str | None, via: Via, env: Mapping[str, str]) ->
     t = cfg.teacher
     if t.backend != "openai":
         return []
+    from synth.teacher.config import read_api_key
+
     problems = []
-    if not env.get(t.api_key_env):
+    if not (env.get(t.api_key_env) or "").strip():
         problems.append(
             f"{t.api_key_env} is not set (teacher.api_key_env; teacher.backend is 'openai'): export it in the "
             "environment of the worker that runs the flow (`hopforge serve` or `prefect worker start`); a local "
             f"server without auth takes any placeholder, e.g. export {t.api_key_env}=EMPTY")
+    else:
+        try:
+            read_api_key(env.get(t.api_key_env), t.api_key_env)
+        except ConfigError as e:  # a control or non-ASCII character: named, never sent, never shown
+            problems.append(str(e))
     if t.base_url is not None:
         parts = urlsplit(t.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -178,7 +185,8 @@ def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str]) -
     request where a server has no model list), a few seconds at most.  Then, unless a text tool
     protocol is configured, one tiny tool-call request shows what the server does with tools
     (:mod:`synth.teacher.probe`): a server that ignores or rejects them, or writes the calls as
-    text while ``native`` is set, is a problem that names the fix.
+    text while ``native`` is set, is a problem that names the fix; one that answers it with an error
+    (a 200 carrying an error, a stream, no completion) is a problem that says what the server said.
 
     Every request goes through the run's own backend (:class:`~synth.teacher.openai_compat.OpenAIBackend`):
     its client, its mapping of failures to reasons and its key scrubbing; this function only words the
@@ -224,6 +232,9 @@ async def _ask_endpoint(backend, cfg, config: str | None, via: Via) -> list[str]
         if kind == "model":
             return [f"{where} does not serve model {t.model!r} (404): "
                     f"{how_to_set('teacher.model', 'NAME', config, via)} with a name the server serves"]
+        if kind == "quota":
+            return [f"{where} says the account has no quota or credit left ({e.detail[:200]}): add credit or raise "
+                    "the quota with the provider"]
         if kind == "unreachable" or e.reason in ("connection", "timeout"):
             return [f"nothing answers at {where} ({e.reason}: {e.detail[:160]}): start the server or "
                     f"{how_to_set('teacher.base_url', 'http://localhost:8000/v1', config, via)}"]
@@ -250,10 +261,19 @@ async def _probe_tools(backend, cfg, config: str | None, via: Via) -> list[str]:
         return []  # a text protocol needs nothing of the server
     try:
         found = await backend.tool_support()
-    except BackendError as e:  # slow or flaky now: the run's own calls will say more
-        logging.getLogger("hopforge").warning("preflight: the tool-call probe of %s got no answer (%s); "
-                                              "tool support is unchecked", t.display_url(), e.reason)
-        return []
+    except BackendError as e:
+        if e.reason in ("timeout", "connection", "unreachable", "http_429") or e.reason.startswith("http_5"):
+            # slow or flaky now: the run's own calls will say more
+            logging.getLogger("hopforge").warning("preflight: the tool-call probe of %s got no answer (%s); "
+                                                  "tool support is unchecked", t.display_url(), e.reason)
+            return []
+        detail = " ".join(e.detail.split())[:300]
+        if e.reason == "quota":
+            return [f"teacher.base_url {t.display_url()} says the account has no quota or credit left ({detail}): "
+                    "add credit or raise the quota with the provider"]
+        # It answered, with an error rather than a completion: say what the server said.
+        return [f"teacher.base_url {t.display_url()} (model {t.model!r}) answers a chat request with an error, "
+                f"not a completion ({e.reason}: {detail})"]
     problem = probe.tools_problem(t.tool_protocol, found)
     if problem is None:
         return []

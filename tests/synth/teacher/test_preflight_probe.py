@@ -81,3 +81,50 @@ def test_the_probe_never_shows_the_key(tmp_path):
     with serve(handler=lambda req: Reply(content=f"my key is {SECRET}") if req.get("tools") else "hi") as srv:
         [p] = problems(srv, tmp_path)
     assert SECRET not in p and "***" in p and SECRET not in repr(probe._FOUND)
+
+
+def test_a_server_answering_with_an_error_is_not_one_that_ignores_tools(tmp_path):
+    # An error inside a 200 used to read as "ignores the tools it is sent".
+    error = {"error": {"message": "tool use is disabled for this deployment", "type": "invalid_request_error"}}
+    with serve(handler=lambda req: error if req.get("tools") else Reply(content="hello")) as srv:
+        [p] = problems(srv, tmp_path)
+    assert "answers a chat request with an error, not a completion" in p and "ignores" not in p
+    assert "tool use is disabled for this deployment (invalid_request_error)" in p
+
+
+def test_a_stream_only_server_fails_the_preflight_naming_the_stream(tmp_path):
+    from helpers.openai_server import sse
+
+    with serve(handler=lambda req: sse({"choices": [{"delta": {"content": "hi"}}]}) if req.get("tools") else
+               Reply(content="hello")) as srv:
+        [p] = problems(srv, tmp_path, "auto")
+    assert "the server answered with a stream (SSE" in p and "JSONDecodeError" not in p
+
+
+def test_an_exhausted_quota_fails_the_preflight_in_one_line(tmp_path):
+    quota = Status(429, message="You exceeded your current quota, please check your plan and billing details.",
+                   error={"code": "insufficient_quota"})
+    with serve(handler=lambda req: quota if req.get("tools") else Reply(content="hello")) as srv:
+        [p] = problems(srv, tmp_path)
+    assert "says the account has no quota or credit left" in p and "\n" not in p
+
+
+@pytest.mark.parametrize("key, said", [(SECRET[:6] + "\r" + SECRET[6:], "contains a control character"),
+                                       (SECRET[:6] + "é" + SECRET[6:], "contains a non-ASCII character")])
+def test_a_key_with_a_control_or_non_ascii_character_is_named_not_blamed_on_the_server(tmp_path, key, said):
+    with serve(handler=native) as srv:
+        sets = ["teacher.backend=openai", f"teacher.base_url={srv.base_url}", "teacher.model=m",
+                "teacher.api_key_env=HOPFORGE_PF_KEY"]
+        [p] = check(CONFIG, sets, tmp_path, via="cli", env={"HOPFORGE_PF_KEY": key}, stages=["rollout"])
+        assert srv.count == 0  # never sent
+    assert p.startswith("the API key in HOPFORGE_PF_KEY (teacher.api_key_env) " + said)
+    assert "nothing answers" not in p and SECRET[6:] not in p and SECRET[:6] not in p
+
+
+def test_a_key_with_surrounding_whitespace_is_stripped(tmp_path):
+    with serve(handler=native) as srv:
+        sets = ["teacher.backend=openai", f"teacher.base_url={srv.base_url}", "teacher.model=m",
+                "teacher.api_key_env=HOPFORGE_PF_KEY"]
+        assert check(CONFIG, sets, tmp_path, via="cli", env={"HOPFORGE_PF_KEY": f" {SECRET}\r\n"},
+                     stages=["rollout"]) == []
+        assert {r.headers["authorization"] for r in srv.requests} == {f"Bearer {SECRET}"}
