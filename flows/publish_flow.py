@@ -40,8 +40,9 @@ def _publish_fn():
 
 @flow(name="publish", log_prints=False, persist_result=False)
 def publish_flow(to: str, out: str = "data/demo", config: str = "configs/demo.yaml",
-                 overrides: list[str] = []) -> Any:  # noqa: B006
-    """Publish the tables of ``out`` (sft, rl_pool, questions, traces...) with a dataset card to ``to``."""
+                 overrides: list[str] = [], overwrite: bool = False) -> Any:  # noqa: B006
+    """Publish the tables of ``out`` (sft, rl_pool, questions, traces...) with a dataset card to ``to``;
+    ``overwrite`` lets a local target's files that publish did not write be replaced."""
     from flows.config import load_config
 
     logger = run_logger()
@@ -58,7 +59,7 @@ def publish_flow(to: str, out: str = "data/demo", config: str = "configs/demo.ya
     cfg = load_config(config, list(overrides))
     publish = _publish_fn()
     logger.info("publish: %s -> %s", Path(out).absolute(), to)
-    result = publish(out, to, cfg)
+    result = publish(out, to, cfg, overwrite=overwrite)
     if isinstance(result, dict):
         rows = result.get("rows") or {}
         logger.info("publish: %s; rows %s; skipped %s", to, rows, result.get("skipped") or {})

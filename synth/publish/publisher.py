@@ -46,6 +46,14 @@ Targets.
     layout before splits).
     A publish that fails (bad rows, a secret in the card) changes nothing.  Nothing else in
     PATH is touched.
+    What the user owns is never overwritten.  PATH may not lie inside the output folder DIR
+    (its stage folders would take the card and the shards), nor DIR inside PATH's ``data/``.
+    PATH keeps a list of what publish wrote there, ``.hopforge-publish.json`` (path -> sha256,
+    written atomically, see :mod:`synth.publish.owned`): a file is replaced, or a stale shard removed,
+    only when it is listed with the bytes it holds now, so a republish goes through but a
+    ``README.md`` of the user's (or a file edited since) stops the publish, naming it, before
+    anything is written; ``overwrite=True`` (``--overwrite``) replaces such files, as it must
+    once for a folder published before the list existed.
   * ``hub:ORG/NAME`` creates the dataset repo if needed (``publish.private``), lists the
     remote files, and makes one ``create_commit`` with a ``CommitOperationAdd`` for every
     new or changed file (compared by LFS sha256, or git blob sha1 for non-LFS files) and
@@ -80,8 +88,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from synth.engine.errors import InputError
 from synth.engine.store import Store
+from synth.publish.errors import HubError, PublishError
+from synth.publish.owned import OWNED_FILE, OwnedFiles, check_outside_run
 from synth.publish.config import PublishConfig
 from synth.engine.records import SPLITS
 
@@ -102,14 +111,6 @@ REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-
 TARGET_FORMS = "local:PATH (a folder) or hub:ORG/NAME (a Hugging Face dataset repo)"
 MAX_OPEN_SPILLS = 128  # shard spill files open at once; more shards take more passes over the table
 BATCH_ROWS = 2048
-
-
-class PublishError(InputError):
-    """The DIR cannot be published as it is, or the target is wrong (the CLI exits 2)."""
-
-
-class HubError(PublishError):
-    """A Hub call failed; the message is scrubbed of the token."""
 
 
 @dataclass(frozen=True)
@@ -331,29 +332,43 @@ class _Sink:
 class LocalSink(_Sink):
     """Writes the layout into a folder.  Changed files are staged first and only written (each
     atomically) once the whole layout and the card are built, so a failed publish leaves the
-    folder as it was; unchanged files are never rewritten."""
+    folder as it was; unchanged files are never rewritten.
 
-    def __init__(self, root: Path, staging: Path):
+    Every file to be replaced and every stale shard to be removed must be publish's own (listed in
+    ``OWNED_FILE`` with the bytes it holds now, see :mod:`synth.publish.owned`), unless ``overwrite``."""
+
+    def __init__(self, root: Path, staging: Path, overwrite: bool = False):
         self.root = Path(root).expanduser().absolute()
         if self.root.exists() and not self.root.is_dir():
             raise PublishError(f"bad target local:{root}: not a folder")
-        self.staging = staging
+        self.staging, self.overwrite = staging, overwrite
         self.adds: list[tuple[str, Path]] = []
+        self.layout: dict[str, str] = {}  # every file of the new layout -> sha256
+        self.owned = OwnedFiles(self.root, overwrite)
+
+    def put(self, rel: str, data: bytes) -> bool:
+        self.layout[rel] = hashlib.sha256(data).hexdigest()
+        return super().put(rel, data)
 
     def _same(self, rel: str, data: bytes) -> bool:
         path = self.root / rel
         return path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data
 
     def stale(self, keep: set[str]) -> list[str]:
-        """Shards in the folder that the new layout does not hold."""
+        """Shards in the folder that the new layout does not hold (and files publish wrote that it drops)."""
         base = self.root / "data"
         rels = (p.relative_to(self.root).as_posix() for p in base.rglob("*.parquet")) if base.is_dir() else ()
-        return sorted(r for r in rels if SHARD_RE.match(r) and r not in keep)
+        found = {r for r in rels if SHARD_RE.match(r)} | {r for r in self.owned.listed if (self.root / r).is_file()}
+        return sorted(r for r in found if r not in keep)
 
     def finish(self, stale: list[str], message: str) -> str | None:
-        """Write the staged files (temporary name in the target folder, then rename), then remove the
-        stale shards and the folders they leave empty.  A crash in between leaves extra or missing
-        files that the next publish repairs."""
+        """Check ownership, then write the staged files (temporary name in the target folder, then
+        rename), then remove the stale shards and the folders they leave empty.  A crash in between
+        leaves extra or missing files that the next publish repairs, and knows as its own."""
+        replaced = [rel for rel, _ in self.adds]
+        self.owned.check(replaced, stale)
+        if replaced or stale:
+            self.owned.before(self.layout, replaced, stale)
         for rel, staged in self.adds:
             dest = self.root / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -370,6 +385,7 @@ class LocalSink(_Sink):
         for d in sorted((d for d in base.rglob("*") if d.is_dir()), reverse=True) if base.is_dir() else []:
             if not any(d.iterdir()):
                 d.rmdir()
+        self.owned.write(self.layout)
         return None
 
 
@@ -432,8 +448,11 @@ class HubSink(_Sink):
 
 # ---- publish ------------------------------------------------------------------------------------
 
-def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
+def publish(out_dir: str | Path, target: str, cfg: Any, overwrite: bool = False) -> dict:
     """Publish the tables of ``out_dir`` to ``target`` (``local:PATH`` or ``hub:ORG/NAME``).
+
+    A local target may not lie inside ``out_dir``; there, files publish did not write are replaced
+    (or removed as stale shards) only with ``overwrite`` (see :class:`LocalSink`).
 
     Returns a summary: ``written`` / ``unchanged`` / ``deleted`` (file paths; on the Hub
     ``written`` means uploaded), ``rows`` and ``shards`` per config (all splits together),
@@ -446,6 +465,8 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
     tgt = parse_target(target)
     pcfg = cfg.publish
     root = Path(out_dir).absolute()
+    if tgt.kind == "local":
+        check_outside_run(root, Path(tgt.where))
     if not (root / "manifest.json").is_file():
         raise PublishError(f"cannot publish {root}: no manifest.json (not a hopforge output folder)")
     store = Store(root)
@@ -456,7 +477,8 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
     skipped: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix=".publish-", dir=root) as tmp:
         staging = Path(tmp)
-        sink = HubSink(tgt.where, pcfg, staging) if tgt.kind == "hub" else LocalSink(Path(tgt.where), staging)
+        sink = HubSink(tgt.where, pcfg, staging) if tgt.kind == "hub" else \
+            LocalSink(Path(tgt.where), staging, overwrite=overwrite)
 
         def put(rel: str, data: bytes) -> None:
             (written if sink.put(rel, data) else unchanged).append(rel)
@@ -511,6 +533,6 @@ def publish(out_dir: str | Path, target: str, cfg: Any) -> dict:
     return summary
 
 
-__all__ = ["HubError", "LocalSink", "HubSink", "PublishError", "SPLITS", "TABLES", "Target", "check_ready",
-           "git_blob_sha1", "parquet_bytes", "parse_target", "publish", "shard_count", "shard_of", "shard_path",
-           "table_shards"]
+__all__ = ["OWNED_FILE", "HubError", "LocalSink", "HubSink", "PublishError", "SPLITS", "TABLES", "Target",
+           "check_outside_run", "check_ready", "git_blob_sha1", "parquet_bytes", "parse_target", "publish",
+           "shard_count", "shard_of", "shard_path", "table_shards"]

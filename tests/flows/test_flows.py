@@ -265,10 +265,12 @@ def test_publish_flow_calls_publish(monkeypatch, flow_run) -> None:
     out = flow_run[0]
     calls = []
     fake = types.ModuleType("synth.publish.publisher")
-    fake.publish = lambda out_dir, target, cfg: calls.append((out_dir, target, cfg.seed)) or {"ok": True}
+    fake.publish = lambda out_dir, target, cfg, overwrite: calls.append((out_dir, target, cfg.seed, overwrite)) \
+        or {"ok": True}
     monkeypatch.setitem(sys.modules, "synth.publish.publisher", fake)
     assert publish_flow.fn(to="local:/tmp/hopforge-pub", out=str(out), config=CONFIG) == {"ok": True}
-    assert calls == [(str(out), "local:/tmp/hopforge-pub", 0)]
+    assert publish_flow.fn(to="local:/tmp/hopforge-pub", out=str(out), config=CONFIG, overwrite=True) == {"ok": True}
+    assert calls == [(str(out), "local:/tmp/hopforge-pub", 0, False), (str(out), "local:/tmp/hopforge-pub", 0, True)]
     assert check_target("hub:org/name") == ("hub", "org/name")
     for bad in ("org/name", "hub:name", "s3:x"):
         with pytest.raises(ConfigError):

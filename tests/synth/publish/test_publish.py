@@ -31,8 +31,8 @@ from filters.sftrows import sft_row
 from helpers.traces import make_question, make_trace
 from synth.publish.card import prompt_hashes
 from flows.config import Config
-from synth.publish.publisher import (PublishError, git_blob_sha1, parse_target, publish, shard_count, shard_of,
-                                     shard_path)
+from synth.publish.publisher import (OWNED_FILE, PublishError, git_blob_sha1, parse_target, publish, shard_count,
+                                     shard_of, shard_path)
 from synth.publish.config import PublishConfig, ShardRows
 from synth.engine.records import SFT_SCHEMA, Question, Trace
 from flows.stages import BY_NAME
@@ -175,7 +175,9 @@ def front(card: str) -> dict:
 
 
 def files_of(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """The published files (not publish's own list of them, OWNED_FILE)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != OWNED_FILE}
 
 
 def data_of(root: Path) -> dict[str, bytes]:
@@ -438,10 +440,11 @@ def test_republish_one_split_changes_only_its_shards(tmp_path, secrets):
 
 def test_stale_shards_removed_and_missing_table_skipped(tmp_path, secrets):
     cfg = run_config(sft=4)
-    build_dir(tmp_path / "run", cfg, longctx=False)
+    build_dir(tmp_path / "before", cfg)  # an earlier publish had a longctx config
     pub = tmp_path / "pub"
-    (pub / "data" / "longctx").mkdir(parents=True)
-    (pub / "data" / "longctx" / "sft-00000-of-00001.parquet").write_bytes(b"old")
+    publish(tmp_path / "before", f"local:{pub}", cfg)
+    assert (pub / "data" / "longctx" / "sft-00000-of-00001.parquet").is_file()
+    build_dir(tmp_path / "run", cfg, longctx=False)
     (pub / "notes.txt").write_text("mine")
     s = publish(tmp_path / "run", f"local:{pub}", cfg)
     assert s["skipped"] == {"longctx": "no `longctx` table in DIR (the assemble stage has not run)"}
@@ -468,7 +471,13 @@ def test_old_train_layout_is_replaced(tmp_path, secrets):
         (pub / rel).parent.mkdir(parents=True, exist_ok=True)
         (pub / rel).write_bytes(b"the layout before splits")
     (pub / "README.md").write_text("---\nconfigs: []\n---\nold card\n")
-    s = publish(tmp_path / "run", f"local:{pub}", cfg)
+    before = files_of(pub)
+    # A folder published before publish listed what it wrote: its files are not known to be publish's own.
+    with pytest.raises(PublishError, match=r"4 file\(s\) there were not written by hopforge publish .*README.md, "
+                                           r"data/questions/train-00000-of-00001.parquet.*pass --overwrite"):
+        publish(tmp_path / "run", f"local:{pub}", cfg)
+    assert files_of(pub) == before and not (pub / OWNED_FILE).exists()
+    s = publish(tmp_path / "run", f"local:{pub}", cfg, overwrite=True)
     assert s["deleted"] == sorted(old)
     assert not [n for n in files_of(pub) if "/train-" in n]
     assert "old card" not in (pub / "README.md").read_text()
@@ -563,6 +572,103 @@ def test_failed_publish_changes_nothing(tmp_path, secrets):
         publish(tmp_path / "run", f"local:{pub}", cfg)
     assert files_of(pub) == before
     assert not list((tmp_path / "run").glob(".publish-*"))
+
+
+# ---- what the user owns ---------------------------------------------------------------------------
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_refuses_a_target_inside_the_run_folder(tmp_path, secrets):
+    """`--to local:DIR/sft` wrote README.md and data/ into the committed sft stage and broke the run."""
+    import pyarrow.dataset as pds
+
+    cfg = run_config()
+    run = tmp_path / "run"
+    build_dir(run, cfg)
+    before = _tree(run)
+    (tmp_path / "link").symlink_to(run / "sft")
+    for target in (run / "sft", run, run / "new" / "place", tmp_path / "link"):
+        with pytest.raises(PublishError, match=rf"refusing to publish to local:{target}: it is inside the output "
+                                               rf"folder {run}, whose committed stages it would overwrite"):
+            publish(run, f"local:{target}", cfg)
+    assert _tree(run) == before and not (run / "new").exists()
+    assert pds.dataset(run / "sft").count_rows() == N_SFT
+    # a run folder named data/, published to the folder above it: the shards would land in its stages
+    store = build_dir(tmp_path / "above" / "data", cfg)
+    with pytest.raises(PublishError, match="lies inside its data/ folder"):
+        publish(store.root, f"local:{tmp_path / 'above'}", cfg)
+    assert not (tmp_path / "above" / "README.md").exists()
+
+
+def test_refuses_to_replace_files_it_did_not_write(tmp_path, secrets):
+    """The user's own README.md was overwritten silently; now only publish's own files are replaced."""
+    cfg = run_config(sft=4)
+    store = build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    pub.mkdir()
+    (pub / "README.md").write_text("# my own notes\n")
+    (pub / "keep.txt").write_text("mine")
+    with pytest.raises(PublishError, match=r"refusing to publish to local:.*/pub: 1 file\(s\) there were not written "
+                                           r"by hopforge publish \(or changed since\) and would be replaced or "
+                                           r"removed: README.md; pass --overwrite"):
+        publish(store.root, f"local:{pub}", cfg)
+    assert _tree(pub) == {"README.md": b"# my own notes\n", "keep.txt": b"mine"}  # nothing written
+
+    # into a non-empty folder without a clash: written, and publish lists what it wrote
+    (pub / "README.md").unlink()
+    first = publish(store.root, f"local:{pub}", cfg)
+    owned = json.loads((pub / OWNED_FILE).read_text())
+    assert set(owned["files"]) == set(first["written"]) and owned["pending"] == {}
+    assert owned["files"]["README.md"] == hashlib.sha256((pub / "README.md").read_bytes()).hexdigest()
+    assert (pub / "keep.txt").read_text() == "mine"
+
+    # a republish replaces publish's own files (a changed shard, the card) without --overwrite
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
+            report(store, "filter"), cfg, ("questions", "rollout"), tag="2")
+    again = publish(store.root, f"local:{pub}", cfg)
+    assert "README.md" in again["written"] and len(again["written"]) == 2
+
+    # a file publish wrote but the user edited since is theirs now; so is a shard-named file of theirs
+    (pub / "README.md").write_text((pub / "README.md").read_text() + "\nmy edit\n")
+    mine = pub / "data" / "sft" / "sft-00000-of-00064.parquet"
+    mine.write_bytes(b"the user's")
+    recommit(store, cfg, "3", sft=sft_table({"t007": 0.25}))
+    with pytest.raises(PublishError, match=r"2 file\(s\).*README.md, data/sft/sft-00000-of-00064.parquet"):
+        publish(store.root, f"local:{pub}", cfg)
+    assert "my edit" in (pub / "README.md").read_text() and mine.read_bytes() == b"the user's"
+    forced = publish(store.root, f"local:{pub}", cfg, overwrite=True)
+    assert "README.md" in forced["written"] and "data/sft/sft-00000-of-00064.parquet" in forced["deleted"]
+    assert "my edit" not in (pub / "README.md").read_text() and (pub / "keep.txt").read_text() == "mine"
+
+
+def test_a_publish_cut_short_is_resumed_without_overwrite(tmp_path, secrets, monkeypatch):
+    """The list of what publish wrote is rewritten before the files (new hashes pending), so a publish that
+    dies half-way leaves files the next publish still knows as its own."""
+    import shutil as _shutil
+
+    cfg = run_config(sft=4)
+    store = build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    publish(store.root, f"local:{pub}", cfg)
+    recommit(store, cfg, "2", sft=sft_table({f"t{i:03d}": 0.5 for i in range(N_SFT)}))
+    real, copies = _shutil.copyfile, []
+
+    def dies_on_the_second(src, dst, *a, **kw):
+        copies.append(dst)
+        if len(copies) == 2:
+            raise OSError(28, "No space left on device", str(dst))
+        return real(src, dst, *a, **kw)
+
+    monkeypatch.setattr("synth.publish.publisher.shutil.copyfile", dies_on_the_second)
+    with pytest.raises(OSError):
+        publish(store.root, f"local:{pub}", cfg)
+    assert json.loads((pub / OWNED_FILE).read_text())["pending"]
+    monkeypatch.setattr("synth.publish.publisher.shutil.copyfile", real)
+    s = publish(store.root, f"local:{pub}", cfg)
+    assert s["written"] and json.loads((pub / OWNED_FILE).read_text())["pending"] == {}
+    assert not [p for p in pub.rglob("*.tmp")]
 
 
 def test_refuses_a_secret_in_the_card(tmp_path, secrets):
@@ -709,6 +815,23 @@ def test_cli(tmp_path, secrets):
     assert "files written" in ok.output and (tmp_path / "pub" / "README.md").is_file()
     bad = runner.invoke(app, ["publish", "--out", str(tmp_path / "run"), "--to", "s3://x", "--config", str(demo)])
     assert bad.exit_code == 2 and "hub:ORG/NAME" in bad.output
+    inside = runner.invoke(app, ["publish", "--out", str(tmp_path / "run"), "--to",
+                                 f"local:{tmp_path / 'run' / 'sft'}", "--config", str(demo)])
+    assert inside.exit_code == 2 and not (tmp_path / "run" / "sft" / "README.md").exists()
+    assert [ln for ln in inside.output.splitlines() if ln.strip()] == [
+        f"error: refusing to publish to local:{tmp_path / 'run' / 'sft'}: it is inside the output folder "
+        f"{tmp_path / 'run'}, whose committed stages it would overwrite; publish to a folder outside it"]
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "README.md").write_text("mine")
+    refused = runner.invoke(app, ["publish", "--out", str(tmp_path / "run"), "--to", f"local:{theirs}",
+                                  "--config", str(demo)])
+    assert refused.exit_code == 2 and "pass --overwrite" in refused.output
+    assert (theirs / "README.md").read_text() == "mine"
+    forced = runner.invoke(app, ["publish", "--out", str(tmp_path / "run"), "--to", f"local:{theirs}",
+                                 "--config", str(demo), "--overwrite"])
+    assert forced.exit_code == 0, forced.output
+    assert (theirs / "README.md").read_text() != "mine"
 
 
 def test_spill_passes_and_empty_table(tmp_path, secrets, monkeypatch):
