@@ -8,9 +8,16 @@ field          how                          why
 ``page_id``    raw term, stored             exact lookup, masking (``MustNot``), results
 ``title``      analyzed (freqs), stored     BM25 on the title, boosted at query time
 ``title_key``  raw term                     exact-title lookup and the exact-title bonus
-``body``       analyzed (freqs), stored     BM25 on the paragraphs; their text, for the tools
+``body``       analyzed (freqs)             BM25 on the paragraphs, all of them
+``lead``       stored bytes (UTF-8)         the body's first ``lead_chars``: snippets, ``open``
 ``meta``       stored bytes (JSON)          description, aliases, url, links (only when present)
 =============  ==========================  ==============================================
+
+A search reads the stored document of every hit, so what a document stores is bounded:
+a body longer than ``lead_chars`` (:data:`synth.tools.snippet.SCAN_CHARS`, 100,000
+characters) is stored whole in a second index, ``index_dir/long`` (``page_id`` a raw term,
+``body`` stored bytes), read only when ``open`` or ``find`` goes past the lead
+(``meta.long`` marks such a page).  A 5 MB page then costs a search what a 100 KB one does.
 
 ``links`` are the page's out-links, ``[anchor text, page id, title]`` in the order the page
 has them, each target once: ``open`` lists those whose anchor its window shows, as a browser
@@ -46,10 +53,12 @@ import pyarrow.dataset as ds
 import tantivy
 
 from synth.tools.analysis import ANALYZER_NAME, MAX_TOKEN_CHARS, analyzer, render_paragraph, title_key
+from synth.tools.snippet import SCAN_CHARS
 from synth.engine.store import atomic_write_json
 
-FORMAT = 2  # bump when the schema, the analyzer or the rendering changes
+FORMAT = 3  # bump when the schema, the analyzer or the rendering changes
 META_FILE = "hopforge.json"
+LONG_DIR = "long"  # the bodies longer than the lead, inside the index folder
 PARA_SEP = "\x1e"  # between stored paragraphs; removed from the text itself
 COLUMNS = ["page_id", "title", "paragraphs", "description", "aliases", "url"]
 
@@ -60,8 +69,17 @@ def make_schema() -> tantivy.Schema:
     sb.add_text_field("page_id", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("title", stored=True, tokenizer_name=ANALYZER_NAME, index_option="freq")
     sb.add_text_field("title_key", stored=False, tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("body", stored=True, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    sb.add_text_field("body", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    sb.add_bytes_field("lead", stored=True)
     sb.add_bytes_field("meta", stored=True)
+    return sb.build()
+
+
+def make_long_schema() -> tantivy.Schema:
+    """The schema of ``index_dir/long``: whole bodies by page id, stored only."""
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("page_id", stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_bytes_field("body", stored=True)
     return sb.build()
 
 
@@ -78,14 +96,18 @@ def build_index(
     batch_rows: int = 2048,
     links: ds.Dataset | str | Path | None = None,
     memory_limit: str = "2GB",
+    lead_chars: int | None = SCAN_CHARS,
 ) -> dict:
-    """Index every page with text; returns ``{"pages", "indexed", "empty", "links", "seconds", "pages_per_s"}``.
+    """Index every page with text; returns ``{"pages", "indexed", "empty", "long", "links", "seconds",
+    "pages_per_s"}``.
 
     ``pages`` is the ``corpus/pages`` dataset (or its folder) and ``links`` the ``corpus/links``
     one (None: no page lists links); ``index_dir`` is created, and anything already in it is
     removed first (a crashed build leaves a half-written index that must not be extended).
     ``progress(n)`` is called after each batch of ``n`` pages.  A page whose paragraphs are
-    all empty is not indexed (``empty``).
+    all empty is not indexed (``empty``).  A body longer than ``lead_chars`` stores its lead in the
+    index and its whole text in ``index_dir/long`` (``long``; None: every body is stored whole
+    in the index, as before the bound).
     """
     t0 = time.perf_counter()
     if not isinstance(pages, ds.Dataset):
@@ -105,7 +127,10 @@ def build_index(
     # than the memory saved.
     heap = max(heap_mb, 64 * n_threads) << 20
     writer = index.writer(heap_size=heap, num_threads=n_threads)
-    n_in = n_out = n_links = 0
+    (index_dir / LONG_DIR).mkdir()
+    long_index = tantivy.Index(make_long_schema(), path=str(index_dir / LONG_DIR), reuse=False)
+    long_writer = long_index.writer(heap_size=64 << 20, num_threads=1)
+    n_in = n_out = n_links = n_long = 0
     cols = [c for c in COLUMNS if c in pages.schema.names]
     for batch in _batches(pages, links, cols, batch_rows, index_dir, memory_limit):
         n = batch.num_rows
@@ -118,11 +143,17 @@ def build_index(
             body = bodies[i]
             if not body.strip(PARA_SEP):
                 continue
-            fields = {"page_id": ids[i], "title": titles[i], "title_key": title_key(titles[i]), "body": body}
+            lead = body if lead_chars is None or len(body) <= lead_chars else body[:lead_chars]
+            fields = {"page_id": ids[i], "title": titles[i], "title_key": title_key(titles[i]), "body": body,
+                      "lead": lead.encode("utf-8")}
             if extra["links"][i]:
                 extra["links"][i] = _first_per_target(extra["links"][i])
                 n_links += len(extra["links"][i])
             meta = {c: extra[c][i] for c in extra if extra[c][i]}
+            if len(lead) < len(body):
+                meta["long"] = True
+                long_writer.add_document(tantivy.Document(page_id=ids[i], body=body.encode("utf-8")))
+                n_long += 1
             if meta:
                 fields["meta"] = orjson.dumps(meta)
             writer.add_document(tantivy.Document(**fields))
@@ -132,11 +163,14 @@ def build_index(
             progress(n)
     writer.commit()
     writer.wait_merging_threads()
+    long_writer.commit()
+    long_writer.wait_merging_threads()
     seconds = time.perf_counter() - t0
     stats = {
         "pages": n_in,
         "indexed": n_out,
         "empty": n_in - n_out,
+        "long": n_long,
         "links": n_links,
         "seconds": round(seconds, 3),
         "pages_per_s": round(n_in / seconds, 1) if seconds > 0 else None,
@@ -211,4 +245,5 @@ def rendered_bodies(paragraphs: pa.ListArray | pa.ChunkedArray) -> pa.StringArra
     return pc.binary_join(pa.ListArray.from_arrays(offsets, flat), PARA_SEP)
 
 
-__all__ = ["FORMAT", "META_FILE", "PARA_SEP", "make_schema", "build_index", "rendered_bodies"]
+__all__ = ["FORMAT", "META_FILE", "LONG_DIR", "PARA_SEP", "make_schema", "make_long_schema", "build_index",
+           "rendered_bodies"]

@@ -22,8 +22,10 @@ term is a ``Should`` clause on ``title`` (boosted) and ``body``; a query equal t
 a title (case-insensitively) gets a large bonus, so "exact title" finds its page
 first.  Ties are broken by page id, so results do not depend on how the index
 happened to be segmented.  The snippet of a hit is its best paragraph by BM25
-within the page, trimmed to ``snippet_chars`` around the matches (see
-:mod:`synth.tools.snippet`).
+within the page's stored lead (its first ``SCAN_CHARS`` characters), trimmed to
+``snippet_chars`` around the matches (see :mod:`synth.tools.snippet`), so a huge page
+costs a search no more than a long one; ``open`` reads the rest of such a page from
+``index_dir/long`` (see :mod:`synth.tools.build`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import orjson
 import tantivy
 
 from synth.corpus.titles import page_order
-from synth.tools.build import FORMAT, META_FILE, PARA_SEP, build_index
+from synth.tools.build import FORMAT, LONG_DIR, META_FILE, PARA_SEP, build_index
 from synth.tools.snippet import best_paragraph, match_spans
 from synth.tools.analysis import ANALYZER_NAME, analyzer, clean_text, query_terms, snippet_window, title_key
 from synth.engine.store import MissingInput
@@ -64,6 +66,8 @@ class SearchIndex:
         self._index = index
         self._schema = index.schema
         self._searcher = index.searcher()
+        long_index = tantivy.Index.open(str(index_dir / LONG_DIR))
+        self._long_schema, self._long = long_index.schema, long_index.searcher()  # bodies past the lead
         self.meta = meta
         self.index_dir = index_dir
         self.snippet_chars = snippet_chars
@@ -117,7 +121,7 @@ class SearchIndex:
         idf = self._idf(terms)
         out = []
         for _, doc in hits:
-            paragraphs = doc["body"][0].split(PARA_SEP)
+            paragraphs = doc["lead"][0].decode("utf-8").split(PARA_SEP)  # the lead: bounded, whatever the page
             i = best_paragraph(paragraphs, idf)
             if i is None:  # the match is in the title only: show the lead paragraph, not a heading
                 text = next((p for p in paragraphs if p and not p.startswith("#")), "")
@@ -249,9 +253,16 @@ class SearchIndex:
         if doc is None:
             return None
         meta = _meta(doc)
+        body = self._long_body(doc["page_id"][0]) if meta.get("long") else doc["lead"][0].decode("utf-8")
         return {"page_id": doc["page_id"][0], "title": doc["title"][0],
-                "paragraphs": doc["body"][0].split(PARA_SEP), "description": meta.get("description"),
+                "paragraphs": body.split(PARA_SEP), "description": meta.get("description"),
                 "aliases": meta.get("aliases") or [], "url": meta.get("url"), "links": meta.get("links") or []}
+
+    def _long_body(self, page_id: str) -> str:
+        """The whole body of a page longer than its stored lead, from ``index_dir/long``."""
+        q = tantivy.Query.term_query(self._long_schema, "page_id", page_id, index_option="basic")
+        (hit,) = self._long.search(q, 1, count=False).hits
+        return self._long.doc(hit[1])["body"][0].decode("utf-8")
 
     def _lookup(self, field: str, value: str) -> dict | None:
         docs = self._lookup_all(field, value, limit=1)

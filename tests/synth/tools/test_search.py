@@ -202,3 +202,52 @@ def test_a_shared_title_opens_the_page_with_the_smallest_id(tmp_path):
     assert ix.get_page("TWIN")["page_id"] == "8"  # none exact: the smallest id of all that match
     assert ix.get_page("Crowd")["page_id"] == "5"  # more pages than one lookup batch: all are weighed
     assert ix.get_page("100")["page_id"] == "100"  # the others are opened by id
+
+
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory):
+    """The test corpus plus two pages of ~1 MB: many paragraphs, and one paragraph with no break."""
+    from helpers.searchcorpus import PAGES, _page
+
+    from synth.engine.records import PAGE_SCHEMA
+    from synth.engine.store import write_parquet_atomic
+    import pyarrow as pa
+
+    filler = "The quick brown fox jumps over the lazy dog near the river bank. "
+    paragraphs = [f"Paragraph {i}: " + filler * 7 + "\n" for i in range(2200)]
+    paragraphs[2] = "The zebrafish kelpie lives in this long page's third paragraph.\n"
+    paragraphs[2000] = "A late zebrafish kelpie, and a quasar, far past the start.\n"
+    one = "A quasar zebrafish opens the one-paragraph page. " + filler * 16_000
+    pages = PAGES + [_page("900", "Huge page", paragraphs), _page("901", "One paragraph page", [one])]
+    root = tmp_path_factory.mktemp("huge")
+    write_parquet_atomic(pa.Table.from_pylist(pages, schema=PAGE_SCHEMA), root / "pages" / "a.parquet")
+    stats = build_index(root / "pages", root / "index", threads=1, heap_mb=32)
+    assert stats["long"] == 2  # both stored whole beside the index, their leads in it
+    return SearchIndex.open(root / "index", snippet_chars=120)
+
+
+def test_a_huge_page_is_scored_for_its_snippet_on_its_bounded_lead(huge, monkeypatch):
+    import synth.tools.search as search_mod
+    from synth.tools.snippet import SCAN_CHARS
+
+    scanned: list[int] = []
+    real = search_mod.best_paragraph
+
+    def counting(paragraphs, idf):
+        scanned.append(sum(map(len, paragraphs)))
+        return real(paragraphs, idf)
+
+    monkeypatch.setattr(search_mod, "best_paragraph", counting)
+    hits = {h["page_id"]: h for h in huge.search("zebrafish kelpie", 5)}
+    assert "900" in hits and "901" in hits
+    assert max(scanned) <= SCAN_CHARS  # the ~1 MB pages were not read whole for their snippets
+    assert "zebrafish kelpie" in hits["900"]["snippet"] and len(hits["900"]["snippet"]) <= 120
+    assert "zebrafish" in hits["901"]["snippet"] and len(hits["901"]["snippet"]) <= 120
+
+
+def test_a_match_past_the_bound_shows_the_lead_and_open_reads_the_whole_page(huge):
+    (hit,) = [h for h in huge.search("quasar", 5) if h["page_id"] == "900"]
+    assert hit["snippet"].startswith("Paragraph 0:") and len(hit["snippet"]) <= 120  # the lead, not paragraph 2000
+    assert "far past the start" in huge.get_page("900")["paragraphs"][2000]
+    one = huge.get_page("One paragraph page")["paragraphs"]
+    assert len(one) == 1 and len(one[0]) > 1_000_000 and one[0].startswith("A quasar zebrafish")
