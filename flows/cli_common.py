@@ -1,5 +1,5 @@
 """What every ``hopforge`` command shares: the typer app, the common options, config loading
-and the guard that turns user errors into one line and exit code 2.
+and the guard that turns user errors (exit 2) and errors of the machine (exit 1) into one line.
 
 The command modules (``flows/cli.py``, ``cli_tools.py``, ``cli_publish.py``, ``cli_serve.py``)
 import this module and register their commands on :data:`app`; ``flows/cli.py`` imports the
@@ -82,13 +82,15 @@ def teacher_rows(outcomes) -> list[list]:
 
 
 def guard(fn):
-    """Turn known user errors into exit code 2 with a clear message."""
+    """Turn known user errors into exit code 2 with a clear message, and errors of the machine (a full
+    disk, a read-only folder, a permission denied: :func:`synth.engine.errors.machine_error`) into exit
+    code 1 with one line naming the path and what was being written."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*a, **kw):
         from flows.config import ConfigError
-        from synth.engine.errors import InputError, StageFailed
+        from synth.engine.errors import InputError, StageFailed, machine_error
         from synth.engine.store import MissingInput
 
         try:
@@ -99,6 +101,10 @@ def guard(fn):
             fail(str(e), code=1)
         except KeyboardInterrupt:
             fail("interrupted: finished stages and shards are kept; run the same command again to resume", code=130)
+        except Exception as e:  # a full disk, a read-only folder, a permission error: one line, not a traceback
+            if (m := machine_error(e, kw.get("out"))) is None:
+                raise
+            fail(str(m), code=1)
 
     return wrapper
 

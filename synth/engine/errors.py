@@ -3,8 +3,16 @@
 The CLI prints each as one line: :class:`InputError` and the config and missing-input
 errors exit 2 (the message names the record, field or setting); :class:`StageFailed`
 exits 1 (the message says what outside hopforge failed and how to fix it).  Neither is
-ever committed as a finished stage.
+ever committed as a finished stage.  :class:`MachineError` (a full disk, a read-only folder, a
+permission denied while a stage writes) exits 1 too: :func:`machine_error` finds one behind any
+exception, naming the path and what was being written.
 """
+
+from __future__ import annotations
+
+import errno as _errno
+import os as _os
+from pathlib import Path as _Path
 
 
 class InputError(ValueError):
@@ -14,3 +22,91 @@ class InputError(ValueError):
 class StageFailed(RuntimeError):
     """A stage cannot finish for a reason outside its code: the teacher's endpoint is down or
     rejects the key, or every item failed.  Finished shards are kept for the rerun."""
+
+
+# ---- errors of the machine ----------------------------------------------------------------------
+
+# errno -> (what the machine said, what the user can do)
+MACHINE_ERRNOS: dict[int, tuple[str, str]] = {
+    _errno.ENOSPC: ("no space left on device", "free some space (or use --out on a bigger disk)"),
+    _errno.EDQUOT: ("disk quota exceeded", "free some space (or use --out on another disk)"),
+    _errno.EROFS: ("read-only file system", "make the folder writable (or use --out elsewhere)"),
+    _errno.EACCES: ("permission denied", "make the folder writable for this user (or use --out elsewhere)"),
+    _errno.EPERM: ("operation not permitted", "make the folder writable for this user (or use --out elsewhere)"),
+}
+# Locals that hold the file being written, in the frames of hopforge's own code, most telling first.
+_PATH_LOCALS = ("path", "dest", "final", "partial", "tmp", "target", "folder")
+_PROJECT = _Path(__file__).resolve().parents[2]
+
+
+class MachineError(RuntimeError):
+    """The machine refused a write: the disk is full, the folder is read-only, or permission is denied.
+    One line names the path and what was being written; finished stages and shards stay as they were,
+    so the same command resumes once the cause is fixed."""
+
+    def __init__(self, code: int, path: str | None, what: str | None = None):
+        self.errno, self.path, self.what = code, path, what
+        reason, fix = MACHINE_ERRNOS[code]
+        verb = "cannot access" if code in (_errno.EACCES, _errno.EPERM) else "cannot write"  # a read, maybe
+        where = f"{verb} {path}" if path else verb
+        super().__init__(f"{where}{f' ({what})' if what else ''}: {reason} [Errno {code}]; finished stages and "
+                         f"shards are kept: {fix}, then run the same command again to resume")
+
+
+def _chain(exc: BaseException):
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+
+
+def _path_from_frames(exc: BaseException) -> str | None:
+    """The file hopforge's innermost frame was writing when ``exc`` was raised (a local such as ``path``)."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        try:
+            inside = _Path(frame.f_code.co_filename).resolve().is_relative_to(_PROJECT) and \
+                ".venv" not in frame.f_code.co_filename
+        except (OSError, ValueError):
+            inside = False
+        if not inside:
+            continue
+        for name in _PATH_LOCALS:
+            value = frame.f_locals.get(name)
+            if isinstance(value, _os.PathLike) or (isinstance(value, str) and _os.sep in value):
+                return str(value)
+    return None
+
+
+def _what(path: str) -> str | None:
+    """``stage S, table T`` for a file of a stage's output (``DIR/.stages/S/KEY[.partial]/T/...``)."""
+    parts = _Path(path).parts
+    if ".stages" not in parts:
+        return None
+    i = parts.index(".stages")
+    if len(parts) <= i + 1:
+        return None
+    stage, rest = parts[i + 1], [p for p in parts[i + 3:-1] if not p.startswith(".")]
+    return f"stage {stage}" + (f", table {'/'.join(rest)}" if rest else "")
+
+
+def machine_error(exc: BaseException, where: str | _os.PathLike | None = None) -> MachineError | None:
+    """The :class:`MachineError` behind ``exc`` (itself, or an ``OSError`` with one of
+    :data:`MACHINE_ERRNOS` anywhere in its chain), else None.  The path is the error's own filename,
+    else the file hopforge was writing, else ``where`` (the output folder)."""
+    for e in _chain(exc):
+        if isinstance(e, MachineError):
+            return e
+        if isinstance(e, OSError) and e.errno in MACHINE_ERRNOS:
+            path = next((p for p in (e.filename, _path_from_frames(e), e.filename2)
+                         if isinstance(p, (str, bytes, _os.PathLike))), None)
+            if path is None:
+                return MachineError(e.errno, f"under {where}" if where is not None else None)
+            path = _os.fsdecode(path)
+            return MachineError(e.errno, path, _what(path))
+    return None

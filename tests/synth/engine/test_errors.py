@@ -1,0 +1,47 @@
+"""machine_error: the one line for a full disk, a read-only folder or a permission error, found behind
+any exception, naming the path and what was being written."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from synth.engine.errors import MachineError, machine_error
+
+
+def _write_shard(path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")  # noqa: F841  (the frame's locals name the file)
+    raise OSError(errno.ENOSPC, "No space left on device")  # as pyarrow raises it: no filename
+
+
+def test_a_full_disk_without_a_filename_names_the_file_being_written(tmp_path):
+    path = tmp_path / ".stages" / "rollout" / "abc123.partial" / "traces" / "part-00003.parquet"
+    try:
+        _write_shard(path)
+    except OSError as e:
+        m = machine_error(e)
+    assert isinstance(m, MachineError) and m.errno == errno.ENOSPC and m.path == str(path)
+    assert str(m) == (f"cannot write {path} (stage rollout, table traces): no space left on device [Errno 28]; "
+                      "finished stages and shards are kept: free some space (or use --out on a bigger disk), then "
+                      "run the same command again to resume")
+
+
+def test_the_error_is_found_behind_a_wrapper_and_uses_its_own_filename(tmp_path):
+    try:
+        try:
+            raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "reports" / "run.json"))
+        except OSError as inner:
+            raise RuntimeError("stage failed") from inner
+    except RuntimeError as e:
+        m = machine_error(e)
+    assert m is not None and m.path == str(tmp_path / "reports" / "run.json") and m.what is None
+    assert str(m).startswith(f"cannot access {tmp_path / 'reports' / 'run.json'}: permission denied [Errno 13]; ")
+    assert "\n" not in str(m)
+
+
+def test_other_errors_are_not_the_machine_and_no_path_falls_back_to_the_folder(tmp_path):
+    assert machine_error(ConnectionRefusedError(errno.ECONNREFUSED, "refused")) is None
+    assert machine_error(FileNotFoundError(errno.ENOENT, "no such file", "x")) is None
+    assert machine_error(ValueError("bad")) is None
+    m = machine_error(OSError(errno.EROFS, "Read-only file system"), tmp_path)
+    assert str(m).startswith(f"cannot write under {tmp_path}: read-only file system [Errno 30]")
