@@ -3,9 +3,9 @@
 These fields shape what a rollout *sees* (window sizes, result counts, masking),
 so they belong in the content key of the stages that roll out or format traces.
 They do not shape the index itself: the index holds every page's text whatever
-these values are, so the ``index`` stage's key leaves them out.  The two writer
-settings below are operational (they change how fast the index is built, never
-what it holds).
+these values are, so the ``index`` stage's key leaves them out.  The index writer's
+settings and the tool server's limits below are operational (they change how fast the
+index is built, or what the server accepts from a client, never what a page holds).
 """
 
 from __future__ import annotations
