@@ -10,13 +10,17 @@ It checks what SFT and chat templates rely on:
 - every ``tool`` message answers a tool call of an earlier assistant turn that was not
   answered yet, and every call is answered before the next assistant turn;
 - the last message is an assistant turn without tool calls that holds ``<answer>...</answer>``.
+
+A trajectory whose teacher call failed is no data and the rollout stage never commits one; one
+that reaches the filter anyway (a table written by other means) is dropped as ``teacher_failed``,
+never relabelled as a format failure.
 """
 
 from __future__ import annotations
 
 import json
 
-from synth.engine.records import Trace
+from synth.engine.records import TEACHER_FAILED, Trace
 from synth.engine.conversation import Conversation, ToolCall
 from synth.teacher.prompting import extract_answer
 
@@ -97,11 +101,14 @@ def _call_problem(tc: ToolCall, known: set[str], seen_ids: set[str]) -> str | No
     return None
 
 
-@register("format", "format")
+@register("format", "format", TEACHER_FAILED)
 class FormatFilter(BaseFilter):
-    """Drops malformed conversations (reason ``format``); see the module docstring."""
+    """Drops malformed conversations (reason ``format``) and failed trajectories (``teacher_failed``); see
+    the module docstring."""
 
     def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
+        if trace.stop_reason == TEACHER_FAILED:
+            return False, TEACHER_FAILED, f"the teacher call failed: {trace.error or 'no reason recorded'}"
         problem = format_problem(trace.conversation, trace.tools)
         if problem:
             return False, "format", problem

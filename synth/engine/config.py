@@ -118,6 +118,10 @@ class RunnerConfig(Section):
     allow_empty: bool = operational(
         "Commit a teacher stage whose every item was dropped (by default that is an error: a broken prompt or "
         "endpoint must not become a finished, empty stage that later runs reuse).", False)
+    max_failed_fraction: float = operational(
+        "The share of a stage's items whose teacher call failed (a transport or server error, not a drop) above "
+        "which the stage stops the run. Failed items are never committed as output; what succeeded is, and the "
+        "next plain run retries exactly the failed items (the rest are call-cache hits).", 0.02, ge=0.0, le=1.0)
 
 
 class RootConfig(Section):

@@ -223,6 +223,11 @@ REJECT_SCHEMA = pa.schema(
     ]
 )
 
+# The stop reason of a trajectory whose teacher call failed for good (its ``error`` says why, as
+# ``"reason: detail"``).  The rollout stage never commits one: it lists it as failed, and the next
+# run retries it; a filter that meets one anyway says so rather than calling it malformed.
+TEACHER_FAILED = "teacher_failed"
+
 
 @record
 class Trace(Record):

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 from synth.engine.codekey import code_hash
 from synth.engine.errors import StageFailed
 from synth.engine.faults import crash_point
-from synth.engine.stage import STOP, ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
+from synth.engine.stage import FAILED_LISTED, STOP, ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
 from synth.engine.store import MissingInput, RunLock, Store, atomic_write_json
 
 log = logging.getLogger("hopforge")
@@ -78,7 +78,11 @@ class Pipeline:
             if up in stage.by_content:
                 content[up] = {t: store.content_hash(up, entry["key"], t) for t in stage.by_content[up]}
             else:
-                input_keys[up] = entry["key"]
+                # An output that lacks failed items differs from the whole one of the same key.
+                input_keys[up] = entry["key"] + (f"~{entry['failed_digest']}" if entry.get("failed_digest") else "")
+            if entry.get("failed"):
+                log.warning("%s: the output of %s lacks %d items whose teacher call failed; `hopforge %s --out %s` "
+                            "retries them", stage.name, up, entry["failed"], self.command_of(up), store.root)
 
         for up in stage.reads:
             entry = store.stage_entry(up)
@@ -116,11 +120,21 @@ class Pipeline:
         entry = store.stage_entry(stage.name)
         final = store.stage_dir(stage.name, key)
         if not force and final.exists():
-            manifest_entry = dict(entry or {}, **parts, key=key, sections=list(stage.sections)) \
-                if not entry or entry.get("key") != key else entry
-            report = store.republish(stage.name, key, stage.outputs, manifest_entry) or {}
-            log.info("%s: unchanged (key %s), reused", stage.name, key)
-            return StageOutcome(stage.name, key, True, time.monotonic() - t0, report)
+            damage = store.damage(stage.name, key)
+            failed = store.committed_report(stage.name, key).get("failed") or {}
+            if damage:
+                log.warning("%s: its committed output %s is damaged (%s); recomputing it", stage.name, final, damage)
+            elif failed:
+                log.info("%s: retrying the %d items whose teacher call failed last time (%s); the rest are "
+                         "call-cache hits", stage.name, sum(failed.values()), _top(failed))
+            else:
+                same = entry is not None and entry.get("key") == key
+                manifest_entry = entry if same else dict(
+                    {k: v for k, v in (entry or {}).items() if k not in ("failed", "failed_digest")},
+                    **parts, key=key, sections=list(stage.sections))
+                report = store.republish(stage.name, key, stage.outputs, manifest_entry) or {}
+                log.info("%s: unchanged (key %s), reused", stage.name, key)
+                return StageOutcome(stage.name, key, True, time.monotonic() - t0, report)
         if force:
             shutil.rmtree(final, ignore_errors=True)
             shutil.rmtree(store.partial_dir(stage.name, key), ignore_errors=True)
@@ -135,10 +149,17 @@ class Pipeline:
         finally:
             ctx.close()
         result.check(stage.name)
-        if stage.must_produce and result.input > 0 and result.output == 0 and not cfg.runner.allow_empty:
-            top = ", ".join(f"{r} {n:,}" for r, n in sorted(result.dropped.items(), key=lambda x: -x[1])[:4])
-            raise StageFailed(f"stage {stage.name}: every one of its {result.input:,} items was dropped ({top}), so "
-                              f"nothing is committed; see {store.root}/.stages/{stage.name}/{key}.partial, or set "
+        n_failed, limit = result.n_failed, cfg.runner.max_failed_fraction
+        too_many = n_failed > 0 and n_failed > limit * result.input
+        if too_many and result.output == 0:
+            raise StageFailed(f"stage {stage.name}: the teacher call of every one of its {result.input:,} items failed "
+                              f"({_top(result.failed, result.failed_items)}); nothing is committed, and the same "
+                              "command retries them")
+        if not n_failed and stage.must_produce and result.input > 0 and result.output == 0 \
+                and not cfg.runner.allow_empty:
+            raise StageFailed(f"stage {stage.name}: every one of its {result.input:,} items was dropped "
+                              f"({_top(result.dropped)}), so nothing is committed; see "
+                              f"{store.root}/.stages/{stage.name}/{key}.partial, or set "
                               "runner.allow_empty=true to accept an empty result")
         seconds = time.monotonic() - t0
         report = {
@@ -152,7 +173,22 @@ class Pipeline:
         }
         # The sections let a reader (the dataset card) check a config against this output later.
         entry = dict(parts, key=key, sections=list(stage.sections), seconds=round(seconds, 3), finished_at=time.time())
+        if n_failed:
+            report["failed"] = dict(sorted(result.failed.items()))
+            report["failed_items"] = result.failed_items[:FAILED_LISTED]
+            ids = sorted(str(f["id"]) for f in result.failed_items)
+            entry["failed"] = n_failed
+            entry["failed_digest"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:12]
         store.commit(stage.name, key, stage.outputs, entry, report)
+        if too_many:
+            raise StageFailed(f"stage {stage.name}: the teacher call of {n_failed:,} of its {result.input:,} items "
+                              f"failed ({_top(result.failed, result.failed_items)}), more than "
+                              f"runner.max_failed_fraction={limit:g}; the {result.output:,} items that succeeded are "
+                              "committed, and the same command retries only the failed ones")
+        if n_failed:
+            log.warning("%s: the teacher call of %d of %d items failed (%s); they are not in the output, and a "
+                        "plain rerun retries them", stage.name, n_failed, result.input,
+                        _top(result.failed, result.failed_items))
         return StageOutcome(stage.name, key, False, seconds, report, result.teacher_calls)
 
     # ---- shards --------------------------------------------------------------------------------
@@ -295,6 +331,7 @@ class Run:
                     "input": o.report.get("input"),
                     "output": o.report.get("output"),
                     "dropped": o.report.get("dropped", {}),
+                    "failed": o.report.get("failed", {}),
                 }
                 for o in self.outcomes
             },
@@ -306,6 +343,15 @@ class Run:
 def run_stage(stage: Stage, cfg: Any, store: Store, **kw: Any) -> StageOutcome:
     """Run one stage on its own (outside any pipeline table); see :meth:`Pipeline.run_stage`."""
     return Pipeline([stage]).run_stage(stage, cfg, store, **kw)
+
+
+def _top(counts: dict[str, int], items: Sequence[dict] = ()) -> str:
+    """The commonest reasons of ``counts`` with their numbers, and the first detail given for the first."""
+    top = sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:4]
+    said = ", ".join(f"{r} {n:,}" for r, n in top)
+    detail = next((i.get("detail") for i in items if i.get("reason") == top[0][0] and i.get("detail")), None) \
+        if top else None
+    return f"{said}: {detail}" if detail else said
 
 
 def _prepare_partial(partial: Path, sharded: bool) -> None:
@@ -320,14 +366,16 @@ def _prepare_partial(partial: Path, sharded: bool) -> None:
         tmp.unlink()
 
 
-SUMMARY_COLUMNS = ["stage", "status", "input", "output", "dropped", "teacher calls", "seconds"]
+SUMMARY_COLUMNS = ["stage", "status", "input", "output", "dropped", "failed", "teacher calls", "seconds"]
 
 
 def summary_rows(outcomes: Sequence[StageOutcome]) -> list[list]:
-    """Rows for the end-of-run table: stage, status, input, output, dropped, teacher calls, seconds."""
+    """Rows for the end-of-run table: stage, status, input, output, dropped, failed (teacher calls that failed:
+    a rerun retries them), teacher calls, seconds."""
     rows = []
     for o in outcomes:
         r = o.report
         rows.append([o.name, "reused" if o.reused else "ran", r.get("input", ""), r.get("output", ""),
-                     sum((r.get("dropped") or {}).values()), o.teacher_calls, round(o.seconds, 2)])
+                     sum((r.get("dropped") or {}).values()), sum((r.get("failed") or {}).values()), o.teacher_calls,
+                     round(o.seconds, 2)])
     return rows

@@ -19,24 +19,45 @@ from synth.engine.progress import Bar
 from synth.engine.store import ShardWriter, Store
 
 
+# How many failed items a stage report names one by one (the counts by reason are always whole).
+FAILED_LISTED = 50
+
+
 @dataclass
 class StageResult:
-    """What a stage did: ``input == output + sum(dropped.values())`` must hold."""
+    """What a stage did: ``input == output + sum(dropped.values()) + sum(failed.values())`` must hold.
+
+    ``dropped`` counts items the stage decided against (a rule said no); ``failed`` counts items whose
+    teacher call failed (a transport or server error: no decision was made), by reason.  A failed item
+    is never in the output; ``failed_items`` names them (``{"id", "reason", "detail"}``), and the next
+    plain run of the stage retries exactly them.
+    """
 
     input: int
     output: int
     dropped: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     teacher_calls: int = 0  # requests paid for by this run (not cache hits, not resumed shards)
+    failed: dict[str, int] = field(default_factory=dict)
+    failed_items: list[dict] = field(default_factory=list)
+
+    @property
+    def n_failed(self) -> int:
+        return sum(self.failed.values())
 
     def check(self, stage: str) -> None:
         """Raise when the funnel does not add up."""
-        total = self.output + sum(self.dropped.values())
+        total = self.output + sum(self.dropped.values()) + self.n_failed
         if total != self.input:
             raise AssertionError(
                 f"stage {stage}: funnel does not add up: input {self.input} != output {self.output} "
-                f"+ dropped {sum(self.dropped.values())} {self.dropped}"
+                f"+ dropped {sum(self.dropped.values())} {self.dropped} + failed {self.n_failed} {self.failed}"
             )
+
+
+def failed_item(item_id: str, reason: str, detail: str = "") -> dict:
+    """One failed item as a stage summary lists it."""
+    return {"id": item_id, "reason": reason, "detail": detail[:300]}
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,25 @@ def tree_hash(path: Path) -> str:
     return h.hexdigest()[:20]
 
 
+INVENTORY = "_files.json"
+
+
+def inventory(folder: Path) -> dict[str, int]:
+    """Every file under ``folder`` and its size, by relative name (hidden files, and the ``_`` files the
+    store keeps at the top of a stage folder, are left out)."""
+    folder = Path(folder)
+    out: dict[str, int] = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        rel = Path(dirpath).relative_to(folder)
+        for name in filenames:
+            if name.startswith(".") or (rel == Path(".") and name.startswith("_")):
+                continue
+            p = Path(dirpath) / name
+            out[(rel / name).as_posix()] = p.lstat().st_size
+    return out
+
+
 class ShardWriter:
     """Writes a table as numbered Parquet shards ``part-00000.parquet`` ... into a folder.
 
@@ -288,14 +307,28 @@ class Store:
             yield
 
     def commit(self, stage: str, key: str, outputs: Iterable[str], entry: dict, report: dict | None) -> None:
-        """Publish a finished stage: partial -> key folder, swap symlinks, write report and manifest."""
+        """Publish a finished stage: partial -> key folder, swap symlinks, write report and manifest.
+
+        A partial of a key that is already committed (a retry of the items that failed, or a damaged
+        output recomputed) replaces it: the old folder is moved aside first, then removed.  The folder's
+        inventory (``_files.json``: every file and its size) is written before the rename, so
+        :meth:`damage` can tell later whether anything changed inside it.
+        """
         with self.locked():
             final = self.stage_dir(stage, key)
             partial = self.partial_dir(stage, key)
-            if not final.exists():
-                if not partial.exists():
-                    raise RuntimeError(f"stage {stage}: nothing to commit for key {key}")
-                os.replace(partial, final)
+            if partial.exists():
+                atomic_write_json(partial / INVENTORY, inventory(partial))
+                if final.exists():
+                    aside = final.with_name(f"{key}.replaced")
+                    shutil.rmtree(aside, ignore_errors=True)
+                    os.replace(final, aside)
+                    os.replace(partial, final)
+                    shutil.rmtree(aside, ignore_errors=True)
+                else:
+                    os.replace(partial, final)
+            elif not final.exists():
+                raise RuntimeError(f"stage {stage}: nothing to commit for key {key}")
             crash_point(f"commit:{stage}")
             self._publish_locked(stage, key, outputs)
             if report is not None:
@@ -305,6 +338,33 @@ class Store:
             m["stages"][stage] = entry
             atomic_write_json(self.manifest_path, m)
             self._gc_locked(stage, keep=key)
+
+    def committed_report(self, stage: str, key: str) -> dict:
+        """The report stored with the committed output ``key`` of ``stage`` ({} when there is none)."""
+        try:
+            return json.loads((self.stage_dir(stage, key) / "_report.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def damage(self, stage: str, key: str) -> str | None:
+        """What changed inside the committed output ``key`` of ``stage`` since it was committed (files
+        missing, resized or added, against its inventory), or None when it is whole.  An output
+        committed before inventories existed is taken as whole."""
+        final = self.stage_dir(stage, key)
+        try:
+            known = json.loads((final / INVENTORY).read_text())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return f"its inventory {final / INVENTORY} is not JSON"
+        now = inventory(final)
+        missing = sorted(set(known) - set(now))
+        added = sorted(set(now) - set(known))
+        resized = sorted(f for f in set(known) & set(now) if known[f] != now[f])
+        parts = [f"{what} {', '.join(names[:3])}{' …' if len(names) > 3 else ''}"
+                 for what, names in (("missing", missing), ("resized", resized), ("not written by hopforge", added))
+                 if names]
+        return "; ".join(parts) or None
 
     def republish(self, stage: str, key: str, outputs: Iterable[str], entry: dict) -> dict | None:
         """Point the public paths at an existing complete output (reuse); returns its stored report."""

@@ -7,7 +7,8 @@ its aliases, and one ``{sub_question, bridge}`` per hop.  For each subgraph it g
 (OpenSeeker-v2).  Parsing never raises: bad output is kept in ``rejects/questions``
 with its reason.  Every check below is a counted drop reason:
 
-``teacher_failed`` the call failed after its retries
+(A call that failed after its retries is no drop: the source is counted as failed, with the reason,
+and the next run retries it; see :class:`synth.questions.write.Funnel`.)
 ``empty`` / ``truncated`` / ``prose`` / ``invalid_json``  no readable JSON object in the reply
                    (:data:`synth.teacher.prompting.PARSE_REASONS`)
 ``schema_error``   JSON without the required keys and types

@@ -110,15 +110,18 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
     write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA),
                          ctx.shard_out("rejects/questions", i))
-    return {"input": len(sources), "kept": len(kept), "dropped": dict(funnel.dropped), "repairs": repairs.as_dict(),
+    return {"input": len(sources), "kept": len(kept), "dropped": dict(funnel.dropped), "failed": dict(funnel.failed),
+            "failed_items": funnel.failed_items, "repairs": repairs.as_dict(),
             "validators": validator.stats(), "depths": validator.depths, **shard_usage(teacher)}
 
 
 def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     """Drop duplicates across shards (the first one in source order wins) and write the tables."""
     dropped: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
     for s in summaries:
         dropped.update(s["dropped"])
+        failed.update(s["failed"])
     rejects = [r for p in ctx.shard_parts("rejects/questions") for r in pq.read_table(p).to_pylist()]
     kept: list[Question] = []
     seen: set[str] = set()
@@ -144,7 +147,8 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
              "repairs": _merged_repairs(summaries), "validators": _merged_validators(summaries),
              "phrasing": _phrasing(ctx, kept), "depth": _depth_report(kept, summaries),
              **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
-    return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra)
+    return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra, failed=dict(failed),
+                       failed_items=[f for s in summaries for f in s["failed_items"]])
 
 
 def _depth_report(kept: list[Question], summaries: list[dict]) -> dict:
@@ -198,7 +202,7 @@ def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, 
     out = []
     for (src, q), res in zip(kept, teacher.map(rewrite, kept)):
         if isinstance(res, TeacherError):
-            funnel.drop(q.question_id, src.source_id, "teacher_failed", res.reason)
+            funnel.fail(q.question_id, res, "obfuscate")
             continue
         parsed = OBFUSCATE.format_output(res)  # the whole response: a reply cut at max_tokens is `truncated`
         new = parsed.value["question"] if parsed.value else None
@@ -242,7 +246,7 @@ def _check(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, task
     out = []
     for (src, q), res in zip(kept, teacher.map(ask, kept)):
         if isinstance(res, TeacherError):
-            funnel.drop(q.question_id, src.source_id, "teacher_failed", res.reason)
+            funnel.fail(q.question_id, res, task.name)
             continue
         parsed = task.format_output(res)
         if parsed.reason == "truncated":  # cut at max_tokens: neither answered nor unanswerable

@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 from synth.engine.records import Question
+from synth.engine.stage import failed_item
 from synth.questions.sources import format_request, parse_question
 from synth.questions.validate import RULES, Failure, Validator, repairable
 from synth.teacher.client import Teacher, TeacherError
@@ -25,11 +26,19 @@ from synth.teacher.tasks import REPAIR, CorpusView, Source, Task
 
 
 class Funnel:
-    """Rejects with their reasons (every source ends either kept or here, once)."""
+    """Rejects with their reasons, and sources whose teacher call failed (every source ends kept, dropped
+    or failed, once).  A failed source is no decision: it is not a reject, and the next run retries it."""
 
     def __init__(self) -> None:
         self.dropped: Counter[str] = Counter()
         self.rejects: list[dict] = []
+        self.failed: Counter[str] = Counter()
+        self.failed_items: list[dict] = []
+
+    def fail(self, qid: str, err: TeacherError, step: str) -> None:
+        """Count one source whose teacher call (at ``step``) failed for good."""
+        self.failed[err.reason] += 1
+        self.failed_items.append(failed_item(qid, err.reason, f"{step}: {err.detail}" if err.detail else step))
 
     def drop(self, qid: str, source_id: str, reason: str, detail: str = "", raw: str | None = None) -> None:
         """Count one drop and keep its record for ``rejects/questions``."""
@@ -72,7 +81,7 @@ def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel
     pending = []
     for i, (src, res) in enumerate(zip(sources, teacher.map(write, sources, progress=bar))):
         if isinstance(res, TeacherError):
-            funnel.drop(src.question_id, src.source_id, "teacher_failed", res.reason)
+            funnel.fail(src.question_id, res, "write")
             continue
         task, messages, resp = res
         q, failure = judge(src, resp, task, ctx, validator)
@@ -95,8 +104,7 @@ def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel
         i, src, task, _, raw, first = item
         repairs.attempted[first.reason] += 1
         if isinstance(res, TeacherError):
-            funnel.drop(src.question_id, src.source_id, first.reason, f"{first.detail} (repair failed: {res.reason})",
-                        raw)
+            funnel.fail(src.question_id, res, f"repair of {first.reason}")
             continue
         q, failure = judge(src, res, task, ctx, validator)
         if q is None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from synth.teacher.prompting import extract_answer
 from synth.teacher.tasks import AGENT
-from synth.engine.records import Question, Trace
+from synth.engine.records import TEACHER_FAILED as FAILED, Question, Trace
 from synth.engine.conversation import ToolCall
 from synth.engine.seeding import derive_seed, short_hash
 from synth.teacher.client import Teacher, TeacherError
@@ -88,7 +88,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         try:
             resp = await teacher.chat(context, tools, sample_index=sample_index, hint=hint)
         except TeacherError as e:
-            stop, error = "teacher_failed", e.reason
+            stop, error = FAILED, f"{e.reason}: {e.detail}" if e.detail else e.reason
             break
         t.n_turns += 1
         protocol = resp.tool_protocol or protocol

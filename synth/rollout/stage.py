@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from synth.engine.stage import Shards, StageContext, StageResult
-from synth.engine.records import Question, Trace
+from synth.engine.stage import Shards, StageContext, StageResult, failed_item
+from synth.engine.records import TEACHER_FAILED as FAILED, Question, Trace
 from synth.rollout.loop import rollout_one
 from synth.tools.search import SearchIndex
 from synth.engine.store import write_parquet_atomic
@@ -65,22 +65,36 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
         return await rollout_one(teacher, toolbox, q, s, cfg)
 
     bar = ctx.shared_bar("trajectories", len(questions) * cfg.rollout.n, "traces")
-    traces = teacher.map(one, items, progress=bar)
+    done = teacher.map(one, items, progress=bar)
+    # A trajectory whose teacher call failed is not a finished one: it is left out of the table and listed,
+    # so the next run retries it (its calls that succeeded are cache hits) and no filter mistakes it for data.
+    traces = [t for t in done if t.stop_reason != FAILED]
+    failed = [failed_item(t.trace_id, *_reason(t)) for t in done if t.stop_reason == FAILED]
     write_parquet_atomic(Trace.to_table(traces), ctx.shard_out("traces", i))
     return {"input": len(items), "stop_reasons": dict(Counter(t.stop_reason for t in traces)),
+            "failed": dict(Counter(f["reason"] for f in failed)), "failed_items": failed,
             "turns": sum(t.n_turns for t in traces), "tool_calls": sum(t.n_tool_calls for t in traces),
             "tool_errors": sum(t.n_tool_errors for t in traces), **shard_usage(teacher)}
+
+
+def _reason(trace: Trace) -> tuple[str, str]:
+    """A failed trajectory's reason slug and what the teacher said, with the turn it failed on."""
+    reason, _, detail = (trace.error or "teacher_error").partition(": ")
+    return reason, f"turn {trace.n_turns + 1}: {detail}" if detail else f"turn {trace.n_turns + 1}"
 
 
 def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     """Publish the shards' parts as ``traces`` and sum their counts."""
     rows = ctx.publish_parts("traces", Trace.SCHEMA)
     stops: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
     for s in summaries:
         stops.update(s["stop_reasons"])
+        failed.update(s["failed"])
     n_in = sum(s["input"] for s in summaries)
     return StageResult(
-        input=n_in, output=rows, dropped={},
+        input=n_in, output=rows, dropped={}, failed=dict(failed),
+        failed_items=[f for s in summaries for f in s["failed_items"]],
         extra={"questions": len(_inputs(ctx)[0]), "n": ctx.cfg.rollout.n, "stop_reasons": dict(stops),
                "turns": sum(s["turns"] for s in summaries), "tool_calls": sum(s["tool_calls"] for s in summaries),
                "tool_errors": sum(s["tool_errors"] for s in summaries), "shards": len(summaries),

@@ -69,6 +69,16 @@ def test_clean_trace_passes_the_whole_default_chain(tokenizer, tmp_path: Path) -
     assert ctx.measures["t1"]["n_tokens"] > 0
 
 
+def test_a_failed_trajectory_is_never_called_malformed() -> None:
+    """A trace cut by a teacher failure (which the rollout stage no longer commits) that reaches the filter
+    anyway is dropped as what it is, with the teacher's reason, not as ``format``."""
+    msgs = json.loads(make_trace().messages)[:3]  # the question and one assistant turn, then the call failed
+    failed = replace(make_trace(), messages=json.dumps(msgs), stop_reason="teacher_failed",
+                     error="http_400: maximum context length is 4096 tokens", final_answer=None)
+    assert only_reason(failed) == ("teacher_failed", "the teacher call failed: http_400: maximum context length is "
+                                                     "4096 tokens")
+
+
 def test_format_reasons() -> None:
     base = make_trace()
     msgs = json.loads(base.messages)

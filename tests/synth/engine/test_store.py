@@ -236,3 +236,67 @@ def test_the_same_rows_write_the_same_bytes(tmp_path):
 def test_by_content_names_a_stage_it_reads():
     with pytest.raises(ValueError, match="does not read"):
         Stage(name="x", entry=_sum, reads=("two",), by_content={"other": ("t",)})
+
+
+def test_a_damaged_output_is_named_and_recomputed_not_reused(tmp_path, caplog):
+    """Files written into a committed stage folder (through its public path) are seen before the stage is
+    reused: the warning names the stage and what changed, and the recomputed output is whole again."""
+    calls.clear()
+    store, cfg = Store(tmp_path), load_config(None)
+    run_stage(_make(4), cfg, store)
+    (tmp_path / "nums" / "README.md").write_text("# my dataset\n")
+    (tmp_path / "nums" / "data").mkdir()
+    (tmp_path / "nums" / "data" / "train.parquet").write_bytes(b"PAR1")
+    with caplog.at_level("WARNING", logger="hopforge"):
+        o = run_stage(_make(4), cfg, store)
+    assert not o.reused and calls == ["nums", "nums"]
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "nums: its committed output" in said and "not written by hopforge nums/README.md, nums/data/train.parquet" in said
+    assert not (tmp_path / "nums" / "README.md").exists()
+    assert sorted(ds.dataset(tmp_path / "nums").to_table()["x"].to_pylist()) == [0, 1, 2, 3]
+    # A truncated part is damage too; a whole output is reused.
+    part = next((tmp_path / "nums").glob("part-*.parquet"))
+    part.write_bytes(part.read_bytes()[:-10])
+    assert store.damage("nums", o.key).startswith("resized nums/part-")
+    assert not run_stage(_make(4), cfg, store).reused
+    assert run_stage(_make(4), cfg, store).reused and calls == ["nums"] * 3
+
+
+def _failing(fail: set[int]):
+    def run(ctx):
+        calls.append("failing")
+        w = ctx.writer("nums", SCHEMA)
+        w.write([{"x": i} for i in range(5) if i not in fail])
+        w.close()
+        from synth.engine.stage import failed_item
+
+        return StageResult(input=5, output=5 - len(fail), failed={"http_503": len(fail)} if fail else {},
+                           failed_items=[failed_item(str(i), "http_503", "the server was busy") for i in sorted(fail)])
+
+    return Stage(name="nums", entry=run, sections=("walk",), outputs=("nums",))
+
+
+def test_failed_items_are_retried_by_a_plain_rerun_and_change_what_downstream_reads(tmp_path):
+    from synth.engine.errors import StageFailed
+
+    calls.clear()
+    store = Store(tmp_path)
+    cfg = load_config(None, ["runner.max_failed_fraction=0.5"])
+    o = run_stage(_failing({1}), cfg, store)
+    assert o.report["failed"] == {"http_503": 1} and o.report["failed_items"][0]["id"] == "1"
+    run_stage(DOUBLE, cfg, store)
+    # The same key, but the rerun is no reuse: it retries; the downstream stage sees the new rows.
+    o2 = run_stage(_failing(set()), cfg, store)
+    assert not o2.reused and o2.key == o.key and "failed" not in o2.report
+    assert not run_stage(DOUBLE, cfg, store).reused
+    assert sorted(ds.dataset(tmp_path / "doubled").to_table()["x"].to_pylist()) == [0, 2, 4, 6, 8]
+    assert run_stage(_failing(set()), cfg, store).reused and run_stage(DOUBLE, cfg, store).reused
+    # Over the limit: what succeeded is committed, and the run stops with one line.
+    with pytest.raises(StageFailed, match=r"3 of its 5 items failed \(http_503 3: the server was busy\), more than "
+                                          r"runner.max_failed_fraction=0.5; the 2 items that succeeded are committed"):
+        run_stage(_failing({0, 2, 4}), load_config(None, ["walk.hops=3", "runner.max_failed_fraction=0.5"]), store)
+    assert sorted(ds.dataset(tmp_path / "nums").to_table()["x"].to_pylist()) == [1, 3]
+    # Every item failed: nothing is committed, nothing is reused.
+    with pytest.raises(StageFailed, match="every one of its 5 items failed"):
+        run_stage(_failing({0, 1, 2, 3, 4}), load_config(None, ["walk.hops=4"]), store)
+    assert store.stage_entry("nums")["failed"] == 3

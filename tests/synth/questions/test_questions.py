@@ -112,11 +112,11 @@ def _handler(req, mode=None):
     return Reply(content="```json\n" + json.dumps(valid) + "\n```")
 
 
-def _openai_cfg(base_url):
+def _openai_cfg(base_url, *more):
     return load_config(None, [
         "questions.check_shortcut=false", "teacher.backend=openai", f"teacher.base_url={base_url}",
         "teacher.model=test-model", "teacher.max_retries=1", "teacher.backoff_base_s=0", "teacher.timeout_s=5",
-        "teacher.concurrency=3",
+        "teacher.concurrency=3", *more,
     ])
 
 
@@ -124,13 +124,15 @@ def test_openai_backend_every_reason_counted_and_nothing_leaked(tmp_path, monkey
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     store = make_chain_store(tmp_path, n=10, hops=3)
     with serve(handler=_handler) as srv:
-        cfg = _openai_cfg(srv.base_url)
+        cfg = _openai_cfg(srv.base_url, "runner.max_failed_fraction=0.2")
         out = run_stage(QUESTIONS, cfg, store)
         rep = out.report
         assert rep["dropped"] == {"prose": 1, "schema_error": 1, "answer_leak": 1, "wrong_answer": 1,
-                                  "hop_missing": 1, "length": 1, "duplicate": 1, "teacher_failed": 1}
+                                  "hop_missing": 1, "length": 1, "duplicate": 1}
+        # A call that failed is no drop: the source is listed as failed, and not among the rejects.
+        assert rep["failed"] == {"http_500": 1} and rep["failed_items"][0]["detail"].startswith("write")
         assert rep["output"] == 2 and rep["input"] == 10
-        assert rep["input"] == rep["output"] + sum(rep["dropped"].values())
+        assert rep["input"] == rep["output"] + sum(rep["dropped"].values()) + sum(rep["failed"].values())
         # A parsed question that fails a check gets one repair request; this server never fixes it.
         fixable = ("answer_leak", "hop_missing", "length", "wrong_answer")
         assert rep["repairs"] == {r: {"attempted": 1, "repaired": 0} for r in fixable}
@@ -147,9 +149,9 @@ def test_openai_backend_every_reason_counted_and_nothing_leaked(tmp_path, monkey
         assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in srv.requests)
         n_sent = srv.count
 
-        # A rerun (forced) pays nothing for completed calls: only the failed one is retried.
-        out2 = run_stage(QUESTIONS, cfg, store, force=True)
-        assert srv.count - n_sent == 2 and out2.report["teacher"]["cache_hits"] == 9 + len(fixable)
+        # A plain rerun pays nothing for completed calls: only the failed one is retried.
+        out2 = run_stage(QUESTIONS, cfg, store)
+        assert not out2.reused and srv.count - n_sent == 2 and out2.report["teacher"]["cache_hits"] == 9 + len(fixable)
         assert _questions(tmp_path) == first
 
     for path in tmp_path.rglob("*"):
@@ -167,7 +169,7 @@ def test_order_and_content_do_not_depend_on_concurrency(tmp_path, monkeypatch):
             store = make_chain_store(root, n=10, hops=3)
             cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
                                      f"teacher.base_url={srv.base_url}", "teacher.model=m", "teacher.max_retries=0",
-                                     f"teacher.concurrency={conc}"])
+                                     f"teacher.concurrency={conc}", "runner.max_failed_fraction=0.2"])
             run_stage(QUESTIONS, cfg, store)
             rows.append(_questions(root))
         assert rows[0] == rows[1] and len(rows[0]) == 2
@@ -198,10 +200,11 @@ def test_run_finishes_whatever_the_server_does(tmp_path, monkeypatch):
     with serve(handler=handler) as srv:
         cfg = load_config(None, ["questions.check_shortcut=false", "teacher.backend=openai",
                                  f"teacher.base_url={srv.base_url}", "teacher.model=m", "teacher.max_retries=1",
-                                 "teacher.backoff_base_s=0", "teacher.timeout_s=0.5"])
+                                 "teacher.backoff_base_s=0", "teacher.timeout_s=0.5", "runner.max_failed_fraction=1"])
         out = run_stage(QUESTIONS, cfg, store)
     rep = out.report
-    assert rep["input"] == 6 and rep["output"] == 1 and rep["dropped"] == {"teacher_failed": 5}
+    assert rep["input"] == 6 and rep["output"] == 1 and rep["dropped"] == {}
+    assert rep["failed"] == {"connection": 1, "bad_response": 1, "timeout": 1, "http_429": 1, "http_400": 1}
     assert rep["teacher"]["failures"] == {"connection": 1, "bad_response": 1, "timeout": 1, "http_429": 1, "http_400": 1}
     # 400 is not retried; the other four failures were retried once.
     assert rep["teacher"]["retries"] == 4

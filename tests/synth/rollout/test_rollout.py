@@ -14,7 +14,7 @@ from helpers.walkstore import commit_stage, make_chain_store
 from flows.config import load_config
 from synth.engine.records import Hop, Question, Trace, Walk
 from synth.engine.runner import run_stage
-from synth.rollout.loop import PLACEHOLDER
+from synth.rollout.loop import PLACEHOLDER, trace_id
 from synth.tools.analysis import analyze, query_terms
 from flows.stages import INDEX, ROLLOUT
 
@@ -190,18 +190,79 @@ def test_openai_rollouts_with_a_misbehaving_model(tmp_path, monkeypatch):
         assert srv.count == n and _traces(tmp_path) == traces
 
 
-def test_teacher_failure_ends_a_trace_with_its_reason(tmp_path, monkeypatch):
+def test_a_failed_call_is_never_a_finished_trace(tmp_path, monkeypatch):
+    """vLLM answers 400 "maximum context length" once the prompt grows: those trajectories are not committed,
+    the stage says how many failed and why, and a plain rerun against the fixed server retries exactly them
+    (their first turns are cache hits) while the trajectories that finished cost nothing."""
+    import pytest
+
     from helpers.openai_server import Status
+    from synth.engine.errors import StageFailed
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    store = _store(tmp_path, n=1)
-    with serve(handler=lambda req: Status(503)) as srv:
-        cfg = load_config(None, ["rollout.n=1", "teacher.backend=openai", f"teacher.base_url={srv.base_url}",
-                                 "teacher.model=m", "teacher.max_retries=0"])
-        run_stage(ROLLOUT, cfg, store)
-    (t,) = _traces(tmp_path)
-    assert t["stop_reason"] == "teacher_failed" and t["error"] == "http_503" and t["n_turns"] == 0
+    store = _store(tmp_path, n=4)
+    long_ones = ("Birch", "Cedar")  # the questions whose context outgrows the server
 
+    def handler(req, limit=True):
+        msgs = req["messages"]
+        if limit and any(w in msgs[1]["content"] for w in long_ones) and len(msgs) > 3:
+            return Status(400, message="This model's maximum context length is 4096 tokens. However, you "
+                                       "requested 5000 tokens.")
+        turn = sum(m["role"] == "assistant" for m in msgs) + 1
+        if turn == 1:
+            return Reply(tool_calls=[call("search", {"query": "alder"}, id=f"s{turn}")])
+        return Reply(content="Done. <answer>x</answer>")
+
+    args = ["rollout.n=1", "teacher.backend=openai", "teacher.model=m", "teacher.max_retries=0",
+            "teacher.tool_protocol=native"]
+    with serve(handler=handler) as srv:
+        cfg = load_config(None, args + [f"teacher.base_url={srv.base_url}"])
+        with pytest.raises(StageFailed, match=r"2 of its 4 items failed \(http_400 2: turn 2: .*maximum context "
+                                              r"length.*runner.max_failed_fraction=0.02.*retries only the failed"):
+            run_stage(ROLLOUT, cfg, store)
+    kept = _traces(tmp_path)
+    assert len(kept) == 2 and all(t["stop_reason"] == "answer" for t in kept)
+    assert not any(w in t["messages"] for t in kept for w in long_ones)
+    report = json.loads((tmp_path / "reports" / "rollout.json").read_text())
+    assert report["failed"] == {"http_400": 2} and report["output"] == 2 and report["input"] == 4
+    long_qs = [q["question_id"] for q in store.read("questions").to_pylist() if any(w in q["question"] for w in long_ones)]
+    assert sorted(f["id"] for f in report["failed_items"]) == sorted(trace_id(q, 0) for q in long_qs)
+    assert all("maximum context length" in f["detail"] for f in report["failed_items"])
+
+    # The server is fixed: a plain rerun sends only the failed trajectories' new turns.
+    with serve(handler=lambda req: handler(req, limit=False)) as srv:
+        cfg = load_config(None, args + [f"teacher.base_url={srv.base_url}"])
+        out = run_stage(ROLLOUT, cfg, store)
+        sent = [r.body["messages"][1]["content"] for r in srv.requests]
+    assert not out.reused and out.report["output"] == 4 and "failed" not in out.report
+    assert len(sent) == 2 and all(any(w in q for w in long_ones) for q in sent)
+    assert {t["stop_reason"] for t in _traces(tmp_path)} == {"answer"} and len(_traces(tmp_path)) == 4
+    # ...and once whole, the stage is reused.
+    assert run_stage(ROLLOUT, cfg, store).reused
+
+
+def test_a_stage_under_the_failure_limit_commits_and_says_a_rerun_retries(tmp_path, monkeypatch, caplog):
+    from helpers.openai_server import Drop
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    store = _store(tmp_path, n=4)
+
+    def handler(req):
+        if "Alder" in req["messages"][1]["content"]:
+            return Drop()
+        return Reply(content="Done. <answer>x</answer>")
+
+    with serve(handler=handler) as srv:
+        cfg = load_config(None, ["rollout.n=1", "teacher.backend=openai", "teacher.model=m", "teacher.max_retries=0",
+                                 "teacher.tool_protocol=native", f"teacher.base_url={srv.base_url}",
+                                 "runner.max_failed_fraction=0.5"])
+        with caplog.at_level("WARNING", logger="hopforge"):
+            out = run_stage(ROLLOUT, cfg, store)
+    assert out.report["failed"] == {"connection": 1} and out.report["output"] == 3
+    assert any("1 of 4 items failed" in r.getMessage() and "a plain rerun retries them" in r.getMessage()
+               for r in caplog.records)
+    entry = store.stage_entry("rollout")
+    assert entry["failed"] == 1 and entry["failed_digest"]
 
 
 def test_a_reply_cut_at_max_tokens_is_truncated_even_with_an_answer_tag(tmp_path, monkeypatch):
