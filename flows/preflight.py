@@ -75,9 +75,10 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
         return None, [f"config {cfg_name or '<defaults>'}: {e}"]
     problems: list[str] = []
     problems += _check_corpus(cfg, cfg_name, via, env, network)
-    problems += _check_teacher(cfg, cfg_name, via, env)
-    if network and not problems:
-        problems += _check_endpoint(cfg, cfg_name, via, env)
+    if calls_teacher(stages):
+        problems += _check_teacher(cfg, cfg_name, via, env)
+        if network and not problems:
+            problems += _check_endpoint(cfg, cfg_name, via, env, tools=sends_tools(stages))
     problems += _check_runner(cfg, cfg_name, via, network)
     problems += _check_tokenizer(cfg, cfg_name, via)
     if network and not problems:
@@ -85,6 +86,22 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
     if out is not None:
         problems += _check_out(Path(out))
     return cfg, problems
+
+
+def calls_teacher(stages: list[str] | None) -> bool:
+    """Whether running ``stages`` (None: the whole pipeline) calls the teacher: a stage does when the
+    ``teacher`` section shapes its output."""
+    from flows.stages import BY_NAME
+
+    return stages is None or any("teacher" in BY_NAME[s].sections for s in stages)
+
+
+def sends_tools(stages: list[str] | None) -> bool:
+    """Whether ``stages`` (None: the whole pipeline) send the teacher tools: a stage that calls the teacher
+    and whose output the ``tools`` section shapes (the rollouts)."""
+    from flows.stages import BY_NAME
+
+    return stages is None or any({"teacher", "tools"} <= set(BY_NAME[s].sections) for s in stages)
 
 
 def load_checked(config: str | Path | None, overrides: list[str] | None = None, out: str | Path | None = None,
@@ -180,10 +197,11 @@ def _check_teacher(cfg, config: str | None, via: Via, env: Mapping[str, str]) ->
     return problems
 
 
-def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str]) -> list[str]:
+def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str], tools: bool = True) -> list[str]:
     """The endpoint answers with this key and serves the model: ``GET /models`` (a one-token chat
-    request where a server has no model list), a few seconds at most.  Then, unless a text tool
-    protocol is configured, one tiny tool-call request shows what the server does with tools
+    request where a server has no model list), a few seconds at most.  Then, when the stages to run
+    send tools (``tools``) and unless a text tool protocol is configured, one tiny tool-call request
+    shows what the server does with tools
     (:mod:`synth.teacher.probe`): a server that ignores or rejects them, or writes the calls as
     text while ``native`` is set, is a problem that names the fix; one that answers it with an error
     (a 200 carrying an error, a stream, no completion) is a problem that says what the server said.
@@ -204,14 +222,14 @@ def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str]) -
 
     async def ask() -> list[str]:
         try:
-            return await _ask_endpoint(backend, cfg, config, via)
+            return await _ask_endpoint(backend, cfg, config, via, tools)
         finally:
             await backend.aclose()
 
     return asyncio.run(ask())
 
 
-async def _ask_endpoint(backend, cfg, config: str | None, via: Via) -> list[str]:
+async def _ask_endpoint(backend, cfg, config: str | None, via: Via, tools: bool = True) -> list[str]:
     from synth.teacher.breaker import failure_kind
     from synth.teacher.types import BackendError
 
@@ -245,7 +263,7 @@ async def _ask_endpoint(backend, cfg, config: str | None, via: Via) -> list[str]
         shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
         return [f"{where} does not serve model {t.model!r} (it serves: {shown}): "
                 f"{how_to_set('teacher.model', served[0], config, via)}"]
-    return await _probe_tools(backend, cfg, config, via)
+    return await _probe_tools(backend, cfg, config, via) if tools else []
 
 
 async def _probe_tools(backend, cfg, config: str | None, via: Via) -> list[str]:

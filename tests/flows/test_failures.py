@@ -41,6 +41,13 @@ def one_line_error(r: subprocess.CompletedProcess, code: int = 2) -> str:
     return errors[0]
 
 
+def preflight_problems(r: subprocess.CompletedProcess) -> str:
+    """What a preflight that stopped a command said (asserting exit 2, no traceback)."""
+    line = one_line_error(r, code=2)
+    assert line.startswith("error: the run cannot start"), line
+    return r.stdout.split(line, 1)[1]
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("source")
@@ -168,14 +175,15 @@ def test_dead_endpoint_is_not_cached_as_success(tmp_path, walked):
     out = _copy(walked, tmp_path)
     env = {"OPENAI_API_KEY": "sk-wrong"}
     dead = ["--set", "teacher.backend=openai", "--set", "teacher.model=m", *SMALL]
+    # The single-stage command runs the preflight `hopforge run` runs: it fails before any stage starts.
     r = hopforge("questions", "--out", str(out), "--set", f"teacher.base_url=http://127.0.0.1:{_free_port()}/v1",
                  *dead, env=env)
-    line = one_line_error(r, code=1)
+    line = preflight_problems(r)
     assert "nothing answers at" in line and "teacher.base_url" in line
     assert "questions" not in json.loads((out / "manifest.json").read_text())["stages"]
     with serve(handler=lambda req: Status(401, message="Incorrect API key")) as srv:
         url = ["--set", f"teacher.base_url={srv.base_url}"]
-        line = one_line_error(hopforge("questions", "--out", str(out), *url, *dead, env=env), code=1)
+        line = preflight_problems(hopforge("questions", "--out", str(out), *url, *dead, env=env))
         assert "rejected the API key" in line and "$OPENAI_API_KEY" in line and "sk-wrong" not in line
         assert "questions" not in json.loads((out / "manifest.json").read_text())["stages"]
         assert srv.count < 20
@@ -189,6 +197,28 @@ def test_dead_endpoint_is_not_cached_as_success(tmp_path, walked):
     r = hopforge("questions", "--out", str(out), *SMALL)
     assert r.returncode == 0 and "reused" not in r.stdout.split("questions: running")[0][-200:]
     assert json.loads((out / "reports" / "questions.json").read_text())["output"] > 0
+
+
+def test_a_single_stage_command_probes_the_tool_format_before_it_pays(tmp_path, walked):
+    """A server that writes its tool calls as text: `hopforge rollout` with `native` stops in its preflight
+    naming the format, instead of committing traces without a tool call; the default (`auto`) reads them."""
+    from helpers.openai_server import serve, text_tools_handler
+
+    out = _copy(walked, tmp_path)
+    assert hopforge("questions", "--out", str(out), *SMALL).returncode == 0
+    with serve(handler=text_tools_handler("hermes", renders_tools=True)) as srv:
+        args = ["--out", str(out), "--set", "teacher.backend=openai", "--set", "teacher.model=m",
+                "--set", f"teacher.base_url={srv.base_url}", *SMALL]
+        line = preflight_problems(hopforge("rollout", *args, "--set", "teacher.tool_protocol=native",
+                                           env={"OPENAI_API_KEY": "x"}))
+        assert "returns tool calls as text (hermes format" in line and "teacher.tool_protocol" in line
+        assert "rollout" not in json.loads((out / "manifest.json").read_text())["stages"]
+        r = hopforge("rollout", *args, env={"OPENAI_API_KEY": "x"})
+        assert r.returncode == 0, r.stdout[-2000:]
+    import pyarrow.dataset as ds
+
+    traces = ds.dataset(out / "traces").to_table(columns=["n_tool_calls"]).to_pylist()
+    assert traces and all(t["n_tool_calls"] >= 1 for t in traces)
 
 
 def test_a_stage_whose_every_item_failed_is_not_committed(tmp_path, walked):
