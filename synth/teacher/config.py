@@ -92,13 +92,13 @@ class TeacherConfig(Section):
         "Prices per million tokens `{prompt: ..., completion: ...}`; when set, reports include cost in USD.", None
     )
     tool_protocol: Literal["auto", "native", "hermes", "llama3", "mistral", "react"] = Field(
-        "native",
+        "auto",
         description="How tool calls travel (`openai` backend). `native`: tools sent as `tools`, calls read from "
         "`tool_calls` (vLLM with `--enable-auto-tool-choice --tool-call-parser ...`, llama.cpp with `--jinja`, OpenAI). "
         "`hermes` (Hermes/Qwen `<tool_call>`), `llama3` (Llama 3.x JSON or `<|python_tag|>`), `mistral` "
         "(`[TOOL_CALLS]`), `react` (`Action:` / `Action Input:`): hopforge writes the tool schemas into the "
         "system prompt and parses the calls from the text, for servers that ignore or reject tools. `auto`: probe "
-        "the endpoint once with a tiny tool-call request and use what it does.",
+        "the endpoint once with a tiny tool-call request and use what it does (the default).",
     )
     structured_output: Literal["off", "on", "auto"] = Field(
         "off",

@@ -72,8 +72,9 @@ def _key(monkeypatch, srv):
 
 
 def make(srv, tmp_path=None, ft: FakeTime | None = None, rng=None, **kw) -> Teacher:
+    # native: these tests watch the transport itself, without auto's one probe request first
     base = dict(backend="openai", base_url=srv.base_url, model="m", api_key_env=KEY_ENV, max_retries=3,
-                backoff_base_s=1.0, backoff_max_s=5.0, timeout_s=5.0)
+                backoff_base_s=1.0, backoff_max_s=5.0, timeout_s=5.0, tool_protocol="native")
     base.update(kw)
     ft = ft or FakeTime()
     return Teacher(TeacherConfig(**base), tmp_path / "teacher.sqlite" if tmp_path else None,
