@@ -159,7 +159,8 @@ def test_openai_rollouts_with_a_misbehaving_model(tmp_path, monkeypatch):
     with serve(handler=_scripted) as srv:
         cfg = load_config(None, ["rollout.n=2", "rollout.max_turns=6", "rollout.max_tokens=4000",
                                  "teacher.backend=openai", f"teacher.base_url={srv.base_url}", "teacher.model=m",
-                                 "teacher.max_retries=0", "rollout.compress_observations=true"])
+                                 "teacher.max_retries=0", "rollout.compress_observations=true",
+                                 "teacher.tool_protocol=native"])
         run_stage(ROLLOUT, cfg, store)
         traces = _traces(tmp_path)
         by = {}
@@ -276,7 +277,7 @@ def test_a_reply_cut_at_max_tokens_is_truncated_even_with_an_answer_tag(tmp_path
 
     with serve(handler=handler) as srv:
         cfg = load_config(None, ["rollout.n=1", "teacher.backend=openai", f"teacher.base_url={srv.base_url}",
-                                 "teacher.model=m", "teacher.max_retries=0"])
+                                 "teacher.model=m", "teacher.max_retries=0", "teacher.tool_protocol=native"])
         run_stage(ROLLOUT, cfg, store)
     by = {next(n for n in ("Alder", "Birch") if n in check_trace_valid(t)[1].content): t for t in _traces(tmp_path)}
     assert by["Alder"]["stop_reason"] == "truncated" and by["Alder"]["final_answer"] is None
