@@ -244,8 +244,14 @@ class OpenAIBackend(BaseChatModel):
         resp = self._to_response(await self._post(body), loop.time() - t0)
         if protocol in protocols.TEXT_PROTOCOLS:
             self._read_calls(resp, protocol, tools, messages)
-        elif protocol == "native" and (warning := self._native.check(resp.message, tools)):
-            log.warning("teacher endpoint %s %s", self.cfg.display_url(), warning)
+        elif protocol == "native":
+            try:
+                warning = self._native.check(resp.message, tools)
+            except probe.ToolCallsLost as e:
+                raise probe.ToolCallsLost(f"teacher endpoint {self.cfg.display_url()} (model {self.cfg.model!r}): {e}; "
+                                          "the stage stops, and nothing of it is committed") from None
+            if warning:
+                log.warning("teacher endpoint %s %s", self.cfg.display_url(), warning)
         resp.tool_protocol = protocol
         return resp
 

@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from synth.engine.errors import StageFailed
 from synth.teacher.prompting import read_json
 from synth.teacher.protocols import VLLM_PARSERS, detect
 from synth.teacher.types import content_text, split_reasoning
@@ -117,24 +118,37 @@ def tools_problem(configured: str, probe: Probe) -> tuple[str, str] | None:
 
 class NativeWatch:
     """Notices, in a ``native`` run's replies, that tool calling is not working: calls that arrive as
-    text, or ``SILENT_AFTER`` replies to requests with tools and never a call.  Says each once."""
+    text, or ``SILENT_AFTER`` replies to requests with tools and never a call.  Says each once; and
+    once ``LOST_AFTER`` replies wrote their calls as text and none came as ``tool_calls``, every call
+    of the stage would be lost, so :meth:`check` raises :class:`ToolCallsLost` (the stage stops, nothing
+    of it committed) rather than let it commit trajectories without a tool call."""
 
     SILENT_AFTER = 8
+    LOST_AFTER = 3
 
     def __init__(self) -> None:
         self._silent = 0  # replies without a call, until the first call shows tools work (-1)
+        self._text = 0  # replies that wrote their calls as text
         self._said: set[str] = set()
         self._lock = threading.Lock()
 
     def check(self, message: dict, tools: list[dict]) -> str | None:
         """A warning (said once per kind) when ``message``, a reply to a request with ``tools``, shows
-        that tool calls are lost; None otherwise."""
+        that tool calls are lost; None otherwise.  Raises :class:`ToolCallsLost` once they all are."""
         if message.get("tool_calls"):
-            self._silent = -1
+            with self._lock:
+                self._silent = -1
             return None
         found = detect(message.get("content"), tools)
         if found is not None:
-            return self._once("text", tools_problem("native", Probe(found, "seen in a reply"))[0])
+            problem = tools_problem("native", Probe(found, "seen in a reply"))[0]
+            with self._lock:
+                self._text += 1
+                lost = self._silent >= 0 and self._text >= self.LOST_AFTER
+            if lost:
+                raise ToolCallsLost(f"{self._text} replies wrote their tool calls as text and none came as "
+                                    f"tool_calls: it {problem}")
+            return self._once("text", problem)
         with self._lock:
             if self._silent < 0:
                 return None
@@ -151,6 +165,11 @@ class NativeWatch:
                 return None
             self._said.add(kind)
         return text
+
+
+class ToolCallsLost(StageFailed):
+    """A ``native`` run whose server writes every tool call as text: the stage stops (nothing of it is
+    committed) instead of committing trajectories that made no tool call."""
 
 
 # ---- what this process already found ----------------------------------------------------------

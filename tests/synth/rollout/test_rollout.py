@@ -282,3 +282,30 @@ def test_a_reply_cut_at_max_tokens_is_truncated_even_with_an_answer_tag(tmp_path
     by = {next(n for n in ("Alder", "Birch") if n in check_trace_valid(t)[1].content): t for t in _traces(tmp_path)}
     assert by["Alder"]["stop_reason"] == "truncated" and by["Alder"]["final_answer"] is None
     assert by["Birch"]["stop_reason"] == "answer" and by["Birch"]["final_answer"] == "Birch 0-3"
+
+
+def test_a_native_run_whose_every_call_arrives_as_text_stops_instead_of_committing(tmp_path, monkeypatch):
+    """No preflight here (the stage is run directly, as a library user would): the run's own replies show
+    that every call is written as text, so the stage stops rather than commit trajectories without a call."""
+    import pytest
+
+    from helpers.openai_server import text_tools_handler
+    from synth.teacher.probe import NativeWatch, ToolCallsLost
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    store = _store(tmp_path, n=4)
+    with serve(handler=text_tools_handler("hermes", renders_tools=True)) as srv:
+        cfg = load_config(None, ["rollout.n=2", "teacher.backend=openai", f"teacher.base_url={srv.base_url}",
+                                 "teacher.model=m", "teacher.max_retries=0", "teacher.tool_protocol=native"])
+        with pytest.raises(ToolCallsLost, match=r"replies wrote their tool calls as text and none came as tool_calls: "
+                                                r"it returns tool calls as text \(hermes format.*nothing of it is "
+                                                r"committed"):
+            run_stage(ROLLOUT, cfg, store)
+        assert srv.count < 8 * NativeWatch.LOST_AFTER
+    assert store.stage_entry("rollout") is None and not (tmp_path / "traces").exists()
+    # The same server with the format named: the calls are read, and the stage commits.
+    with serve(handler=text_tools_handler("hermes", renders_tools=True)) as srv:
+        cfg = load_config(None, ["rollout.n=2", "teacher.backend=openai", f"teacher.base_url={srv.base_url}",
+                                 "teacher.model=m", "teacher.max_retries=0", "teacher.tool_protocol=hermes"])
+        run_stage(ROLLOUT, cfg, store)
+    assert all(t["n_tool_calls"] >= 1 for t in _traces(tmp_path))
