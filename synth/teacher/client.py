@@ -236,7 +236,8 @@ class Teacher:
                 if hit is not None:
                     hit.latency_s = time.perf_counter() - t0
                     self.stats.add(cache_hits=1, cached_prompt_tokens=hit.usage["prompt_tokens"],
-                                   cached_completion_tokens=hit.usage["completion_tokens"])
+                                   cached_completion_tokens=hit.usage["completion_tokens"],
+                                   cached_server_cached_prompt_tokens=hit.usage.get("server_cached_prompt_tokens", 0))
                     return hit
             resp = await self._send(messages, tools, sample_index, hint)
             if self.cache is not None:
@@ -329,7 +330,8 @@ class Teacher:
                     resp.model_latency_s = latency
                 u = resp.usage
                 self.stats.add(completed=1, latency_s=latency, prompt_tokens=u.get("prompt_tokens", 0),
-                               completion_tokens=u.get("completion_tokens", 0))
+                               completion_tokens=u.get("completion_tokens", 0),
+                               server_cached_prompt_tokens=u.get("server_cached_prompt_tokens", 0))
                 return resp
             # Slot released before sleeping: other calls proceed while this one backs off.
             detail = self._scrub(err.detail)

@@ -28,10 +28,26 @@ class Price(BaseModel):
 
     prompt: float = Field(..., ge=0, description="Price of one million prompt (input) tokens.")
     completion: float = Field(..., ge=0, description="Price of one million completion (output) tokens.")
+    cached_prompt: float | None = Field(
+        None, ge=0,
+        description="Price of one million prompt tokens the server says it served from its own prefix cache "
+        "(`usage.prompt_tokens_details.cached_tokens`, as vLLM and the OpenAI API report it). None: they are "
+        "priced as ordinary prompt tokens.")
 
-    def usd(self, prompt_tokens: float, completion_tokens: float) -> float:
-        """What ``prompt_tokens`` and ``completion_tokens`` cost, in USD (6 decimals)."""
-        return round((prompt_tokens * self.prompt + completion_tokens * self.completion) / 1e6, 6)
+    def usd(self, prompt_tokens: float, completion_tokens: float, server_cached_prompt_tokens: float = 0) -> float:
+        """What the tokens cost, in USD (6 decimals).  ``server_cached_prompt_tokens`` are the part of
+        ``prompt_tokens`` the server served from its prefix cache: priced at ``cached_prompt`` when it is set,
+        else as ordinary prompt tokens (a figure past ``prompt_tokens`` is read as all of them)."""
+        cached = min(max(server_cached_prompt_tokens, 0), prompt_tokens) if self.cached_prompt is not None else 0
+        full = (prompt_tokens - cached) * self.prompt + cached * (self.cached_prompt or 0.0)
+        return round((full + completion_tokens * self.completion) / 1e6, 6)
+
+    def describe(self) -> str:
+        """The prices in words, for reports and cards."""
+        cached = (f", {self.cached_prompt:g} per million server-cached prompt tokens" if self.cached_prompt is not None
+                  else "; server-cached prompt tokens at the prompt price (no cached_prompt set)")
+        return (f"{self.prompt:g} USD per million prompt tokens, {self.completion:g} per million completion "
+                f"tokens{cached}")
 
 
 class TeacherConfig(Section):
@@ -89,7 +105,9 @@ class TeacherConfig(Section):
         "A failing endpoint that answered within this many seconds is given time to recover before the stage "
         "stops (a restart mid-run); one that never answered stops the stage at once.", 60.0, ge=0)
     price_per_mtok: Price | None = operational(
-        "Prices per million tokens `{prompt: ..., completion: ...}`; when set, reports include cost in USD.", None
+        "Prices per million tokens `{prompt: ..., completion: ..., cached_prompt: ...}`; when set, reports include "
+        "cost in USD. `cached_prompt` (optional) prices the prompt tokens the server served from its prefix cache.",
+        None
     )
     tool_protocol: Literal["auto", "native", "hermes", "llama3", "mistral", "react"] = Field(
         "auto",

@@ -6,6 +6,13 @@ reports ``stats.since(snapshot)``; one teacher can then serve several stages.  T
 (``reports/<stage>.json``, under ``teacher``) is :meth:`TeacherUsage.as_dict`; everything that
 reads one back -- the run summary, the report, the dataset card, the Prefect artifacts -- reads
 it with :meth:`TeacherUsage.from_report` and prices it with :meth:`TeacherUsage.priced`.
+
+Two caches, never confused: ``cached_*`` counts answers served from hopforge's own *call cache*
+(no request was sent, nothing was paid again); ``server_cached_prompt_tokens`` counts prompt tokens
+of requests that *were* sent which the server reports it served from its own prefix cache
+(``usage.prompt_tokens_details.cached_tokens``, vLLM and the OpenAI API), which a provider bills
+at a lower rate (``teacher.price_per_mtok.cached_prompt``).  The latter are part of
+``prompt_tokens``, not added to them.
 """
 
 from __future__ import annotations
@@ -35,8 +42,12 @@ class TeacherUsage:
     attempt_errors: Counter = field(default_factory=Counter)  # every failed attempt by reason, retried or not
     prompt_tokens: int = 0      # of requests sent
     completion_tokens: int = 0
-    cached_prompt_tokens: int = 0      # of answers served from the cache (not paid again)
+    # Of prompt_tokens, those the *server* says it served from its prefix cache (billed at the cached rate).
+    server_cached_prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0      # of answers served from hopforge's call cache (not paid again)
     cached_completion_tokens: int = 0
+    # Of cached_prompt_tokens, those the server had served from its prefix cache when the call was paid.
+    cached_server_cached_prompt_tokens: int = 0
     latency_s: float = 0.0      # summed over completed requests
     backoff_s: float = 0.0      # summed sleeps before retries
     rate_wait_s: float = 0.0    # summed waits imposed by rpm/tpm limits
@@ -67,8 +78,9 @@ class TeacherUsage:
             d[name] = dict(sorted(v.items())) if isinstance(v, Counter) else (round(v, 3) if isinstance(v, float) else v)
         d["mean_latency_s"] = round(self.latency_s / self.completed, 4) if self.completed else None
         if price is not None:
-            d["cost_usd"] = price.usd(self.prompt_tokens, self.completion_tokens)
-            d["cost_saved_by_cache_usd"] = price.usd(self.cached_prompt_tokens, self.cached_completion_tokens)
+            d["cost_usd"] = price.usd(self.prompt_tokens, self.completion_tokens, self.server_cached_prompt_tokens)
+            d["cost_saved_by_cache_usd"] = price.usd(self.cached_prompt_tokens, self.cached_completion_tokens,
+                                                     self.cached_server_cached_prompt_tokens)
         else:
             d.update({k: getattr(self, k) for k in self.COSTS if getattr(self, k) is not None})
         return d
@@ -116,42 +128,52 @@ class TeacherUsage:
         """Completion tokens of the calls sent and of those the cache answered."""
         return int(self.completion_tokens) + int(self.cached_completion_tokens)
 
+    @property
+    def all_server_cached_prompt_tokens(self) -> int:
+        """Of :attr:`all_prompt_tokens`, those the server served from its prefix cache when it was paid."""
+        return int(self.server_cached_prompt_tokens) + int(self.cached_server_cached_prompt_tokens)
+
     def priced(self, price: Price | None = None) -> "PricedUsage":
         """The usage with its cost in USD (:class:`PricedUsage`).
 
         With ``price`` (the config's ``teacher.price_per_mtok`` now), the cost is computed from the
         recorded tokens, so a price set after the teacher stages ran still prices them:
         ``cost_usd`` the tokens sent, ``cost_with_cache_usd`` with the tokens the call cache answered
-        (calls an earlier run paid for).  Without a price, the costs recorded when the stage ran (if it
-        had one); otherwise none.
+        (calls an earlier run paid for); server-cached prompt tokens at ``price.cached_prompt`` when it
+        is set.  Without a price, the costs recorded when the stage ran (if it had one); otherwise none.
         """
         if price is not None:
-            cost = price.usd(self.prompt_tokens, self.completion_tokens)
-            with_cache = price.usd(self.all_prompt_tokens, self.all_completion_tokens)
+            cost = price.usd(self.prompt_tokens, self.completion_tokens, self.server_cached_prompt_tokens)
+            with_cache = price.usd(self.all_prompt_tokens, self.all_completion_tokens,
+                                   self.all_server_cached_prompt_tokens)
         elif self.cost_usd is not None:
             cost = float(self.cost_usd)
             with_cache = round(cost + float(self.cost_saved_by_cache_usd or 0.0), 6)
         else:
             cost = with_cache = None
-        return PricedUsage(self.calls, self.requests, self.prompt_tokens, self.completion_tokens,
-                           self.cached_prompt_tokens, self.cached_completion_tokens, cost, with_cache)
+        return PricedUsage(self.calls, self.requests, self.prompt_tokens, self.server_cached_prompt_tokens,
+                           self.completion_tokens, self.cached_prompt_tokens, self.cached_completion_tokens, cost,
+                           with_cache)
 
 
 @dataclass(frozen=True)
 class PricedUsage:
-    """Tokens and cost of one stage's teacher usage, or of several summed (:meth:`total`)."""
+    """Tokens and cost of one stage's teacher usage, or of several summed (:meth:`total`).
+    ``server_cached_prompt_tokens`` is the part of ``prompt_tokens`` the server served from its prefix
+    cache; ``cached_*`` are the tokens of answers hopforge's call cache served (not sent)."""
 
     calls: int = 0
     requests: int = 0
     prompt_tokens: int = 0
+    server_cached_prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     cached_completion_tokens: int = 0
     cost_usd: float | None = None
     cost_with_cache_usd: float | None = None
 
-    TOKENS: ClassVar[tuple[str, ...]] = ("calls", "requests", "prompt_tokens", "completion_tokens",
-                                         "cached_prompt_tokens", "cached_completion_tokens")
+    TOKENS: ClassVar[tuple[str, ...]] = ("calls", "requests", "prompt_tokens", "server_cached_prompt_tokens",
+                                         "completion_tokens", "cached_prompt_tokens", "cached_completion_tokens")
     COSTS: ClassVar[tuple[str, ...]] = ("cost_usd", "cost_with_cache_usd")
 
     def as_dict(self) -> dict[str, float]:

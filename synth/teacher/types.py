@@ -33,8 +33,9 @@ class ChatResponse:
     list of content parts is read as its text, see :func:`content_text`),
     optionally ``tool_calls`` (``[{id, type: "function", function: {name, arguments}}]``,
     ``arguments`` always a JSON string) and ``reasoning_content`` (thinking models).
-    ``usage`` holds ``prompt_tokens`` and ``completion_tokens``.  ``finish_reason`` is the
-    server's (``stop``, ``length`` when cut at max_tokens, ``tool_calls``), kept in the cache.
+    ``usage`` holds ``prompt_tokens`` and ``completion_tokens`` (and ``server_cached_prompt_tokens``,
+    the part of the prompt the server served from its prefix cache, when it says so: :func:`read_usage`).
+    ``finish_reason`` is the server's (``stop``, ``length`` when cut at max_tokens, ``tool_calls``), kept in the cache.
     ``tool_protocol`` is how this turn's tool calls travelled (``native``, ``hermes``, ...; see
     :mod:`synth.teacher.protocols`), None when the request offered no tools or the backend
     does not say.  ``cached`` is True when the answer came from the call cache (no request was
@@ -108,9 +109,13 @@ class ChatResponse:
 
 def read_usage(raw: Any) -> dict[str, int]:
     """``{"prompt_tokens": n, "completion_tokens": m}`` from a server's ``usage`` (a missing figure or a
-    missing ``usage`` is 0).  ``prompt_tokens_details.cached_tokens`` is checked too.  A figure that is
-    not a whole number in ``[0, 2**63)`` (negative, fractional, text, a boolean, or too large for a
-    64-bit integer) raises ValueError naming it: it must never reach reports, costs or the cache."""
+    missing ``usage`` is 0), plus ``server_cached_prompt_tokens`` when the server reports prompt tokens it
+    served from its own prefix cache (``prompt_tokens_details.cached_tokens``, part of ``prompt_tokens``;
+    capped at it).  That is the server's cache, billed at a lower rate; hopforge's call cache is another
+    thing (:class:`~synth.teacher.stats.TeacherUsage`).  A record this function wrote reads back the same
+    (the flat key is read too).  A figure that is not a whole number in ``[0, 2**63)`` (negative,
+    fractional, text, a boolean, or too large for a 64-bit integer) raises ValueError naming it: it must
+    never reach reports, costs or the cache."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -119,7 +124,8 @@ def read_usage(raw: Any) -> dict[str, int]:
     if details is not None and not isinstance(details, dict):
         raise ValueError("usage.prompt_tokens_details is not an object")
     figures = {"prompt_tokens": raw.get("prompt_tokens"), "completion_tokens": raw.get("completion_tokens"),
-               "prompt_tokens_details.cached_tokens": (details or {}).get("cached_tokens")}
+               "prompt_tokens_details.cached_tokens": (details or {}).get("cached_tokens"),
+               "server_cached_prompt_tokens": raw.get("server_cached_prompt_tokens")}
     for name, v in figures.items():
         if v is None:
             continue
@@ -128,7 +134,11 @@ def read_usage(raw: Any) -> dict[str, int]:
             raise ValueError(f"usage.{name} is {_clip_value(v)}, out of range (0 to 2**63-1 tokens)")
         if isinstance(v, bool) or not isinstance(v, int):
             raise ValueError(f"usage.{name} is {_clip_value(v)}, not a whole number of tokens")
-    return {"prompt_tokens": figures["prompt_tokens"] or 0, "completion_tokens": figures["completion_tokens"] or 0}
+    out = {"prompt_tokens": figures["prompt_tokens"] or 0, "completion_tokens": figures["completion_tokens"] or 0}
+    served = figures["prompt_tokens_details.cached_tokens"] or figures["server_cached_prompt_tokens"] or 0
+    if served:  # absent when the server reports none, so records of servers without prefix caching stay as they were
+        out["server_cached_prompt_tokens"] = min(served, out["prompt_tokens"])
+    return out
 
 
 def _clip_value(v: Any) -> str:

@@ -151,7 +151,8 @@ def test_good_usage_figures_are_kept(tmp_path):
     usage = {"prompt_tokens": 2**62, "completion_tokens": 0, "prompt_tokens_details": {"cached_tokens": 4}}
     with serve(handler=lambda req: completion({"content": "hi"}, usage)) as srv:
         resp = teacher(srv, tmp_path).chat_sync([{"role": "user", "content": "q"}])
-    assert resp.usage == {"prompt_tokens": 2**62, "completion_tokens": 0}
+    # The server's prefix-cache figure is kept too (it is billed at its own rate: test_billing.py).
+    assert resp.usage == {"prompt_tokens": 2**62, "completion_tokens": 0, "server_cached_prompt_tokens": 4}
 
 
 # ---- say what the server said -----------------------------------------------------------------------------
