@@ -266,6 +266,9 @@ class Trace(Record):
     # How tool calls travelled: native (the server's tool_calls) or a text protocol (hermes, llama3,
     # mistral, react) parsed back into the same shape; see synth/teacher/protocols.py.
     tool_protocol: str = "native"
+    # Of prompt_tokens, those the server said it served from its own prefix cache
+    # (usage.prompt_tokens_details.cached_tokens), which a provider bills at a lower rate; 0 when it said none.
+    server_cached_prompt_tokens: int = 0
 
     @property
     def conversation(self) -> Conversation:

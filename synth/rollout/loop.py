@@ -40,6 +40,7 @@ class _Tally:
     searched: list[str] = field(default_factory=list)
     opened: list[str] = field(default_factory=list)
     prompt_tokens: int = 0
+    server_cached_prompt_tokens: int = 0
     completion_tokens: int = 0
     latency: float = 0.0
 
@@ -94,6 +95,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         protocol = resp.tool_protocol or protocol
         t.latency += resp.model_latency_s or 0.0
         t.prompt_tokens += resp.usage.get("prompt_tokens", 0)
+        t.server_cached_prompt_tokens += resp.usage.get("server_cached_prompt_tokens", 0)
         t.completion_tokens += resp.usage.get("completion_tokens", 0)
         msg, calls = _assistant_message(resp.message, t.n_turns)
         messages.append(msg)
@@ -133,6 +135,6 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         opened_page_ids=list(dict.fromkeys(t.opened)), gold_page_ids=gold_ids, gold_first_seen=first_seen,
         prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
         latency_s=round(t.latency, 6), teacher_model=teacher.cfg.model, error=error, split=question.split,
-        tool_protocol=protocol or teacher.tool_protocol,
+        tool_protocol=protocol or teacher.tool_protocol, server_cached_prompt_tokens=t.server_cached_prompt_tokens,
     )
 
