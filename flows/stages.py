@@ -60,7 +60,9 @@ QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, mus
                   sections=("questions", "teacher"), outputs=("questions", "rejects/questions"), command="questions")
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
-                optional_reads=("expand",), sections=("rollout", "teacher", "tools"), outputs=("traces",),
+                optional_reads=("expand",), outputs=("traces",),
+                # The adaptive policy stops an sft question at keep_per_question answers correct at min_f1.
+                sections=("rollout", "teacher", "tools", "filters.keep_per_question", "filters.min_f1"),
                 command="rollout")
 
 TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),

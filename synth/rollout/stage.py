@@ -1,4 +1,10 @@
-"""The ``rollout`` stage: ``rollout.n`` teacher trajectories per question, written to ``traces``.
+"""The ``rollout`` stage: teacher trajectories per question, written to ``traces``.
+
+How many each question gets is :class:`SamplePlan`'s (``rollout.policy``): under ``adaptive`` (the
+default) an sft question is sampled until ``filters.keep_per_question`` samples are correct, up to
+``rollout.n``, an rl question gets ``rollout.n``, an eval question ``rollout.eval_n``; under ``fixed``
+each gets ``rollout.n``.  The samples are asked for in waves: the first wave is what no outcome can
+change, each next one only what the samples so far leave undecided.
 
 The stage is sharded (``rollout.shard_size`` questions a shard); trajectories run
 concurrently through :meth:`Teacher.map`, which keeps input order, and all shards
@@ -12,9 +18,11 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from dataclasses import dataclass
 
 from synth.engine.stage import Shards, StageContext, StageResult, failed_item
-from synth.engine.records import TEACHER_FAILED as FAILED, Question, Trace
+from synth.engine.records import SPLITS, TEACHER_FAILED as FAILED, Question, Split, Trace
+from synth.text.answers import is_correct
 from synth.rollout.loop import rollout_one
 from synth.tools.search import SearchIndex
 from synth.engine.store import write_parquet_atomic
@@ -53,28 +61,83 @@ def plan(ctx: StageContext) -> list[list[int]]:
 
 
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
-    """``rollout.n`` trajectories for each question of one shard, written as one part of ``traces``."""
+    """The trajectories of one shard's questions (see :func:`samples_of`), written as one part of ``traces``."""
     cfg = ctx.cfg
     questions, index = _inputs(ctx)
-    items = [(q, s) for q in questions[span[0]:span[1]] for s in range(cfg.rollout.n)]
+    shard = questions[span[0]:span[1]]
     teacher = stage_teacher(ctx)
+    plan = SamplePlan.of(cfg)
 
     async def one(item: tuple[Question, int]) -> Trace:
         q, s = item
         toolbox = Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id])
         return await rollout_one(teacher, toolbox, q, s, cfg)
 
-    bar = ctx.shared_bar("trajectories", len(questions) * cfg.rollout.n, "traces")
-    done = teacher.map(one, items, progress=bar)
+    bar = ctx.shared_bar("trajectories", sum(plan.most(q) for q in questions), "traces")
+    done: dict[str, list[Trace]] = {q.question_id: [] for q in shard}
+    todo = [(q, s) for q in shard for s in range(plan.first(q))]
+    while todo:  # waves: each asks only for what the samples so far leave undecided
+        for (q, _), t in zip(todo, teacher.map(one, todo, progress=bar)):
+            done[q.question_id].append(t)
+        todo = [(q, s) for q in shard for s in plan.more(q, done[q.question_id])]
+    bar.update(sum(plan.most(q) - len(done[q.question_id]) for q in shard))  # decided early: nothing left to do
+    ordered = [t for q in shard for t in sorted(done[q.question_id], key=lambda t: t.sample_index)]
     # A trajectory whose teacher call failed is not a finished one: it is left out of the table and listed,
     # so the next run retries it (its calls that succeeded are cache hits) and no filter mistakes it for data.
-    traces = [t for t in done if t.stop_reason != FAILED]
-    failed = [failed_item(t.trace_id, *_reason(t)) for t in done if t.stop_reason == FAILED]
+    traces = [t for t in ordered if t.stop_reason != FAILED]
+    failed = [failed_item(t.trace_id, *_reason(t)) for t in ordered if t.stop_reason == FAILED]
     write_parquet_atomic(Trace.to_table(traces), ctx.shard_out("traces", i))
-    return {"input": len(items), "stop_reasons": dict(Counter(t.stop_reason for t in traces)),
+    return {"input": len(ordered), "stop_reasons": dict(Counter(t.stop_reason for t in traces)),
             "failed": dict(Counter(f["reason"] for f in failed)), "failed_items": failed,
+            "samples": {sp: sum(len(done[q.question_id]) for q in shard if q.split == sp) for sp in SPLITS},
+            "saved": sum(plan.n - len(done[q.question_id]) for q in shard),  # against policy fixed
             "turns": sum(t.n_turns for t in traces), "tool_calls": sum(t.n_tool_calls for t in traces),
             "tool_errors": sum(t.n_tool_errors for t in traces), **shard_usage(teacher)}
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """Which sample indices a question gets (``rollout.policy``).
+
+    Under ``fixed`` every question gets ``rollout.n``.  Under ``adaptive``, an sft question is sampled
+    in sample-index order until ``keep`` samples are correct (the answer rule alone: the final answer
+    against the gold answer and aliases at ``min_f1``, nothing the other filters decide), up to n; an rl
+    question gets all n; an eval question ``rollout.eval_n``.  Samples are deterministic by (question,
+    sample index), so the samples a question gets depend on nothing but those samples: a larger n, or a
+    larger ``keep``, only adds samples after the ones there are (paid once, then call-cache hits).
+    A question with a failed sample is not extended in that run: its outcome is not known yet.
+    """
+
+    policy: str
+    n: int
+    eval_n: int
+    keep: int
+    min_f1: float
+
+    @classmethod
+    def of(cls, cfg) -> "SamplePlan":
+        r = cfg.rollout
+        return cls(r.policy, r.n, r.eval_n, cfg.filters.keep_per_question, cfg.filters.min_f1)
+
+    def most(self, q: Question) -> int:
+        """The samples ``q`` may get."""
+        if self.policy == "fixed" or q.split == Split.RL:
+            return self.n
+        return self.eval_n if q.split == Split.EVAL else self.n
+
+    def first(self, q: Question) -> int:
+        """The samples ``q`` gets before any outcome is known."""
+        if self.policy == "adaptive" and q.split == Split.SFT:
+            return min(self.keep, self.n)
+        return self.most(q)
+
+    def more(self, q: Question, got: list[Trace]) -> range:
+        """The next sample indices ``q`` needs, given the samples it ``got`` (empty when decided)."""
+        if self.policy != "adaptive" or q.split != Split.SFT or any(t.stop_reason == FAILED for t in got):
+            return range(0)
+        golds = [g for g in [q.answer, *(q.answer_aliases or [])] if g]
+        correct = sum(is_correct(t.final_answer, golds, self.min_f1) for t in got)
+        return range(len(got), min(self.n, len(got) + max(0, self.keep - correct)))
 
 
 def _reason(trace: Trace) -> tuple[str, str]:
@@ -88,14 +151,18 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     rows = ctx.publish_parts("traces", Trace.SCHEMA)
     stops: Counter[str] = Counter()
     failed: Counter[str] = Counter()
+    samples: Counter[str] = Counter()
     for s in summaries:
         stops.update(s["stop_reasons"])
         failed.update(s["failed"])
+        samples.update(s["samples"])
     n_in = sum(s["input"] for s in summaries)
     return StageResult(
         input=n_in, output=rows, dropped={}, failed=dict(failed),
         failed_items=[f for s in summaries for f in s["failed_items"]],
-        extra={"questions": len(_inputs(ctx)[0]), "n": ctx.cfg.rollout.n, "stop_reasons": dict(stops),
+        extra={"questions": len(_inputs(ctx)[0]), "n": ctx.cfg.rollout.n, "policy": ctx.cfg.rollout.policy,
+               "samples_by_split": dict(samples), "samples_saved": sum(s["saved"] for s in summaries),
+               "stop_reasons": dict(stops),
                "turns": sum(s["turns"] for s in summaries), "tool_calls": sum(s["tool_calls"] for s in summaries),
                "tool_errors": sum(s["tool_errors"] for s in summaries), "shards": len(summaries),
                **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)},

@@ -6,6 +6,7 @@ a closing question), so these tests exercise the rollout whatever the question w
 """
 
 import json
+import re
 
 import pyarrow.dataset as ds
 
@@ -102,7 +103,7 @@ def check_trace_valid(t, tools_known=("search", "open", "find")):
 
 def test_oracle_rollouts_follow_the_real_index(tmp_path):
     store = _store(tmp_path)
-    cfg = load_config(None, ["rollout.n=4"])
+    cfg = load_config(None, ["rollout.n=4", "rollout.policy=fixed"])
     out = run_stage(ROLLOUT, cfg, store)
     traces = _traces(tmp_path)
     questions = {q["question_id"]: q for q in ds.dataset(tmp_path / "questions").to_table().to_pylist()}
@@ -160,7 +161,7 @@ def test_openai_rollouts_with_a_misbehaving_model(tmp_path, monkeypatch):
         cfg = load_config(None, ["rollout.n=2", "rollout.max_turns=6", "rollout.max_tokens=4000",
                                  "teacher.backend=openai", f"teacher.base_url={srv.base_url}", "teacher.model=m",
                                  "teacher.max_retries=0", "rollout.compress_observations=true",
-                                 "teacher.tool_protocol=native"])
+                                 "teacher.tool_protocol=native", "rollout.policy=fixed"])
         run_stage(ROLLOUT, cfg, store)
         traces = _traces(tmp_path)
         by = {}
@@ -309,3 +310,101 @@ def test_a_native_run_whose_every_call_arrives_as_text_stops_instead_of_committi
                                  "teacher.model=m", "teacher.max_retries=0", "teacher.tool_protocol=hermes"])
         run_stage(ROLLOUT, cfg, store)
     assert all(t["n_tool_calls"] >= 1 for t in _traces(tmp_path))
+
+
+# ---- how many samples a question gets (rollout.policy) -------------------------------------------
+SPLIT_OF = ["sft", "sft", "sft", "sft", "rl", "eval"]
+
+
+def _split_store(tmp_path):
+    store = make_chain_store(tmp_path, n=len(SPLIT_OF), hops=3, extra_pages=30)
+    run_stage(INDEX, load_config(None, []), store)
+    walks = [Walk.from_row(r) for r in store.read("walks").to_pylist()]
+    qs = [contract_question(w, split) for w, split in zip(walks, SPLIT_OF)]
+    commit_stage(store, "questions", "questions", Question.to_table(qs))
+    return store, qs
+
+
+def _coin(req):
+    """Answers at once; right or wrong by the request's seed, which is fixed by (question, sample index)."""
+    q = req["messages"][1]["content"] if len(req.get("messages") or []) > 1 else ""
+    title = re.search(r"article on ([A-Za-z]+ \d+)-0", q)
+    gold = f"{title.group(1)}-3" if title else "x"
+    return Reply(content=f"<answer>{gold if req['seed'] % 3 else 'Nowhere'}</answer>")
+
+
+def _ledger(root) -> int:
+    path = root / "cache" / "ledger.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _by_question(root) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for t in sorted(_traces(root), key=lambda t: (t["question_id"], t["sample_index"])):
+        out.setdefault(t["question_id"], []).append(t)
+    return out
+
+
+def _check_adaptive(root, qs, n, keep, eval_n):
+    """Independently of the stage: each sft question holds samples 0..m-1, with m the first count at which
+    `keep` of them are right (or n); rl questions hold n, eval questions eval_n."""
+    from synth.text.answers import is_correct
+
+    got = _by_question(root)
+    for q in qs:
+        samples = got.get(q.question_id, [])
+        assert [t["sample_index"] for t in samples] == list(range(len(samples)))
+        if q.split == "rl":
+            assert len(samples) == n
+        elif q.split == "eval":
+            assert len(samples) == eval_n
+        else:
+            right = [is_correct(t["final_answer"], [q.answer], 0.8) for t in samples]
+            m = next((i + 1 for i in range(n) if i < len(right) and sum(right[:i + 1]) >= keep), n)
+            assert len(samples) == m, (q.question_id, right)
+    return got
+
+
+def test_the_adaptive_policy_samples_until_decided_and_a_larger_cap_pays_only_new_samples(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    store, qs = _split_store(tmp_path)
+    base = ["teacher.backend=openai", "teacher.model=m", "teacher.max_retries=0", "teacher.tool_protocol=native",
+            "filters.keep_per_question=2"]
+    with serve(handler=_coin) as srv:
+        url = f"teacher.base_url={srv.base_url}"
+        out = run_stage(ROLLOUT, load_config(None, [*base, url, "rollout.n=4"]), store)
+        got = _check_adaptive(tmp_path, qs, n=4, keep=2, eval_n=1)
+        sft = sum(len(got[q.question_id]) for q in qs if q.split == "sft")
+        assert out.report["samples_by_split"] == {"sft": sft, "rl": 4, "eval": 1}
+        assert out.report["samples_saved"] == 4 * len(qs) - len(_traces(tmp_path)) > 0
+        paid = _ledger(tmp_path)
+        assert paid == len(_traces(tmp_path)) == srv.count  # one call a sample: the coin answers at once
+        # A larger cap: only the new samples are paid for (the others are call-cache hits).
+        run_stage(ROLLOUT, load_config(None, [*base, url, "rollout.n=6"]), store)
+        got6 = _check_adaptive(tmp_path, qs, n=6, keep=2, eval_n=1)
+        new = sum(len(got6[q]) - len(got[q]) for q in got6)
+        assert _ledger(tmp_path) - paid == new == srv.count - paid
+        # A larger keep extends only the sft questions it leaves undecided.
+        before = _ledger(tmp_path)
+        run_stage(ROLLOUT, load_config(None, [*base[:-1], url, "rollout.n=6", "filters.keep_per_question=3"]), store)
+        got3 = _check_adaptive(tmp_path, qs, n=6, keep=3, eval_n=1)
+        grew = {q for q in got3 if len(got3[q]) > len(got6[q])}
+        assert grew and all(next(x for x in qs if x.question_id == q).split == "sft" for q in grew)
+        assert _ledger(tmp_path) - before == sum(len(got3[q]) - len(got6[q]) for q in grew)
+        # policy fixed: every question gets n, the samples already there are not paid again.
+        before = _ledger(tmp_path)
+        run_stage(ROLLOUT, load_config(None, [*base, url, "rollout.n=6", "rollout.policy=fixed"]), store)
+        assert all(len(v) == 6 for v in _by_question(tmp_path).values()) and len(_by_question(tmp_path)) == len(qs)
+        assert _ledger(tmp_path) - before == 6 * len(qs) - len(_traces_of(got3))
+
+
+def _traces_of(by: dict[str, list[dict]]) -> list[dict]:
+    return [t for v in by.values() for t in v]
+
+
+def test_eval_n_zero_skips_eval_questions(tmp_path):
+    store, qs = _split_store(tmp_path)
+    run_stage(ROLLOUT, load_config(None, ["rollout.n=2", "rollout.eval_n=0"]), store)
+    got = _by_question(tmp_path)
+    assert not any(q.question_id in got for q in qs if q.split == "eval")
+    assert all(len(got[q.question_id]) == 2 for q in qs if q.split == "rl")
