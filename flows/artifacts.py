@@ -29,13 +29,19 @@ import yaml
 from flows.config import Config
 from synth.engine.runner import SUMMARY_COLUMNS, summary_rows
 from synth.engine.stage import StageOutcome
+from synth.report.headline import read_headline
 from synth.report.stage import funnel_steps, read_reports, teacher_totals
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
 
 FUNNEL_COLUMNS = ["step", "count", "unit", "dropped", "reasons"]
-COST_COLUMNS = ["stage", "status", "requests", "cache hits", "prompt tokens", "completion tokens",
-                "cached prompt tokens", "cached completion tokens", "cost_usd", "cost_with_cache_usd"]
+# "server-cached prompt tokens" are the part of "prompt tokens" the server served from its prefix cache;
+# "cached ..." are answers of hopforge's call cache (not sent).  Rows whose status is "per kept SFT row"
+# are the headline figures (synth.report.headline), by stage and split.
+COST_COLUMNS = ["stage", "status", "split", "calls", "requests", "cache hits", "prompt tokens",
+                "server-cached prompt tokens", "completion tokens", "cached prompt tokens",
+                "cached completion tokens", "cost_usd", "cost_with_cache_usd"]
+PER_KEPT = "per kept SFT row"
 IMAGE_MAX_WIDTH = 760          # px: the width of Prefect's artifact pane, about
 IMAGE_MAX_BYTES = 150_000      # one embedded PNG, before base64
 IMAGES_MAX_BYTES = 1_200_000   # all embedded PNGs together, before base64
@@ -62,6 +68,10 @@ def cost_table(out: str | Path, outcomes: Sequence[StageOutcome], price: Price |
     set after the teacher stages ran still prices them: ``cost_usd`` the tokens sent,
     ``cost_with_cache_usd`` with the tokens the call cache answered added; without it, the cost the
     stage recorded, if any.
+
+    Then the headline figures (:func:`synth.report.headline.read_headline`), status ``per kept SFT
+    row``: one row per stage and split, what the data took per kept row (call-cache hits included), so
+    their ``prompt tokens`` are all the prompt tokens and their cost is under ``cost_with_cache_usd``.
     """
     rows = []
     for o in outcomes:
@@ -69,18 +79,30 @@ def cost_table(out: str | Path, outcomes: Sequence[StageOutcome], price: Price |
         if t is None:
             continue
         u = t.priced(price)
-        rows.append({"stage": o.name, "status": "reused" if o.reused else "ran",
-                     "requests": t.requests, "cache hits": t.cache_hits,
-                     "prompt tokens": t.prompt_tokens, "completion tokens": t.completion_tokens,
-                     "cached prompt tokens": t.cached_prompt_tokens,
+        rows.append({"stage": o.name, "status": "reused" if o.reused else "ran", "split": "all", "calls": t.calls,
+                     "requests": t.requests, "cache hits": t.cache_hits, "prompt tokens": t.prompt_tokens,
+                     "server-cached prompt tokens": t.server_cached_prompt_tokens,
+                     "completion tokens": t.completion_tokens, "cached prompt tokens": t.cached_prompt_tokens,
                      "cached completion tokens": t.cached_completion_tokens,
                      "cost_usd": u.cost_usd, "cost_with_cache_usd": u.cost_with_cache_usd})
     if rows:
-        total: dict[str, Any] = {c: sum(r[c] or 0 for r in rows) for c in COST_COLUMNS[2:]}
+        total: dict[str, Any] = {c: sum(r[c] or 0 for r in rows) for c in COST_COLUMNS[3:]}
         for c in ("cost_usd", "cost_with_cache_usd"):
             total[c] = None if any(r[c] is None for r in rows) else round(total[c], 6)
-        rows.append({"stage": "total", "status": "", **total})
+        rows.append({"stage": "total", "status": "", "split": "all", **total})
+    if rows and (headline := read_headline(out, price)) is not None:
+        for cell in headline.cells:
+            p = headline.per_kept(cell)
+            rows.append({c: None for c in COST_COLUMNS} | {
+                "stage": cell.stage, "status": PER_KEPT, "split": cell.split, "calls": _r(p["calls"]),
+                "prompt tokens": _r(p["prompt_tokens"]), "server-cached prompt tokens":
+                _r(p["server_cached_prompt_tokens"]), "completion tokens": _r(p["completion_tokens"]),
+                "cost_with_cache_usd": _r(p["cost_usd"])})
     return rows
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 6)
 
 
 def _stage_report(out: str | Path, stage: str) -> dict:
@@ -151,7 +173,8 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
         lines += ["No report was written (the `report` stage did not run).", ""]
     lines += [f"Run summary: `{root / 'reports' / 'run.json'}`", ""]
 
-    lines += _headline(reports, price)
+    headline = read_headline(root, price)
+    lines += _headline(reports, headline)
     steps = funnel_table(root)
     if steps:
         lines += ["## Funnel", "", "Stage order, top to bottom; each row counts its own unit, and `dropped` is what "
@@ -165,14 +188,18 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
     if per:
         status = {o.name: "reused" if o.reused else "ran" for o in outcomes}
         lines += ["## Teacher cost", "", _price_text(price), "",
-                  "| stage | status | prompt tokens | completion tokens | cached prompt | cached completion | "
-                  "cost_usd | cost_with_cache_usd |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "| stage | status | prompt tokens | server-cached prompt tokens | completion tokens | "
+                  "call-cache prompt | call-cache completion | cost_usd | cost_with_cache_usd |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for stage, u in per.items():
             g = lambda k: int(u.get(k, 0))  # noqa: E731
-            lines.append(f"| {stage} | {status.get(stage, '')} | {g('prompt_tokens'):,} | {g('completion_tokens'):,} | "
+            lines.append(f"| {stage} | {status.get(stage, '')} | {g('prompt_tokens'):,} | "
+                         f"{g('server_cached_prompt_tokens'):,} | {g('completion_tokens'):,} | "
                          f"{g('cached_prompt_tokens'):,} | {g('cached_completion_tokens'):,} | "
                          f"{_usd(u.get('cost_usd'))} | {_usd(u.get('cost_with_cache_usd'))} |")
         lines.append("")
+    if headline is not None:
+        lines += ["## Per kept SFT row", ""] + headline.markdown()
 
     if report.is_dir():
         lines += _figures(report, budget)
@@ -181,7 +208,7 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
     return "\n".join(lines)
 
 
-def _headline(reports: dict[str, dict], price: Price | None) -> list[str]:
+def _headline(reports: dict[str, dict], headline) -> list[str]:
     q, r, f = (reports.get(s) or {} for s in ("questions", "rollout", "filter"))
     rows = []
     if q:
@@ -193,12 +220,18 @@ def _headline(reports: dict[str, dict], price: Price | None) -> list[str]:
         p = f.get("pass") or {}
         if p.get("pass@1") is not None:
             rows.append(("pass@1 / pass@n", f"{p['pass@1']} / {p.get('pass@n')}"))
-    total = teacher_totals(reports, price).get("total") or {}
-    if "cost_with_cache_usd" in total:
-        kept = int(f.get("output", 0)) if f else 0
-        each = f", {_usd(total['cost_with_cache_usd'] / kept)} per kept SFT row" if kept else ""
-        rows.append(("teacher cost (cache hits included)", f"{_usd(total['cost_with_cache_usd'])}{each}"))
-    elif total:
+    if headline is not None:
+        each = headline.per_kept(headline.total)
+        if each["calls"] is not None:
+            rows.append(("teacher calls per kept SFT row", f"{each['calls']:,.2f}"))
+            rows.append(("prompt / completion tokens per kept SFT row",
+                         f"{each['prompt_tokens']:,.0f} / {each['completion_tokens']:,.0f}"))
+        if headline.total.cost_usd is not None:
+            per = f", {_usd(each['cost_usd'])} per kept SFT row" if each["cost_usd"] is not None else ""
+            rows.append(("teacher cost (cache hits included)", f"{_usd(headline.total.cost_usd)}{per}"))
+        else:
+            rows.append(("teacher cost", "not priced: set teacher.price_per_mtok"))
+    elif teacher_totals(reports):
         rows.append(("teacher cost", "not priced: set teacher.price_per_mtok"))
     if not rows:
         return []
@@ -209,9 +242,9 @@ def _price_text(price: Price | None) -> str:
     if price is None:
         return ("No `teacher.price_per_mtok` is set: costs are those the stages recorded, if any. Set it and rerun "
                 "to price the recorded tokens (no teacher call is made again).")
-    return (f"Priced now at `teacher.price_per_mtok` ({price.prompt:g} USD per million prompt tokens, "
-            f"{price.completion:g} per million completion tokens) from the tokens each stage recorded; "
-            "cost_with_cache_usd adds the calls the cache answered.")
+    return (f"Priced now at `teacher.price_per_mtok` (USD: {price.describe()}) from the tokens each stage recorded; "
+            "server-cached prompt tokens are the part of the prompt tokens the server served from its prefix cache; "
+            "cost_with_cache_usd adds the calls hopforge's call cache answered.")
 
 
 def _usd(v: Any) -> str:
@@ -251,9 +284,11 @@ def attach(out: str | Path, cfg: Config, outcomes: Sequence[StageOutcome]) -> di
             description="Records into and out of each stage, each in its own unit (status: ran or reused)."),
         "cost": create_table_artifact(
             cost_table(root, outcomes, price), key="synth-cost",
-            description="Teacher requests, cache hits and tokens per stage; cost_usd and cost_with_cache_usd priced "
-                        "at teacher.price_per_mtok now, from the recorded tokens. A reused stage shows the run that "
-                        "computed it."),
+            description="Teacher calls, requests, cache hits and tokens per stage (prompt tokens include the "
+                        "server-cached ones, shown apart); cost_usd and cost_with_cache_usd priced at "
+                        "teacher.price_per_mtok now, from the recorded tokens. A reused stage shows the run that "
+                        "computed it. Rows with status 'per kept SFT row' are the headline figures by stage and "
+                        "split (call-cache hits included; their cost under cost_with_cache_usd)."),
         "report": create_markdown_artifact(
             report_markdown(root, cfg, outcomes), key="synth-report",
             description="The run: headline numbers, funnel, cost and the report's figures."),

@@ -60,11 +60,24 @@ def run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
     outcomes = PIPELINE.run([PIPELINE[n] for n in names], cfg, Store(out), force=force)
     if rows := teacher_rows(outcomes):
         print_table("teacher calls (as recorded when each stage ran)", TEACHER_COLUMNS, rows)
+    if (headline := run_headline(out, cfg)) is not None:
+        print_table(f"teacher per kept SFT row ({headline.kept_sft_rows:,} rows; call-cache hits included)",
+                    headline.COLUMNS, headline.rows())
     print_table(f"hopforge: {out}", SUMMARY_COLUMNS, summary_rows(outcomes))
 
 
-TEACHER_COLUMNS = ["stage", "requests", "cache hits", "retries", "failed", "prompt tokens", "completion tokens",
-                   "cost (USD)"]
+def run_headline(out: Path, cfg):
+    """The run's headline figures (:func:`synth.report.headline.read_headline`) priced at the config's
+    ``teacher.price_per_mtok``; None before a filter stage has reported kept rows."""
+    from synth.report.headline import read_headline
+
+    return read_headline(out, cfg.teacher.price_per_mtok)
+
+
+# prompt tokens include the server-cached ones (served from the server's prefix cache, billed at
+# teacher.price_per_mtok.cached_prompt); cache hits are hopforge's own call cache, nothing sent.
+TEACHER_COLUMNS = ["stage", "requests", "cache hits", "retries", "failed", "prompt tokens",
+                   "server-cached prompt tokens", "completion tokens", "cost (USD)"]
 
 
 def teacher_rows(outcomes) -> list[list]:
@@ -77,7 +90,8 @@ def teacher_rows(outcomes) -> list[list]:
         if t is None:
             continue
         rows.append([o.name + (" (reused)" if o.reused else ""), t.requests, t.cache_hits, t.retries, t.failed,
-                     t.prompt_tokens, t.completion_tokens, "-" if t.cost_usd is None else round(t.cost_usd, 4)])
+                     t.prompt_tokens, t.server_cached_prompt_tokens, t.completion_tokens,
+                     "-" if t.cost_usd is None else round(t.cost_usd, 4)])
     return rows
 
 

@@ -29,6 +29,7 @@ import yaml
 from filters.base import NOT_BEST
 from filters.correctness import CorrectnessFilter
 from synth.engine.records import SPLITS, Split
+from synth.report.headline import read_headline
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
 
@@ -134,7 +135,10 @@ def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Pric
         usage = TeacherUsage.from_report((reports.get(name) or {}).get("teacher"))
         if usage is None:
             continue
-        out[name] = {"prompt_tokens": usage.all_prompt_tokens, "completion_tokens": usage.all_completion_tokens,
+        # server_cached_prompt_tokens: the part of prompt_tokens the server served from its own prefix cache.
+        out[name] = {"prompt_tokens": usage.all_prompt_tokens,
+                     "server_cached_prompt_tokens": usage.all_server_cached_prompt_tokens,
+                     "completion_tokens": usage.all_completion_tokens,
                      "cost_usd": usage.priced(price).cost_with_cache_usd}
     return out
 
@@ -179,6 +183,7 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
         "filter_cfg": filter_cfg,
         "usage": teacher_usage(reports, COST_STAGES, cfg.teacher.price_per_mtok),
         "judge_usage": teacher_usage(reports, ("filter",), cfg.teacher.price_per_mtok),
+        "headline": read_headline(root, cfg.teacher.price_per_mtok),
     }
 
 
@@ -312,19 +317,22 @@ def _band_order(name: str) -> tuple[int, str]:
 
 
 def _cost_rows(usage: dict, kept: int) -> list[str]:
-    rows = ["| | prompt tokens | completion tokens | cost (USD) |", "| --- | ---: | ---: | ---: |"]
-    total = {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    rows = ["| | prompt tokens | server-cached prompt tokens | completion tokens | cost (USD) |",
+            "| --- | ---: | ---: | ---: | ---: |"]
+    total = {"prompt_tokens": 0, "server_cached_prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
     priced = all(u["cost_usd"] is not None for u in usage.values())
     for stage, u in usage.items():
-        rows.append(f"| {stage} | {_n(u['prompt_tokens'])} | {_n(u['completion_tokens'])} | "
+        rows.append(f"| {stage} | {_n(u['prompt_tokens'])} | {_n(u.get('server_cached_prompt_tokens', 0))} | "
+                    f"{_n(u['completion_tokens'])} | "
                     f"{_n(u['cost_usd']) if u['cost_usd'] is not None else 'not priced'} |")
         for k in total:
-            total[k] += u[k] or 0
+            total[k] += u.get(k) or 0
     cost = lambda v: _n(round(v, 6)) if priced else "not priced"  # noqa: E731
-    rows.append(f"| total | {_n(total['prompt_tokens'])} | {_n(total['completion_tokens'])} | "
-                f"{cost(total['cost_usd'])} |")
+    rows.append(f"| total | {_n(total['prompt_tokens'])} | {_n(total['server_cached_prompt_tokens'])} | "
+                f"{_n(total['completion_tokens'])} | {cost(total['cost_usd'])} |")
     if kept:
         rows.append(f"| **per kept sample** | **{total['prompt_tokens'] / kept:,.1f}** | "
+                    f"**{total['server_cached_prompt_tokens'] / kept:,.1f}** | "
                     f"**{total['completion_tokens'] / kept:,.1f}** | **{cost(total['cost_usd'] / kept)}** |")
     return rows
 
@@ -448,7 +456,11 @@ def render_card(f: dict) -> str:
     if f["usage"]:
         md += [f"Teacher tokens and cost of the {' and '.join(COST_STAGES)} stages, calls served from the call "
                "cache included (this is what the data took to make), divided by the "
-               f"{_n(kept)} kept `sft` samples:", ""] + _cost_rows(f["usage"], kept) + [""]
+               f"{_n(kept)} kept `sft` samples (server-cached prompt tokens are the part of the prompt tokens the "
+               "teacher's server served from its own prefix cache, priced at `teacher.price_per_mtok.cached_prompt` "
+               "when set):", ""] + _cost_rows(f["usage"], kept) + [""]
+        if f.get("headline") is not None:
+            md += ["### Per kept SFT row, by stage and split", ""] + f["headline"].markdown()
     else:
         md += ["No teacher usage was recorded (no `teacher` key in the reports).", ""]
     if f["judge_usage"]:

@@ -37,6 +37,7 @@ from filters.base import AFTER_CHAIN, HELD_OUT, NOT_BEST
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
 from synth.report.explorer import write_explorer
+from synth.report.headline import read_headline
 from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
 from synth.report.trust import trust_sections
 from synth.teacher.config import Price
@@ -368,6 +369,9 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
         rep.skipped.append("traces")
 
     _cost_section(md, reports, rep, price)
+    if (headline := read_headline(store.root, price)) is not None:
+        md += ["## Per kept SFT row", ""] + headline.markdown()
+        rep.summary["headline"] = headline.as_dict()
     if rep.skipped:
         md += ["## Skipped", "", "Missing inputs: " + ", ".join(rep.skipped) + ".", ""]
     md[2:2] = ["Browse every question, its path and evidence, and every trace with its filter verdicts in "
@@ -522,16 +526,19 @@ def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: P
     kept = (reports.get("filter") or {}).get("output")
     cols = [k for k in TEACHER_KEYS if any(k in v for v in per.values())]
     if price is not None:
-        how = (f"USD at teacher.price_per_mtok of the current config ({price.prompt:g} per million prompt tokens, "
-               f"{price.completion:g} per million completion tokens), applied to the tokens each stage recorded")
+        how = (f"USD at teacher.price_per_mtok of the current config ({price.describe()}), applied to the tokens "
+               "each stage recorded")
     elif any("cost_usd" in v for v in per.values()):
         how = "USD as the stages recorded it when they ran (no teacher.price_per_mtok is set now)"
     else:
         how = ("no USD cost: teacher.price_per_mtok is not set (set it and rerun; the report prices the recorded "
                "tokens without calling the teacher)")
     md += ["## Teacher cost", "",
-           "Teacher usage by stage. cached_* tokens were answered by the call cache, not paid again: cost_usd "
-           "prices the tokens sent, cost_with_cache_usd adds the cached ones (what the data took to make); "
+           "Teacher usage by stage. prompt_tokens, server_cached_prompt_tokens and completion_tokens are the "
+           "tokens sent; server_cached_prompt_tokens are the part of prompt_tokens the server served from its own "
+           "prefix cache (billed at the cached rate). cached_* tokens were answered by hopforge's call cache, not "
+           "paid again: cost_usd prices the tokens sent, cost_with_cache_usd adds the cached ones (what the data "
+           "took to make); "
            + how + (f". The last row divides the total by the {kept:,} kept SFT samples." if kept else "."), "",
            "| stage | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
     for stage, vals in per.items():
@@ -542,7 +549,7 @@ def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: P
         rep.summary["per_kept_sample"] = {k: round(v, 6) for k, v in each.items()}
     md.append("")
     rep.summary["teacher"] = per
-    rep.summary["price_per_mtok"] = None if price is None else {"prompt": price.prompt, "completion": price.completion}
+    rep.summary["price_per_mtok"] = None if price is None else price.model_dump()
 
 
 def _fmt(v: Any) -> str:

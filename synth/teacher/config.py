@@ -46,7 +46,7 @@ class Price(BaseModel):
         """The prices in words, for reports and cards."""
         cached = (f", {self.cached_prompt:g} per million server-cached prompt tokens" if self.cached_prompt is not None
                   else "; server-cached prompt tokens at the prompt price (no cached_prompt set)")
-        return (f"{self.prompt:g} USD per million prompt tokens, {self.completion:g} per million completion "
+        return (f"{self.prompt:g} per million prompt tokens, {self.completion:g} per million completion "
                 f"tokens{cached}")
 
 

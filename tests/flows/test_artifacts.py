@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.artifacts import (cost_table, funnel_table, png_data_uri, report_figures, report_markdown,
+from flows.artifacts import (PER_KEPT, cost_table, funnel_table, png_data_uri, report_figures, report_markdown,
                              stages_table)
 from flows.config import load_config
 from synth.engine.stage import StageOutcome
@@ -68,10 +68,10 @@ def test_funnel_table_is_the_one_unit_funnel(run: Path) -> None:
 
 
 def test_cost_table_prices_recorded_tokens_with_the_price_set_now(run: Path) -> None:
-    unpriced = {r["stage"]: r for r in cost_table(run, _outcomes())}
+    unpriced = {r["stage"]: r for r in cost_table(run, _outcomes()) if r["status"] != PER_KEPT}
     assert unpriced["total"]["cost_usd"] is None and unpriced["rollout"]["status"] == "reused"
     cfg = _price(1.0, 4.0)
-    priced = {r["stage"]: r for r in cost_table(run, _outcomes(), cfg.teacher.price_per_mtok)}
+    priced = {r["stage"]: r for r in cost_table(run, _outcomes(), cfg.teacher.price_per_mtok) if r["status"] != PER_KEPT}
     assert priced["rollout"]["cost_usd"] == pytest.approx(3.0 + 1.0)
     assert priced["rollout"]["cost_with_cache_usd"] == pytest.approx(4.0 + 1.2)
     assert priced["total"]["cost_usd"] == pytest.approx(8.0)

@@ -348,7 +348,7 @@ def test_card_contents_and_no_secrets(tmp_path, secrets):
         assert f"| `{name}.jinja2` | `{sha}` |" in card
     assert "`abc` (12 rows)" in card  # the prompt hash recorded in the question rows
     # (1000 + 200 + 5000) prompt and (400 + 100 + 1100) completion tokens, (0.012 + 0.05) USD over 20 kept rows
-    assert "| **per kept sample** | **310.0** | **80.0** | **0.0031** |" in card
+    assert "| **per kept sample** | **310.0** | **0.0** | **80.0** | **0.0031** |" in card  # none server-cached
     assert "| `questions` | `teacher-a` | 12 |" in card and "| `traces` | `teacher-a` | 24 |" in card
     assert "model `oracle-v1`" in card and "api_key_env `OPENAI_API_KEY`" in card
     assert "demo corpus" in card and "Ingested pages: 100; links: 480" in card

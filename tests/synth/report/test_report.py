@@ -252,4 +252,5 @@ def test_dataset_card_prices_recorded_tokens_with_the_price_set_now() -> None:
                                        "cached_prompt_tokens": 1_000_000, "cached_completion_tokens": 0}}}
     assert teacher_usage(reports, ("rollout",))["rollout"]["cost_usd"] is None  # not priced
     u = teacher_usage(reports, ("rollout",), Price(prompt=0.5, completion=10.0))["rollout"]
-    assert u == {"prompt_tokens": 2_000_000, "completion_tokens": 100_000, "cost_usd": pytest.approx(2.0)}
+    assert u == {"prompt_tokens": 2_000_000, "server_cached_prompt_tokens": 0, "completion_tokens": 100_000,
+                 "cost_usd": pytest.approx(2.0)}
