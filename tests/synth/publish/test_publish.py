@@ -359,6 +359,30 @@ def test_card_contents_and_no_secrets(tmp_path, secrets):
             assert secret.encode() not in data, name
 
 
+def test_card_bills_server_cached_tokens_at_the_cached_rate_and_shows_them_apart(tmp_path, secrets):
+    from synth.teacher.config import Price
+
+    cfg = run_config()
+    cfg.teacher.price_per_mtok = Price(prompt=2.0, completion=8.0, cached_prompt=0.5)
+    store = build_dir(tmp_path / "run", cfg)
+    cached = 4000  # of the rollout's 5000 prompt tokens, served from the server's prefix cache
+    rollout = dict(report(store, "rollout"), teacher={**TEACHER_R, "calls": 30, "server_cached_prompt_tokens": cached})
+    (store.root / "reports" / "rollout.json").write_text(json.dumps(rollout))
+    pub = tmp_path / "pub"
+    publish(store.root, f"local:{pub}", cfg)
+    card = (pub / "README.md").read_text()
+    r = TEACHER_R
+    want = ((r["prompt_tokens"] - cached) * 2.0 + cached * 0.5 + r["completion_tokens"] * 8.0) / 1e6
+    assert f"| rollout | {r['prompt_tokens']:,} | {cached:,} | {r['completion_tokens']:,} | " in card
+    row = next(line for line in card.splitlines() if line.startswith("| rollout | 5,000 |"))
+    assert float(row.rstrip(" |").rsplit("|", 1)[1]) == pytest.approx(want, abs=1e-6)
+    # The headline: the sft split's 14 of the 24 traces, 5 turns (calls) each, over the 20 kept rows.
+    assert "### Per kept SFT row, by stage and split" in card and f"| rollout | sft | {14 * 5 / 20:.2f} |" in card
+    for name, data in files_of(pub).items():
+        for secret in (HF_TOKEN, OPENAI_KEY):
+            assert secret.encode() not in data, name
+
+
 def test_republish_is_byte_identical_and_one_row_touches_one_shard(tmp_path, secrets):
     cfg = run_config(sft=4)
     store = build_dir(tmp_path / "run", cfg)
