@@ -108,6 +108,8 @@ def load_checked(config: str | Path | None, overrides: list[str] | None = None, 
                  **kw):
     """The run's :class:`~flows.config.Config`, the one :func:`check` looked at; raises :class:`PreflightError`."""
     cfg, problems = checked(config, overrides, out, **kw)
+    if cfg is None:  # a config that does not load is one problem, said in one line
+        raise ConfigError(problems[0])
     if problems:
         raise PreflightError(problems)
     return cfg
