@@ -274,7 +274,9 @@ def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
     out = _copy(walked, tmp_path)
     ledger = out / "cache" / "ledger.jsonl"
     env = dict(os.environ, COLUMNS="200")
-    p = subprocess.Popen([*hopforge_command(), "run", "--out", str(out), *SMALL, "--until", "rollout",
+    # policy fixed: every question's n rollouts, calls enough to interrupt the run in the middle of them
+    fixed = ["--set", "rollout.policy=fixed"]
+    p = subprocess.Popen([*hopforge_command(), "run", "--out", str(out), *SMALL, *fixed, "--until", "rollout",
                           "--set", "teacher.concurrency=2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # as a background job
@@ -287,7 +289,7 @@ def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
     assert p.returncode == 130 and "interrupted" in text and "Traceback" not in text
     assert json.loads((out / "reports" / "run.json").read_text())["finished"] is False
     paid = len(ledger.read_text().splitlines())
-    r = hopforge("run", "--out", str(out), *SMALL, "--until", "rollout")
+    r = hopforge("run", "--out", str(out), *SMALL, *fixed, "--until", "rollout")
     assert r.returncode == 0, r.stdout[-2000:]
     keys = [json.loads(x)["key"] for x in ledger.read_text().splitlines()]
     assert len(keys) == len(set(keys)) and len(keys) >= paid  # nothing paid twice
