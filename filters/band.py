@@ -103,24 +103,39 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def pass_stats(counts: Iterable[tuple[int, int]]) -> dict:
-    """Per-question (n, c) pairs -> pass@1, pass@n, and unbiased pass@k for k = 1, 2, 4, 8 (when every n >= k)."""
-    counts = [(n, c) for n, c in counts if n > 0]
-    if not counts:
+def pass_stats(counts: Iterable[tuple]) -> dict:
+    """Per-question ``(n, c)`` or ``(n, c, first)`` -> pass@1, pass@n, and unbiased pass@k for k = 2, 4, 8
+    (when every n >= k).  ``first`` is whether the question's sample 0 answered correctly (None: it has none).
+
+    pass@1 is the mean of c/n when every question has the same n.  When n differs by question
+    (``rollout.policy: adaptive`` draws later samples only where earlier ones failed, so c/n would
+    overstate it) pass@1 is the accuracy of each question's first sample, which every question has
+    whatever the policy (``pass@1_from`` says which).  pass@n is the share of questions with a correct
+    sample among those they have.
+    """
+    rows = [(int(r[0]), int(r[1]), r[2] if len(r) > 2 else None) for r in counts]
+    rows = [r for r in rows if r[0] > 0]
+    if not rows:
         return {"questions": 0}
-    q = len(counts)
-    min_n = min(n for n, _ in counts)
+    q = len(rows)
+    min_n, max_n = min(n for n, _, _ in rows), max(n for n, _, _ in rows)
+    firsts = [f for _, _, f in rows if f is not None]
+    if min_n == max_n or not firsts:
+        pass1, basis = sum(c / n for n, c, _ in rows) / q, "mean c/n"
+    else:
+        pass1, basis = sum(firsts) / len(firsts), "first sample"
     out = {
         "questions": q,
-        "samples": sum(n for n, _ in counts),
+        "samples": sum(n for n, _, _ in rows),
         "min_n": min_n,
-        "max_n": max(n for n, _ in counts),
-        "pass@1": round(sum(c / n for n, c in counts) / q, 6),
-        "pass@n": round(sum(1 for _, c in counts if c > 0) / q, 6),
+        "max_n": max_n,
+        "pass@1": round(pass1, 6),
+        "pass@1_from": basis,
+        "pass@n": round(sum(1 for _, c, _ in rows if c > 0) / q, 6),
     }
     for k in (2, 4, 8):
         if k <= min_n:
-            out[f"pass@{k}"] = round(sum(pass_at_k(n, c, k) for n, c in counts) / q, 6)
+            out[f"pass@{k}"] = round(sum(pass_at_k(n, c, k) for n, c, _ in rows) / q, 6)
     return out
 
 

@@ -65,10 +65,11 @@ def load_questions(store: Any) -> dict[str, Question]:
 class _PerQuestion:
     """What the band needs of one question: n, c, and its first rollout's harness prompt."""
 
-    __slots__ = ("n", "c", "key", "prompt", "tools")
+    __slots__ = ("n", "c", "first", "key", "prompt", "tools")
 
     def __init__(self) -> None:
         self.n, self.c = 0, 0
+        self.first: bool | None = None  # whether sample 0 answered correctly
         self.key: tuple | None = None
         self.prompt: list[dict] | None = None
         self.tools: str | None = None
@@ -76,6 +77,8 @@ class _PerQuestion:
     def add(self, trace: Trace, correct: bool) -> None:
         self.n += 1
         self.c += int(correct)
+        if trace.sample_index == 0:
+            self.first = bool(correct)
         key = (trace.sample_index, trace.trace_id)
         if self.key is not None and key >= self.key:
             return
@@ -158,7 +161,7 @@ def run_filter(ctx: StageContext) -> StageResult:
         # Drop reasons in the order the chain can give them (the dataset card lists the funnel so).
         "reason_order": [r for f in chain for r in getattr(f, "reasons", ())],
         "bands": bands,
-        "pass": pass_stats((p.n, p.c) for q, p in per_q.items() if q in questions),
+        "pass": pass_stats((p.n, p.c, p.first) for q, p in per_q.items() if q in questions),
         "correct": {
             "rule": sum(v["rule_correct"] for v in verdicts.values()),
             "combined": sum(v["correct"] for v in verdicts.values()),

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from filters.band import pass_stats
 from filters.base import AFTER_CHAIN, HELD_OUT, NOT_BEST
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
@@ -117,6 +118,7 @@ class TraceFacts:
     n_find: int = 0
     n_tool_errors: int = 0
     kept: bool | None = None  # from filter/verdicts; None: not filtered yet
+    sample_index: int = 0
 
 
 def calibration_by_teacher(facts: Iterable[TraceFacts]) -> dict[str, dict[str, Any]]:
@@ -195,7 +197,7 @@ def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], dict[str,
     """Trace facts (correctness from ``filter/verdicts``, else the answer rule), questions, verdicts."""
     traces = _table(store, "traces", ["trace_id", "question_id", "teacher_model", "n_turns", "n_tool_calls",
                                       "gold_first_seen", "final_answer", "completion_tokens", "n_search", "n_open",
-                                      "n_find", "n_tool_errors"]) or []
+                                      "n_find", "n_tool_errors", "sample_index"]) or []
     questions = {q["question_id"]: q for q in (_table(store, "questions", ["question_id", "path", "answer",
                                                                            "answer_aliases"]) or [])}
     verdicts = _table(store, "filter/verdicts", ["trace_id", "correct", "n_tokens", "kept", "reason",
@@ -217,7 +219,8 @@ def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], dict[str,
             answered=bool(t["final_answer"] and str(t["final_answer"]).strip()), correct=correct,
             completion_tokens=int(t["completion_tokens"] or 0), n_tokens=v.get("n_tokens") if v else None,
             n_search=int(t.get("n_search") or 0), n_open=int(t.get("n_open") or 0), n_find=int(t.get("n_find") or 0),
-            n_tool_errors=int(t.get("n_tool_errors") or 0), kept=bool(v["kept"]) if v else None))
+            n_tool_errors=int(t.get("n_tool_errors") or 0), kept=bool(v["kept"]) if v else None,
+            sample_index=int(t.get("sample_index") or 0)))
     return facts, questions, verdicts
 
 
@@ -293,12 +296,13 @@ def teacher_totals(reports: dict[str, dict], price: Price | None = None) -> dict
     return out
 
 
-def pass_rates(facts: list[TraceFacts]) -> list[float]:
-    """c / n for every question with rollouts."""
-    by_q: dict[str, list[bool]] = defaultdict(list)
+def pass_triples(facts: list[TraceFacts]) -> list[tuple[int, int, bool | None]]:
+    """``(n, c, first)`` for every question with rollouts: samples, correct ones, and whether sample 0 was."""
+    by_q: dict[str, list[TraceFacts]] = defaultdict(list)
     for f in facts:
-        by_q[f.question_id].append(f.correct)
-    return [sum(v) / len(v) for _, v in sorted(by_q.items())]
+        by_q[f.question_id].append(f)
+    return [(len(v), sum(f.correct for f in v), next((f.correct for f in v if f.sample_index == 0), None))
+            for _, v in sorted(by_q.items())]
 
 
 def pass_counts(facts: list[TraceFacts]) -> dict[int, dict[int, int]]:
@@ -479,12 +483,13 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
         fig("pass_at_n.png", f"Questions by c, the number of their n = {n} rollouts that answered correctly: one "
                              f"bar at each c/n (0/{n} ... {n}/{n}). 1 <= c <= n-1 is the RL band (a GRPO group with "
                              f"a gradient); c = 0 and c = n are all wrong and all right." + left_out)
-    rates = pass_rates(facts)
+    stats = pass_stats(pass_triples(facts))
     rep.summary["traces"] = len(facts)
     rep.summary["pass_counts"] = {str(m): {str(c): q for c, q in cs.items()} for m, cs in counts.items()}
-    rep.summary["pass@1"] = _mean(rates)
-    rep.summary["pass@n"] = _ratio(sum(1 for r in rates if r > 0), len(rates))
-    md += [f"pass@1 (mean c/n) = {rep.summary['pass@1']}, pass@n (any correct) = {rep.summary['pass@n']}.", ""]
+    rep.summary["pass@1"] = stats.get("pass@1")
+    rep.summary["pass@n"] = stats.get("pass@n")
+    md += [f"pass@1 ({stats.get('pass@1_from', 'mean c/n')}) = {rep.summary['pass@1']}, pass@n (any correct) = "
+           f"{rep.summary['pass@n']}.", ""]
 
 
 def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: Report, plots: Any, fig: Any) -> None:
@@ -574,4 +579,4 @@ def run_report(ctx: StageContext) -> StageResult:
 
 __all__ = ["Report", "TraceFacts", "build_report", "calibration_by_teacher", "calibration_of", "erf_by_teacher",
            "erf_curve", "evidence_states", "filter_drops", "funnel_rows", "funnel_steps", "load_facts", "main_n",
-           "pass_counts", "pass_rates", "read_reports", "recovery_turn", "run_report", "teacher_totals"]
+           "pass_counts", "pass_triples", "read_reports", "recovery_turn", "run_report", "teacher_totals"]

@@ -73,7 +73,18 @@ def test_pass_at_k() -> None:
     assert s["pass@1"] == pytest.approx((0.25 + 0 + 1) / 3, abs=1e-6)
     assert s["pass@n"] == pytest.approx(2 / 3, abs=1e-6)
     assert s["pass@2"] == pytest.approx((0.5 + 0 + 1) / 3, abs=1e-6)
-    assert "pass@8" not in s
+    assert "pass@8" not in s and s["pass@1_from"] == "mean c/n"
+
+
+def test_pass_at_1_under_the_adaptive_policy_is_the_first_samples_accuracy() -> None:
+    """Later samples are drawn only where the earlier ones failed, so mean c/n would count a question that
+    stopped at its first correct sample as 1.0: with n differing by question, pass@1 reads sample 0 only."""
+    # Sampled until one is right, up to 4: right at once; right at the third; never right; an eval question.
+    s = pass_stats([(1, 1, True), (3, 1, False), (4, 0, False), (1, 1, True)])
+    assert s["pass@1"] == pytest.approx(2 / 4) and s["pass@1_from"] == "first sample"
+    biased = (1 + 1 / 3 + 0 + 1) / 4
+    assert s["pass@1"] < biased
+    assert s["pass@n"] == pytest.approx(3 / 4) and s["min_n"] == 1 and "pass@2" not in s
 
 
 def test_prompt_is_the_harness_before_the_first_assistant_turn() -> None:
