@@ -51,7 +51,7 @@ def combine(rule_correct: bool, f1: float, judge_correct: bool | None) -> bool:
 
 def golds(question: Question) -> list[str]:
     """The answer and its aliases (empty ones left out)."""
-    return [g for g in [question.answer, *(question.answer_aliases or [])] if g]
+    return question.golds
 
 
 def grade(prediction: str | None, question: Question | None, min_f1: float) -> Grade:

@@ -212,16 +212,11 @@ class Question(Record):
     effective_depth: int | None = None
     entry: str | None = None  # the search that lets a solver enter the chain later than its start, in words
 
+    @property
+    def golds(self) -> list[str]:
+        """The answer and its aliases (empty ones left out): what a final answer is matched against."""
+        return [g for g in [self.answer, *(self.answer_aliases or [])] if g]
 
-REJECT_SCHEMA = pa.schema(
-    [
-        pa.field("record_id", pa.string(), nullable=False),
-        pa.field("source_id", pa.string()),
-        pa.field("reason", pa.string(), nullable=False),
-        pa.field("detail", pa.string()),
-        pa.field("raw", pa.string()),
-    ]
-)
 
 # The stop reason of a trajectory whose teacher call failed for good (its ``error`` says why, as
 # ``"reason: detail"``).  The rollout stage never commits one: it lists it as failed, and the next

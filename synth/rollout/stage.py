@@ -135,8 +135,7 @@ class SamplePlan:
         """The next sample indices ``q`` needs, given the samples it ``got`` (empty when decided)."""
         if self.policy != "adaptive" or q.split != Split.SFT or any(t.stop_reason == FAILED for t in got):
             return range(0)
-        golds = [g for g in [q.answer, *(q.answer_aliases or [])] if g]
-        correct = sum(is_correct(t.final_answer, golds, self.min_f1) for t in got)
+        correct = sum(is_correct(t.final_answer, q.golds, self.min_f1) for t in got)
         return range(len(got), min(self.n, len(got) + max(0, self.keep - correct)))
 
 
