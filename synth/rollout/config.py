@@ -25,8 +25,11 @@ class RolloutConfig(Section):
         65536, ge=256, description="Context tokens (prompt + completion of the latest call) before it stops (`max_tokens`)."
     )
     compress_observations: bool = Field(
-        False, description="Keep only the latest tool observation in full in the teacher's context; "
+        False, description="Keep only the latest `keep_observations` tool observations in full in the teacher's "
+        "context (older ones become a placeholder that asks the model to call the tool again if it needs them); "
         "stored traces always keep every observation."
     )
+    keep_observations: int = Field(2, ge=1, description="Tool observations kept in full in the teacher's context "
+                                   "under `compress_observations` (the latest ones).")
     max_questions: int | None = Field(None, ge=1, description="Roll out only the first N questions (trial runs).")
     shard_size: int = operational("Questions per shard (a unit of work for a flow task, and of resume).", 32, ge=1)

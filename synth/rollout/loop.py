@@ -9,9 +9,10 @@ reaches ``rollout.max_tokens`` (``max_tokens``), or when a teacher call fails fo
 carried them; the trace records which (``tool_protocol``).  A malformed or unknown
 tool call becomes a tool message with the error; it never aborts the run.
 
-With ``rollout.compress_observations`` only the latest observation is sent in full
-(earlier ones become a short placeholder, past actions are kept); the stored trace
-always keeps every observation in full (OpenSeeker puts raw results back likewise).
+With ``rollout.compress_observations`` only the latest ``rollout.keep_observations`` observations
+are sent in full (earlier ones become a short placeholder, past actions and the model's own words
+are kept); the stored trace always keeps every observation in full (OpenSeeker puts raw results
+back likewise).
 """
 
 from __future__ import annotations
@@ -50,10 +51,13 @@ def trace_id(question_id: str, sample_index: int) -> str:
     return "t-" + short_hash(question_id, sample_index)
 
 
-def compress(messages: list[dict]) -> list[dict]:
-    """The teacher's view: every tool observation but those after the last assistant turn is a placeholder."""
+def compress(messages: list[dict], keep: int = 1) -> list[dict]:
+    """The teacher's view: every tool observation but the latest ``keep`` ones is a placeholder (and always
+    those after the last assistant turn are kept: they answer the calls it is acting on)."""
+    tools = [i for i, m in enumerate(messages) if m["role"] == "tool"]
     last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
-    return [dict(m, content=PLACEHOLDER) if m["role"] == "tool" and i < last_assistant else m
+    kept = set(tools[-keep:]) | {i for i in tools if i > last_assistant}
+    return [dict(m, content=PLACEHOLDER) if m["role"] == "tool" and i not in kept else m
             for i, m in enumerate(messages)]
 
 
@@ -85,7 +89,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
     stop, answer, error, protocol = "max_turns", None, None, None
     hint = AGENT.hint(seed=derive_seed(cfg.seed, "rollout", question.question_id))
     while t.n_turns < rcfg.max_turns:
-        context = compress(messages) if rcfg.compress_observations else messages
+        context = compress(messages, rcfg.keep_observations) if rcfg.compress_observations else messages
         try:
             resp = await teacher.chat(context, tools, sample_index=sample_index, hint=hint)
         except TeacherError as e:

@@ -16,9 +16,10 @@ Its words say why: each turn names the clue and what the page it judged says it 
 wordings drawn per turn (:mod:`synth.teacher.oracle.phrases`).  Samples differ by a seeded
 persona; every draw is seeded by (question, sample, turn) through ``derive_seed``.  The
 policy is stateless: the memory is re-derived from the conversation, so a rollout resumed
-from the call cache continues exactly as it would have.  (With
-``rollout.compress_observations`` earlier observations reach it as placeholders; it cannot
-re-derive what they said, so it stops with "unknown" rather than act on a remembered guess.)
+from the call cache continues exactly as it would have.  Whenever the path it has walked changes it
+says so ("Path so far: …", :func:`~synth.teacher.oracle.memory.note`), as a researcher keeps notes:
+with ``rollout.compress_observations`` earlier observations reach it as placeholders, and it goes on
+from its own notes, opening the page it stands on again when what it read of it is gone.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ import random
 import re
 
 from synth.engine.seeding import derive_seed
-from synth.teacher.oracle.memory import FLOOR, STRONG, TITLES_K, Cand, Memory, Persona, read_steps, remembered
+from synth.teacher.oracle.memory import (FLOOR, STRONG, TITLES_K, Cand, Memory, Persona, note, read_notes,
+                                         read_steps, remembered, stated, stated_closest, stated_links, stated_out)
 from synth.teacher.oracle.phrases import say
 from synth.teacher.oracle.reading import excerpt
 from synth.tools.analysis import title_key
 
 _TURNS = re.compile(r"at most (\d+) turns")
+_PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 
 
 def persona(seed: int, sample_index: int) -> Persona:
@@ -78,17 +81,41 @@ def next_turn(messages: list[dict], sample_index: int, seed: int) -> dict:
     question = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
     turn = sum(1 for m in messages if m.get("role") == "assistant") + 1
     me = persona(int(seed), sample_index)
-    mem = remembered(question, me, read_steps(messages))
+    notes = read_notes(messages)
+    mem = remembered(question, me, read_steps(messages), notes)
     rnd = random.Random(derive_seed(seed, "turn", sample_index, turn))
-    return _Turn(mem, me, rnd, turn, _max_turns(messages)).decide()
+    return _Turn(mem, me, rnd, turn, _max_turns(messages), notes).decide()
 
 
 class _Turn:
     """One decision: the memory, the persona and this turn's draws."""
 
-    def __init__(self, mem: Memory, me: Persona, rnd: random.Random, turn: int, max_turns: int):
+    def __init__(self, mem: Memory, me: Persona, rnd: random.Random, turn: int, max_turns: int,
+                 notes: dict | None = None):
         self.m, self.me, self.rnd, self.turn, self.max_turns = mem, me, rnd, turn, max_turns
         self.prefix = self._reaction()
+        self.note = self._notes(notes or {})
+
+    def _notes(self, notes: dict) -> str:
+        """Its notes, as a researcher keeps them: the path walked when that changed since it last stated it,
+        and the links of the page it stands on that a search showed do not fit the clue, when it learnt of
+        new ones (only turns that call a tool carry notes: the conversation ends with any other)."""
+        m, h = self.m, len(self.m.chain)
+        path = m.path if m.chain and m.path != stated(notes, self.turn) else None
+        out: list[str] = []
+        links = closest = None
+        if 1 <= h <= m.k and (best := m.closest(h)) is not None:
+            said = stated_closest(notes, h)
+            if said is None or said[0] != best[1]:
+                closest = (best[1], m.title_of(best[1]), best[0])
+        if 1 <= h <= m.k and m.knows_links:
+            said = stated_out(notes, h) if path is None else set()
+            out = [t for t in m.misfits(h) if title_key(t) not in said]
+            if m.sees_here and not m.should_read_on(h) and (path is not None or stated_links(notes, h) is None):
+                links = m.links_note(h)
+        here = m.title_of(m.chain[-1]) if m.chain else ""
+        rel = m.q.clues[h - 1].relation if 1 <= h <= m.k else None
+        return note(path, out, links, here, rel, closest)
 
     def say(self, kind: str, **slots: str) -> str:
         """A wording of ``kind``, after the agent's reaction to the last observation."""
@@ -96,8 +123,10 @@ class _Turn:
         return f"{self.prefix} {text}" if self.prefix else text
 
     def act(self, kind: str, tool: str, args: dict, **slots: str) -> dict:
-        """An assistant turn that says ``kind`` and calls ``tool`` with ``args``."""
-        return _msg(self.say(kind, **slots), _call(tool, self.turn, **args))
+        """An assistant turn that says ``kind`` (after its reaction and its notes, when it has any) and calls
+        ``tool`` with ``args``."""
+        text = " ".join(t for t in (self.prefix, self.note, say(kind, self.rnd, **slots)) if t)
+        return _msg(text, _call(tool, self.turn, **args))
 
     def clue(self, h: int) -> str:
         """Clue ``h`` as a phrase to quote back ("an organic compound")."""
@@ -122,7 +151,7 @@ class _Turn:
             return ""
         kind = {"recall_accept": "recall", "recall_reject": "reject", "recall_hasty": "hasty"}.get(kind, kind)
         if kind == "forced":
-            return say("forced", self.rnd, page=m.pages[pid].title, clue=self.clue(h))
+            return say("forced", self.rnd, page=m.title_of(pid), clue=self.clue(h))
         if h >= m.k and kind in ("accept", "recall", "hasty"):
             return ""  # the answer says it
         return say(kind, self.rnd, page=m.pages[pid].title, desc=self.desc(pid), clue=self.clue(h))
@@ -133,14 +162,15 @@ class _Turn:
         h = len(m.chain)
         if me.give_up_turn is not None and self.turn >= me.give_up_turn or self.turn >= self.max_turns - 1:
             return self.give_up(h)
-        if m.omitted:
-            # Earlier observations were compressed away: what they said cannot be re-derived, and acting on a
-            # remembered guess is what this agent never does.
-            return _msg(say("lost", self.rnd) + " <answer>unknown</answer>")
         if m.k == 0 or h > m.k:
             return self.answer()
         if h == 0:
             return self.start()
+        if not m.knows_links:
+            # What it read of the page it stands on was compressed away and it noted none of its links: read it
+            # again (the placeholder says to).
+            pid = m.chain[-1]
+            return self.act("reopen", "open", {"page": pid}, page=m.title_of(pid), clue=self.clue(h))
         return self.hop(h)
 
     def give_up(self, h: int) -> dict:
@@ -151,10 +181,10 @@ class _Turn:
     def answer(self) -> dict:
         """Every clue followed: answer with the title of the page reached."""
         m = self.m
-        title = m.pages[m.chain[-1]].title
+        title = m.title_of(m.chain[-1])
         if m.k == 0 or len(m.chain) < 2:
             return _msg(f"The question names no hop to follow, so the answer is where I stand. <answer>{title}</answer>")
-        prev = m.pages[m.chain[-2]].title
+        prev = m.title_of(m.chain[-2])
         return _msg(f"{self.say('answer', clue=self.clue(m.k), prev=prev, title=title)} <answer>{title}</answer>")
 
     def start(self) -> dict:
@@ -178,24 +208,26 @@ class _Turn:
     def hop(self, h: int) -> dict:
         """Follow clue ``h`` from the current page: read on, search, check with ``find``, or open a candidate."""
         m, me, rnd = self.m, self.me, self.rnd
-        here, clue, c = m.here, m.q.clues[h - 1], self.clue(h)
-        if m.should_read_on(h) and ("open", json.dumps({"offset": here.next_offset, "page": here.page_id},
+        clue, c = m.q.clues[h - 1], self.clue(h)
+        if m.should_read_on(h) and ("open", json.dumps({"offset": m.here.next_offset, "page": m.here.page_id},
                                                         sort_keys=True)) not in m.calls:
+            here = m.here
             return self.act("read_on", "open", {"page": here.page_id, "offset": here.next_offset},
                             page=here.title, clue=c)
+        here = m.title_of(m.chain[-1])
         cands = m.candidates(h)
         strong = bool(cands) and cands[0].score >= STRONG
         query = m.next_query(h)
         # A researcher searches the clue before opening links it knows nothing of, and searches again
         # with the links' titles while that shows nothing linked that fits -- unless impatient.
         if strong:
-            return self.open(h, cands[0], here.title, c)
+            return self.open(h, cands[0], here, c)
         if query is not None and (not m.queries[h] or rnd.random() < me.p_search):
-            return self.search(h, query, here.title, c)
+            return self.search(h, query, here, c)
         if cands and m.opens[h] < me.max_opens and cands[0].score > FLOOR:
-            return self.open(h, cands[0], here.title, c)
+            return self.open(h, cands[0], here, c)
         if query is not None and m.opens[h] < me.max_opens:
-            return self.search(h, query, here.title, c)
+            return self.search(h, query, here, c)
         return self.give_up(h)
 
     def search(self, h: int, query: str, here: str, clue: str) -> dict:
@@ -207,10 +239,13 @@ class _Turn:
     def open(self, h: int, cand: Cand, here: str, clue: str) -> dict:
         """Open candidate ``cand`` (first checking its link's passage with ``find``, now and then), saying why."""
         m = self.m
-        if cand.anchor and cand.anchor not in m.finds[h] and self.rnd.random() < self.me.p_find:
-            args = {"page": m.here.page_id, "text": cand.anchor}
+        # The link's anchor text where it sees the page; else (its observation compressed away) the title, as
+        # its note of the links gives it, without a disambiguation.
+        text = cand.anchor if m.sees_here else _PAREN.sub("", cand.title)
+        if text and text not in m.finds[h] and self.rnd.random() < self.me.p_find:
+            args = {"page": m.chain[-1], "text": text}
             if ("find", json.dumps(args, sort_keys=True)) not in m.calls:
-                return self.act("find", "find", args, name=cand.title, page=here, anchor=cand.anchor)
+                return self.act("find", "find", args, name=cand.title, page=here, anchor=text)
         why = ""
         rel = m.q.clues[h - 1].relation
         if rel and cand.score >= 0.5:

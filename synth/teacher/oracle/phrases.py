@@ -91,9 +91,10 @@ PHRASES: dict[str, tuple[str, ...]] = {
         'The chain ends at {title}: {prev} links to it, and it is {clue}.',
         'Following the clues hop by hop, the last link goes from {prev} to {title}.',
     ),
-    "lost": (
-        'What I read earlier is no longer in my context, and I will not answer from memory.',
-        'The earlier pages have been dropped from my context; I cannot check the chain, so I will not guess.',
+    "reopen": (
+        'Back to {page}: I need its links in front of me to find {clue}.',
+        'To look for {clue} I need the links of {page} again; reopening it.',
+        'Let me read {page} again and pick {clue} from its links.',
     ),
     "give_up": (
         'I cannot find {clue} with any confidence, so I will not guess.',

@@ -161,7 +161,8 @@ def test_openai_rollouts_with_a_misbehaving_model(tmp_path, monkeypatch):
         cfg = load_config(None, ["rollout.n=2", "rollout.max_turns=6", "rollout.max_tokens=4000",
                                  "teacher.backend=openai", f"teacher.base_url={srv.base_url}", "teacher.model=m",
                                  "teacher.max_retries=0", "rollout.compress_observations=true",
-                                 "teacher.tool_protocol=native", "rollout.policy=fixed"])
+                                 "rollout.keep_observations=2", "teacher.tool_protocol=native",
+                                 "rollout.policy=fixed"])
         run_stage(ROLLOUT, cfg, store)
         traces = _traces(tmp_path)
         by = {}
@@ -179,11 +180,12 @@ def test_openai_rollouts_with_a_misbehaving_model(tmp_path, monkeypatch):
         # Distinct samples are distinct calls (different seeds), so the cache keeps them apart.
         first_turns = [r for r in srv.requests if len(r.body["messages"]) == 2]
         assert len(first_turns) == 8 and len({(r.body["messages"][1]["content"], r.body["seed"]) for r in first_turns}) == 8
-        # Compression: the teacher saw placeholders for old observations; the trace keeps them all.
+        # Compression: the teacher saw placeholders for all but the latest 2 observations; the trace keeps them all.
         last = max((r for r in srv.requests if "Birch" in r.body["messages"][1]["content"]),
                    key=lambda r: len(r.body["messages"]))
         tool_msgs = [m for m in last.body["messages"] if m["role"] == "tool"]
-        assert all(m["content"] == PLACEHOLDER for m in tool_msgs[:-1]) and tool_msgs[-1]["content"] != PLACEHOLDER
+        assert len(tool_msgs) >= 4 and all(m["content"] == PLACEHOLDER for m in tool_msgs[:-2])
+        assert all(m["content"] != PLACEHOLDER for m in tool_msgs[-2:])
         stored = [m for m in json.loads(by["Birch"][0]["messages"]) if m["role"] == "tool"]
         assert all(m["content"] != PLACEHOLDER for m in stored)
         # Resumable: a rerun sends nothing.
