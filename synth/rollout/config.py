@@ -25,7 +25,7 @@ class RolloutConfig(Section):
         65536, ge=256, description="Context tokens (prompt + completion of the latest call) before it stops (`max_tokens`)."
     )
     compress_observations: bool = Field(
-        False, description="Keep only the latest `keep_observations` tool observations in full in the teacher's "
+        True, description="Keep only the latest `keep_observations` tool observations in full in the teacher's "
         "context (older ones become a placeholder that asks the model to call the tool again if it needs them); "
         "stored traces always keep every observation."
     )
