@@ -110,7 +110,7 @@ _ENTRY = re.compile(r"(.+?) \[([^\[\]]+)\](?: → |$)")
 _OUT = re.compile(re.escape(OUT) + r"((?:“[^”]*”(?:, )?)+)\.")
 _QUOTED = re.compile(r"“([^”]*)”")
 _LIST = r"((?:“[^”]*”(?:, )?)+)\."
-_LINKS = re.compile(r"Links of .+? in the passage on .+?: " + _LIST + r"(?: Its other links: " + _LIST + ")?")
+_LINKS = re.compile(r"Links of .+? in the passage on .+?: (?:none\.|" + _LIST + r")(?: Its other links: " + _LIST + ")?")
 _ALL_LINKS = re.compile(r"Links of .+?: " + _LIST)
 MAX_NOTED_LINKS = 24  # links a note lists for one clue, best first
 _CLOSEST = re.compile(r"Closest so far: (.+?) \[([^\[\]]+)\] \(about (\d+)% of the clue\)\.")
@@ -174,10 +174,7 @@ def read_notes(messages: list[dict]) -> dict[int, Note]:
         paths, outs = _NOTE.findall(text), _OUT.findall(text)
         links = None
         if (m2 := _LINKS.search(text)) is not None:
-            links = Links(tuple(_QUOTED.findall(m2.group(1))), tuple(_QUOTED.findall(m2.group(2) or "")))
-        elif (m2 := re.search(r"Links of .+? in the passage on .+?: none\.(?: Its other links: " + _LIST + ")?",
-                              text)) is not None:
-            links = Links((), tuple(_QUOTED.findall(m2.group(1) or "")))
+            links = Links(tuple(_QUOTED.findall(m2.group(1) or "")), tuple(_QUOTED.findall(m2.group(2) or "")))
         elif (m2 := _ALL_LINKS.search(text)) is not None:
             links = Links(tuple(_QUOTED.findall(m2.group(1))))
         closest = None

@@ -159,7 +159,7 @@ def test_without_notes_of_its_links_it_reads_the_page_again(world) -> None:
 
 
 def test_its_notes_read_back() -> None:
-    from synth.teacher.oracle.memory import Note, note, read_notes, stated, stated_out
+    from synth.teacher.oracle.memory import Links, Note, note, read_notes, stated, stated_out
     path = (("11", "Mercury (planet)"), ("42", "St. Louis"))
     msgs = [{"role": "user", "content": "q"},
             {"role": "assistant", "content": "Opening it."},
@@ -169,6 +169,10 @@ def test_its_notes_read_back() -> None:
     assert notes == {2: Note(path[:1], ("Area", "Trade, Inc.")), 3: Note(path, ())}
     assert stated(notes, 1) == () and stated(notes, 2) == path[:1] and stated(notes, 9) == path
     assert stated_out(notes, 1) == {"area", "trade, inc."} and stated_out(notes, 2) == set()
+    # A clue whose relation word no link's sentence has: its other links are read back as the others.
+    none = note(path[:1], links=Links((), ("Mars", "Venus")), page="Mercury (planet)", relation="orbit")
+    assert none.endswith("in the passage on orbit: none. Its other links: “Mars”, “Venus”.")
+    assert read_notes([{"role": "assistant", "content": none}])[1].links == Links((), ("Mars", "Venus"))
 
 
 def test_it_fails_for_the_right_reasons(world) -> None:
