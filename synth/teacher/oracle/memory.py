@@ -101,6 +101,7 @@ class Cand:
     page_id: str | None
     score: float
     anchor: str  # its link's anchor text on the current page
+    related: bool | None = None  # the sentence linking it has the clue's relation word (None: the clue has none)
 
 
 NOTE = "Path so far: "
@@ -120,9 +121,11 @@ Path = tuple[tuple[str, str], ...]  # (page id, title) of each page on the chain
 
 @dataclass(frozen=True, slots=True)
 class Note:
-    """What one assistant turn stated: the path walked (None: unchanged), and links of the page it stands on
-    that a search showed are not what the next clue describes."""
+    """What one assistant turn stated (:func:`note`): the path walked (None: unchanged), the links of the page it
+    stands on, those a search showed are not what the next clue describes, and the closest page it rejected;
+    ``hop`` is the clue it was at (the length of the path in effect then)."""
 
+    hop: int
     path: Path | None
     out: tuple[str, ...] = ()
     links: "Links | None" = None
@@ -165,7 +168,7 @@ def note(path: Path | None, out: list[str] = (), links: Links | None = None, pag
 def read_notes(messages: list[dict]) -> dict[int, Note]:
     """The notes of each assistant turn (counted from 1) that stated any."""
     out: dict[int, Note] = {}
-    turn = 0
+    turn, hop = 0, 0
     for m in messages:
         if m.get("role") != "assistant":
             continue
@@ -182,7 +185,8 @@ def read_notes(messages: list[dict]) -> dict[int, Note]:
             closest = (m3.group(2), m3.group(1), int(m3.group(3)) / 100)
         if paths or outs or links or closest:
             path = tuple((pid, title) for title, pid in _ENTRY.findall(paths[-1])) if paths else None
-            out[turn] = Note(path, tuple(t for o in outs for t in _QUOTED.findall(o)), links, closest)
+            hop = len(path) if path is not None else hop
+            out[turn] = Note(hop, path, tuple(t for o in outs for t in _QUOTED.findall(o)), links, closest)
     return out
 
 
@@ -194,19 +198,18 @@ def stated(notes: dict[int, Note], turn: int) -> Path:
 
 def stated_links(notes: dict[int, Note], hop: int) -> "Links | None":
     """The links the agent noted for clue ``hop`` (of the page it stood on), if it noted them."""
-    return next((n.links for turn, n in sorted(notes.items())
-                 if n.links is not None and len(stated(notes, turn)) == hop), None)
+    return next((n.links for _, n in sorted(notes.items()) if n.links is not None and n.hop == hop), None)
 
 
 def stated_closest(notes: dict[int, Note], hop: int) -> tuple[str, str, float] | None:
     """The closest page to clue ``hop`` the agent last noted having rejected, if any."""
-    return next((n.closest for turn, n in sorted(notes.items(), reverse=True)
-                 if n.closest is not None and len(stated(notes, turn)) == hop), None)
+    return next((n.closest for _, n in sorted(notes.items(), reverse=True)
+                 if n.closest is not None and n.hop == hop), None)
 
 
 def stated_out(notes: dict[int, Note], hop: int) -> set[str]:
     """Title keys of the links the agent stated are not what clue ``hop`` describes."""
-    return {title_key(t) for turn, n in notes.items() for t in n.out if len(stated(notes, turn)) == hop}
+    return {title_key(t) for n in notes.values() if n.hop == hop for t in n.out}
 
 
 def read_steps(messages: list[dict]) -> list[Step]:
@@ -243,7 +246,6 @@ class Memory:
         self.dead: set[str] = set()  # title keys that did not open
         self.calls: set[tuple[str, str]] = set()
         self.event: tuple | None = None
-        self.omitted = 0  # observations left out of the context (rollout.compress_observations)
         self.titles: dict[str, str] = {}  # page id -> title, for chain pages known from the agent's notes
         self.ruled_out: dict[int, set[str]] = defaultdict(set)  # hop -> title keys its notes say do not fit
         self.noted_links: dict[int, Links] = {}  # hop -> the links of the page it stood on its notes list
@@ -294,12 +296,9 @@ class Memory:
     def links_note(self, h: int) -> Links:
         """What it notes of the links of the page it stands on for clue ``h``: the candidates, best first."""
         cands = self.candidates(h)[:MAX_NOTED_LINKS]
-        rel = self.q.clues[h - 1].relation
-        if rel is None:
+        if self.q.clues[h - 1].relation is None:
             return Links(tuple(c.title for c in cands))
-        here = self.here
-        holds = {c.title: relation_holds(here.sentence_linking(c.title), rel) for c in cands}
-        return Links(tuple(c.title for c in cands if holds[c.title]), tuple(c.title for c in cands if not holds[c.title]))
+        return Links(tuple(c.title for c in cands if c.related), tuple(c.title for c in cands if not c.related))
 
     def title_of(self, pid: str) -> str:
         """The title of a page it read or noted."""
@@ -347,7 +346,6 @@ class Memory:
         """Take in a call whose observation is gone: what its arguments say it did at the hop it was made."""
         self.calls.add((s.name, json.dumps(s.args, sort_keys=True)))
         h, self.event = len(self.chain), None
-        self.omitted += 1
         if s.name == "search":
             self.queries[h].append(str(s.args.get("query")))
         elif s.name == "find":
@@ -365,7 +363,6 @@ class Memory:
         """Take in one tool call and its observation."""
         self.calls.add((s.name, json.dumps(s.args, sort_keys=True)))
         h, obs, self.event = len(self.chain), s.obs, None
-        self.omitted += obs is None
         if s.name == "search":
             self.queries[h].append(str(s.args.get("query")))
             for rank, r in enumerate(obs if isinstance(obs, list) else [], start=1):
@@ -495,7 +492,7 @@ class Memory:
             score += 0.5 * len(clue.words & said) / max(1, len(clue.words))
             if key in results and score >= 0:  # a result it knows does not fit is no better for ranking high
                 score += 1.0 / results[key].rank
-            out.append(Cand(title, pid, score - 0.001 * order, anchor))
+            out.append(Cand(title, pid, score - 0.001 * order, anchor, related))
         return sorted(out, key=lambda c: -c.score)
 
     def _known(self, clue, key: str, pid: str | None) -> float:

@@ -166,7 +166,7 @@ def test_its_notes_read_back() -> None:
             {"role": "assistant", "content": "Fits. " + note(path[:1], ["Area", "Trade, Inc."]) + " Searching."},
             {"role": "assistant", "content": "Yes. " + note(path) + " Next."}]
     notes = read_notes(msgs)
-    assert notes == {2: Note(path[:1], ("Area", "Trade, Inc.")), 3: Note(path, ())}
+    assert notes == {2: Note(1, path[:1], ("Area", "Trade, Inc.")), 3: Note(2, path, ())}
     assert stated(notes, 1) == () and stated(notes, 2) == path[:1] and stated(notes, 9) == path
     assert stated_out(notes, 1) == {"area", "trade, inc."} and stated_out(notes, 2) == set()
     # A clue whose relation word no link's sentence has: its other links are read back as the others.
