@@ -31,16 +31,18 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from synth.engine.errors import InputError
 
 from synth.engine.faults import crash_point
+
+if TYPE_CHECKING:  # pyarrow.dataset imports pandas: a command that reads no table (--help) does without it
+    import pyarrow.dataset as ds
 
 log = logging.getLogger("hopforge")
 
@@ -256,6 +258,8 @@ class Store:
         if not p.exists():
             how = f" (run `hopforge {hint} --out {self.root}` first)" if hint else ""
             raise MissingInput(f"table '{rel}' not found in {self.root}{how}")
+        import pyarrow.dataset as ds
+
         return ds.dataset(p, format="parquet")
 
     def read(self, rel: str, columns: list[str] | None = None, hint: str | None = None) -> pa.Table:
