@@ -61,10 +61,10 @@ class Seen:
 
     def add_text(self, text: str) -> None:
         """Take in one text (the question, or one value of an observation)."""
-        seq = analyze(text)
+        seq, joined = _analysed(text)
         if seq:
             self.terms.update(seq)
-            self.sequences.append(" " + " ".join(seq) + " ")
+            self.sequences.append(joined)
 
     def add_observation(self, content: str | None) -> None:
         """Take in one tool observation (JSON text; anything else is read as plain text)."""
@@ -99,6 +99,14 @@ class Seen:
             return 1.0, []
         unseen = [t for t in wanted if t not in self.terms]
         return 1 - len(unseen) / len(wanted), unseen
+
+
+@lru_cache(maxsize=1 << 16)
+def _analysed(text: str) -> tuple[tuple[str, ...], str]:
+    """The terms of one seen text and their joined form (cached: the samples of a question, and the
+    questions of one page, are shown the same snippets and pages again and again)."""
+    seq = tuple(analyze(text))
+    return seq, (" " + " ".join(seq) + " ") if seq else ""
 
 
 def _values(obs: Any, key: str = "") -> Iterator[tuple[str, str]]:
