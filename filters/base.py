@@ -114,13 +114,15 @@ class FilterContext:
     LLM judge can be batched; the correctness filter grades on the spot when absent.
     ``tokenizer`` is the DIR/tokenizer tokenizer (None when no filter needs it).
     ``measures`` collects per-trace numbers a filter computed on the way (e.g. the
-    rendered token count), keyed by trace_id.
+    rendered token count), keyed by trace_id.  ``token_counts`` holds the rendered lengths of
+    the batch being filtered, counted together beforehand (trace_id -> tokens).
     """
 
     questions: dict[str, Question] = field(default_factory=dict)
     grades: dict[str, Any] = field(default_factory=dict)
     tokenizer: Any = None
     measures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    token_counts: dict[str, int] = field(default_factory=dict)
 
     def measure(self, trace: Trace, **values: Any) -> None:
         """Record measurements of ``trace`` (kept in ``measures[trace_id]``)."""

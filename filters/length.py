@@ -5,6 +5,11 @@ through the tokenizer's chat template with the tool schemas,
 ``tokenizer.apply_chat_template(messages, tools=tools)`` -- and counted in tokens of
 DIR/tokenizer.  Traces longer than ``filters.max_tokens`` are dropped, never truncated:
 a cut trace loses its answer, or teaches the student to stop mid-search.
+
+The filter stage counts a whole batch of traces at once beforehand
+(:class:`synth.tokenizer.counts.TokenCounts`: one render each, one batched tokenizer call, the
+counts cached per tokenizer), and the filter reads ``ctx.token_counts``; the same number as
+:func:`rendered_length`, which counts one trace alone.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ class LengthFilter(BaseFilter):
     max_tokens: int
 
     def __call__(self, trace: Trace, ctx: FilterContext) -> Verdict:
-        if ctx.tokenizer is None:
-            raise RuntimeError("the length filter needs a tokenizer in the filter context")
-        n = rendered_length(ctx.tokenizer, sft_messages(trace), json.loads(trace.tools))
+        n = ctx.token_counts.get(trace.trace_id)
+        if n is None:  # not counted for the batch beforehand: count this one trace
+            if ctx.tokenizer is None:
+                raise RuntimeError("the length filter needs a tokenizer in the filter context")
+            n = rendered_length(ctx.tokenizer, sft_messages(trace), json.loads(trace.tools))
         ctx.measure(trace, n_tokens=n)
         if n > self.max_tokens:
             return False, "too_long", f"{n} tokens > {self.max_tokens}"

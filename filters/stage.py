@@ -16,9 +16,11 @@ tool calls (:mod:`filters.grounded`) whichever filter dropped it.
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
+import json
+from collections import Counter, deque
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -32,7 +34,7 @@ from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
 from filters.correctness import CorrectnessFilter, grade, run_judge
 from filters.grounded import ungrounded_steps
-from filters.sftrows import sft_row
+from filters.sftrows import sft_messages, sft_row
 
 BATCH_ROWS = 512
 
@@ -74,49 +76,203 @@ class _PerQuestion:
         self.prompt: list[dict] | None = None
         self.tools: str | None = None
 
-    def add(self, trace: Trace, correct: bool) -> None:
+    def add(self, fact: "_Fact") -> None:
         self.n += 1
-        self.c += int(correct)
-        if trace.sample_index == 0:
-            self.first = bool(correct)
-        key = (trace.sample_index, trace.trace_id)
-        if self.key is not None and key >= self.key:
+        self.c += int(fact.correct)
+        if fact.sample_index == 0:
+            self.first = fact.correct
+        key = (fact.sample_index, fact.trace_id)
+        if fact.prompt is None or (self.key is not None and key >= self.key):
             return
+        self.key, self.prompt, self.tools = key, fact.prompt, fact.tools
+
+
+@dataclass(frozen=True, slots=True)
+class _Fact:
+    """What one trace tells its question's band: correct or not, and its harness prompt (None when the
+    conversation broke before the first assistant turn: the harness is taken from another rollout)."""
+
+    question_id: str
+    trace_id: str
+    sample_index: int
+    correct: bool
+    prompt: list[dict] | None
+    tools: str | None
+
+    @classmethod
+    def of(cls, trace: Trace, correct: bool) -> "_Fact":
         conv = trace.conversation
-        if conv.problem is not None and not any(m.role == "assistant" for m in conv.messages):
-            return  # malformed before the first assistant turn: take the harness from another rollout
-        prompt = prompt_messages(conv.messages)
-        if prompt:
-            self.key, self.prompt, self.tools = key, prompt, trace.tools
+        prompt = None
+        if conv.problem is None or any(m.role == "assistant" for m in conv.messages):
+            prompt = prompt_messages(conv.messages) or None
+        return cls(trace.question_id, trace.trace_id, trace.sample_index, bool(correct), prompt,
+                   trace.tools if prompt else None)
+
+
+@dataclass
+class _BatchOut:
+    """Pass one's result for one batch: plain data, so a worker process can hand it back."""
+
+    facts: list[_Fact]
+    candidates: list[Candidate]
+    verdicts: list[dict]
+    rejects: list[dict]
+    dropped: Counter
+    counted: int = 0  # traces whose length was rendered and tokenized (not read from the cache)
+
+
+class _PassOne:
+    """Pass one over a batch of traces: grade, run the chain, count tokens, note the verdicts.
+
+    The same object runs in this process or in each worker process, so the tables do not depend
+    on the worker count.  ``judge(traces, grades)`` adds the LLM judge's verdicts (this process only).
+    """
+
+    def __init__(self, cfg: Any, root: str | Path):
+        from synth.engine.store import Store
+
+        self.fcfg = fcfg = cfg.filters
+        self.root = Path(root)
+        self.questions = load_questions(Store(self.root))
+        self.counts = None
+        tokenizer = None
+        if "length" in fcfg.chain:
+            from synth.tokenizer.counts import TokenCounts
+
+            tokenizer = _tokenizer(self.root)
+            self.counts = TokenCounts(tokenizer, self.root)
+        self.fctx = FilterContext(self.questions, tokenizer=tokenizer)
+        self.pending: list[dict] = []
+        self.runner = FilterRunner(chain_of(fcfg), on_reject=lambda trace, reason, detail: self.pending.append(
+            _reject_row(trace, reason, detail)))
+
+    def __call__(self, batch: pa.RecordBatch, judge: Any = None, flush: bool = False) -> _BatchOut:
+        fcfg, fctx, questions = self.fcfg, self.fctx, self.questions
+        recs = [Trace.from_row(r) for r in batch.to_pylist()]
+        fctx.grades = {t.trace_id: grade(t.final_answer, questions.get(t.question_id), fcfg.min_f1) for t in recs}
+        if judge is not None:
+            judge(recs, fctx.grades)
+        counted = 0
+        if self.counts is not None:
+            before = self.counts.computed
+            lengths = self.counts.count([(sft_messages(t), json.loads(t.tools) or None) for t in recs])
+            fctx.token_counts = {t.trace_id: n for t, n in zip(recs, lengths) if n is not None}
+            counted = self.counts.computed - before
+            if flush:
+                self.counts.flush()
+        out = _BatchOut([], [], [], [], Counter(), counted)
+        for t in recs:
+            self._one(t, out)
+        for v in out.verdicts:
+            v["n_tokens"] = fctx.token_counts.get(v["trace_id"])
+        out.rejects, self.pending = self.pending, []
+        out.dropped, self.runner.dropped = self.runner.dropped, Counter()
+        fctx.measures.clear()
+        fctx.token_counts = {}
+        return out
+
+    def _one(self, trace: Trace, out: _BatchOut) -> None:
+        tid, qid = trace.trace_id, trace.question_id
+        g = self.fctx.grades[tid]
+        out.facts.append(_Fact.of(trace, g.correct))
+        keep, reason, _ = self.runner.apply(trace, self.fctx)
+        rubric = None
+        if keep and trace.split != Split.SFT:
+            # The chain ran (its verdicts feed the report), but only sft questions train the student.
+            reason = HELD_OUT
+            self.runner.reject(trace, reason, f"a question of the {trace.split} split: its traces are never SFT rows")
+        elif keep:
+            rubric = rubric_raw(trace, self.fctx.questions[qid])
+            out.candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric))
+        # Counted for every trace, whichever filter dropped it (the report's grounding histogram reads it).
+        ungrounded = len(ungrounded_steps(trace, self.fcfg.min_grounding))
+        out.verdicts.append({"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
+                             "split": trace.split, "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1,
+                             "judge_correct": g.judge_correct, "correct": g.correct, "rubric_raw": rubric,
+                             "rubric": None, "n_tokens": None, "ungrounded_steps": ungrounded, "kept": False,
+                             "reason": reason})
+
+    def close(self) -> None:
+        if self.counts is not None:
+            self.counts.flush()
+
+
+def chain_of(fcfg: FiltersConfig) -> list:
+    """The configured chain; SFT keeps correct traces only and the rubric is positive-only, so correctness
+    always runs, last if unlisted."""
+    chain = build_chain(fcfg.chain, fcfg)
+    if "correctness" not in fcfg.chain:
+        chain.append(CorrectnessFilter.from_config(fcfg))
+    return chain
+
+
+def _tokenizer(root: Path) -> Any:
+    from synth.tokenizer.tokens import load_tokenizer
+
+    tok_path = root / "tokenizer"
+    if not tok_path.exists():
+        from synth.engine.store import MissingInput
+
+        raise MissingInput(f"tokenizer not found in {root} (run `hopforge tokenizer --out {root}` first, "
+                           "or drop `length` from filters.chain)")
+    return load_tokenizer(tok_path, chat_template=True)
+
+
+# ---- worker processes ------------------------------------------------------------------------
+_WORKER: _PassOne | None = None
+
+
+def _worker_init(cfg: Any, root: str) -> None:
+    global _WORKER
+    _WORKER = _PassOne(cfg, root)
+
+
+def _worker_batch(batch: pa.RecordBatch) -> _BatchOut:
+    assert _WORKER is not None
+    return _WORKER(batch, flush=True)
+
+
+def _batches_in_workers(ctx: StageContext, batches: Iterator[pa.RecordBatch], workers: int) -> Iterator[_BatchOut]:
+    """Pass one of every batch in ``workers`` processes, yielded in batch order (at most 2 per worker in flight)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_worker_init,
+                             initargs=(ctx.cfg, str(ctx.store.root))) as ex:
+        window: deque = deque()
+        try:
+            for batch in batches:
+                window.append(ex.submit(_worker_batch, batch))
+                if len(window) >= 2 * workers:
+                    yield window.popleft().result()
+            while window:
+                yield window.popleft().result()
+        except BaseException:
+            for f in window:
+                f.cancel()
+            raise
 
 
 def run_filter(ctx: StageContext) -> StageResult:
     """Filter traces into ``sft`` (best-of-n) and ``rl_pool`` (difficulty band); see the module docstring."""
+    from synth.engine.config import cpu_workers
+
     fcfg = ctx.cfg.filters
     questions = load_questions(ctx.store)
     traces = ctx.store.dataset("traces", hint="rollout")
-    tokenizer = None
     if "length" in fcfg.chain:
-        from synth.tokenizer.tokens import load_tokenizer
-
-        tok_path = ctx.store.path("tokenizer")
-        if not tok_path.exists():
-            from synth.engine.store import MissingInput
-
-            raise MissingInput(f"tokenizer not found in {ctx.store.root} (run `hopforge "
-                               f"tokenizer --out {ctx.store.root}` first, "
-                               "or drop `length` from filters.chain)")
-        tokenizer = load_tokenizer(tok_path, chat_template=True)
-    fctx = FilterContext(questions, tokenizer=tokenizer)
+        _tokenizer(ctx.store.root)  # a missing tokenizer stops the stage here, before any worker starts
     rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA)
     pending: list[dict] = []
-    chain = build_chain(fcfg.chain, fcfg)
-    if "correctness" not in fcfg.chain:
-        # SFT keeps correct traces only and the rubric is positive-only: correctness always runs, last if unlisted.
-        chain.append(CorrectnessFilter.from_config(fcfg))
+    chain = chain_of(fcfg)
     runner = FilterRunner(chain, on_reject=lambda trace, reason, detail: pending.append(
         _reject_row(trace, reason, detail)))
 
+    total = traces.count_rows()
+    # The judge is a teacher call of this process, so with it every batch runs here.
+    workers = 1 if fcfg.judge else min(cpu_workers(ctx.cfg.runner.cpu_workers), max(1, -(-total // 16)))
+    batch_rows = BATCH_ROWS if workers == 1 else max(16, min(BATCH_ROWS, -(-total // (4 * workers))))
     teacher = snap = None
     judge_counts: Counter[str] = Counter()
     if fcfg.judge:
@@ -128,26 +284,36 @@ def run_filter(ctx: StageContext) -> StageResult:
     verdicts: dict[str, dict] = {}
     per_q: dict[str, _PerQuestion] = {}
     candidates: list[Candidate] = []
-    total = traces.count_rows()
+    counted = 0
+    local: _PassOne | None = None
     try:
+        batches = traces.to_batches(batch_size=batch_rows)
+        if workers > 1:
+            outs = _batches_in_workers(ctx, batches, workers)
+        else:
+            local = _PassOne(ctx.cfg, ctx.store.root)
+            judge = None if teacher is None else (
+                lambda recs, grades: _judge_batch(teacher, recs, questions, grades, judge_counts))
+            outs = (local(b, judge) for b in batches)
         with ctx.bar("filter", total, "traces") as bar:
-            for batch in traces.to_batches(batch_size=BATCH_ROWS):
-                recs = [Trace.from_row(r) for r in batch.to_pylist()]
-                fctx.grades = {t.trace_id: grade(t.final_answer, questions.get(t.question_id), fcfg.min_f1)
-                               for t in recs}
-                if teacher is not None:
-                    _judge_batch(teacher, recs, questions, fctx.grades, judge_counts)
-                for t in recs:
-                    _pass_one(t, fctx, runner, per_q, candidates, verdicts, fcfg.min_grounding)
-                rejects.write(pending)
-                pending.clear()
-                for tid, m in fctx.measures.items():
-                    verdicts[tid]["n_tokens"] = m.get("n_tokens")
-                fctx.measures.clear()
-                bar.update(len(recs))
+            for out in outs:
+                for fact in out.facts:
+                    per_q.setdefault(fact.question_id, _PerQuestion()).add(fact)
+                candidates.extend(out.candidates)
+                verdicts.update((v["trace_id"], v) for v in out.verdicts)
+                runner.dropped.update(out.dropped)
+                counted += out.counted
+                rejects.write(out.rejects)
+                bar.update(len(out.verdicts))
     finally:
+        if local is not None:
+            local.close()
         if teacher is not None:
             teacher.close()
+    if "length" in fcfg.chain:
+        from synth.tokenizer.counts import compact_cache
+
+        compact_cache(ctx.store.root)
 
     kept_ids = select_best(candidates, fcfg.keep_per_question)
     kept = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending)
@@ -169,6 +335,9 @@ def run_filter(ctx: StageContext) -> StageResult:
         },
         "kept_rubric_mean": (round(sum(c.rubric_raw for c in candidates if c.trace_id in kept_ids) / kept, 6)
                              if kept else None),
+        # Operational (not part of the tables): how the work was spread, and what the token cache saved.
+        "workers": workers,
+        "tokens_counted": counted,
     }
     if teacher is not None:
         extra["judge"] = dict(judge_counts) | _judge_agreement(verdicts.values())
@@ -185,28 +354,6 @@ def _judge_batch(teacher: Any, traces: list[Trace], questions: dict[str, Questio
     counts.update(c)
     for t, v in zip(todo, verdicts):
         grades[t.trace_id].judge_correct = v
-
-
-def _pass_one(trace: Trace, fctx: FilterContext, runner: FilterRunner, per_q: dict, candidates: list,
-              verdicts: dict, min_grounding: float) -> None:
-    tid, qid = trace.trace_id, trace.question_id
-    g = fctx.grades[tid]
-    per_q.setdefault(qid, _PerQuestion()).add(trace, g.correct)
-    keep, reason, _ = runner.apply(trace, fctx)
-    rubric = None
-    if keep and trace.split != Split.SFT:
-        # The chain ran (its verdicts feed the report), but only sft questions train the student.
-        reason = HELD_OUT
-        runner.reject(trace, reason, f"a question of the {trace.split} split: its traces are never SFT rows")
-    elif keep:
-        rubric = rubric_raw(trace, fctx.questions[qid])
-        candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric))
-    # Counted for every trace, whichever filter dropped it (the report's grounding histogram reads it).
-    ungrounded = len(ungrounded_steps(trace, min_grounding))
-    verdicts[tid] = {"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
-                     "split": trace.split, "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1, "judge_correct": g.judge_correct,
-                     "correct": g.correct, "rubric_raw": rubric, "rubric": None, "n_tokens": None,
-                     "ungrounded_steps": ungrounded, "kept": False, "reason": reason}
 
 
 def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate], kept_ids: set[str],

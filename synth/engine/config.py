@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import reprlib
 from pathlib import Path
 from types import UnionType
@@ -95,6 +96,16 @@ _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = MAX_ERROR_VALUE_CHARS
 
 
+def cpu_workers(requested: int) -> int:
+    """``runner.cpu_workers`` as a process count: 0 means one per core this process may use."""
+    if requested > 0:
+        return requested
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _short(value: Any) -> str:
     """A bounded repr of a bad value, for error messages (never the whole of a huge value)."""
     return _REPR.repr(value)[:MAX_ERROR_VALUE_CHARS]
@@ -115,6 +126,9 @@ class RunnerConfig(Section):
     dask_address: str | None = operational("Scheduler address of an existing Dask cluster; None: start a local one.", None)
     dask_workers: int = operational("Workers of the local Dask cluster.", 2, ge=1)
     shard_workers: int = operational("Shards run at once (threads) by `hopforge run` and the threads runner.", 4, ge=1)
+    cpu_workers: int = operational(
+        "Worker processes of the stages whose work is CPU-bound Python (the filter); 0: one per core of this "
+        "machine.  The tables are the same whatever the count.", 0, ge=0)
     allow_empty: bool = operational(
         "Commit a teacher stage whose every item was dropped (by default that is an error: a broken prompt or "
         "endpoint must not become a finished, empty stage that later runs reuse).", False)

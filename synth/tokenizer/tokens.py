@@ -131,14 +131,36 @@ def files_sha(folder: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
+# Classes AutoTokenizer would resolve to the plain fast tokenizer itself: loaded directly, which spares the
+# process the import of transformers' model configs (and with them torch), about a second.
+_PLAIN_FAST = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def _plain_fast(folder: Path):
+    """The tokenizer of ``folder`` when its config names the plain fast class, else None."""
+    try:
+        cls = json.loads((folder / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError):
+        return None
+    if cls not in _PLAIN_FAST or not (folder / "tokenizer.json").is_file():
+        return None
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(str(folder))
+
+
+def _auto(name: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(name)
+
+
 def load_tokenizer(path_or_store: Any, chat_template: bool = False):
     """The tokenizer at a path, a Store or output folder (its pinned ``tokenizer``), or a Hub id.
 
     A missing pinned tokenizer names the command that makes it; with ``chat_template`` the
     tokenizer must also have one (the length filter and SFT render conversations with it).
     """
-    from transformers import AutoTokenizer
-
     from synth.engine.errors import InputError
     from synth.engine.store import MissingInput
 
@@ -148,13 +170,13 @@ def load_tokenizer(path_or_store: Any, chat_template: bool = False):
     if store or (p.is_dir() and not (p / "tokenizer_config.json").exists() and (p / "tokenizer").exists()):
         p = p / "tokenizer"
     if p.is_dir():
-        tok = AutoTokenizer.from_pretrained(str(p))
+        tok = _plain_fast(p) or _auto(str(p))
     elif store:
         raise MissingInput(f"no tokenizer at {p} (run `hopforge tokenizer --out {p.parent}` first)")
     elif p.exists() or str(root).startswith((".", "/")):
         raise InputError(f"no tokenizer at {p} (run `hopforge tokenizer --out DIR` first)")
     else:
-        tok = AutoTokenizer.from_pretrained(str(root))
+        tok = _auto(str(root))
     if chat_template and not getattr(tok, "chat_template", None):
         raise InputError(f"tokenizer at {p} has no chat template; conversations are rendered with it")
     return tok

@@ -96,7 +96,7 @@ def test_rejects_carry_the_full_row_and_its_reason(run) -> None:
 
 
 def test_verdicts_one_row_per_trace(run) -> None:
-    store, _, _ = run
+    store, _, traces = run
     t = ds.dataset(store.path("filter/verdicts")).to_table()
     assert t.schema.equals(VERDICT_SCHEMA)
     v = {r["trace_id"]: r for r in t.to_pylist()}
@@ -108,7 +108,17 @@ def test_verdicts_one_row_per_trace(run) -> None:
     assert (v["t1b"]["rubric_raw"], v["t1b"]["rubric"]) == (0.5, 0.5)
     # Correctness is recorded whatever the other filters said (the band reads it).
     assert v["t1d"]["correct"] and v["t1e"]["correct"] and not v["t1c"]["correct"]
-    assert v["t1e"]["n_tokens"] > 3000 and v["t1a"]["n_tokens"] <= 3000 and v["t1d"]["n_tokens"] is None
+    assert v["t1e"]["n_tokens"] > 3000 and v["t1a"]["n_tokens"] <= 3000
+    # Every trace the template can render is counted, also one another filter dropped first (t1d: too few
+    # steps), exactly as the length filter counts one trace alone; a malformed one (t3b) has no count.
+    from filters.length import rendered_length
+    from filters.sftrows import sft_messages
+    from synth.tokenizer.tokens import load_tokenizer
+
+    tok = load_tokenizer(store.path("tokenizer"), chat_template=True)
+    t1d = next(t for t in traces if t.trace_id == "t1d")
+    assert v["t1d"]["n_tokens"] == rendered_length(tok, sft_messages(t1d), json.loads(t1d.tools))
+    assert v["t3b"]["n_tokens"] is None
     assert all(r["judge_correct"] is None for r in v.values())
     assert v["t1b"]["reason"] == "not_best" and v["t1a"]["reason"] is None
     # Ungrounded calls are counted for every trace, also those another filter dropped first.
@@ -237,3 +247,55 @@ def test_missing_tokenizer_names_the_command(tmp_path: Path) -> None:
     filt, _ = stages()
     with pytest.raises(MissingInput, match="tokenizer"):
         run_stage(filt, config(), store)
+
+
+def _many(n_questions: int) -> tuple[list, list]:
+    """Questions with 4 traces each, of every kind the chain tells apart."""
+    questions, traces = [], []
+    kinds = [dict(calls=GOOD), dict(calls=PARTIAL), dict(answer="Echo Town"), dict(calls=GOOD[:2]),
+             dict(calls=GOOD, thoughts=["Alpha " * 3000])]
+    for q in range(n_questions):
+        qid = f"q{q:03d}"
+        questions.append(make_question(qid))
+        for s in range(4):
+            traces.append(trace(f"{qid}-t{s}", qid, sample_index=s, **kinds[(q + s) % len(kinds)]))
+    return questions, traces
+
+
+def _tables(store) -> dict[str, list]:
+    out = {}
+    for rel, key in [("sft", "trace_id"), ("rl_pool", "extra_info"), ("rejects/filter", "trace_id"),
+                     ("filter/verdicts", "trace_id")]:
+        rows = ds.dataset(store.path(rel)).to_table().to_pylist()
+        out[rel] = sorted(rows, key=lambda r: json.dumps(r[key], sort_keys=True, default=str))
+    return out
+
+
+def test_worker_processes_write_the_same_tables_as_one_process(tmp_path: Path) -> None:
+    questions, traces = _many(24)  # 96 traces: batches of 16 to 32 spread over the workers
+    filt, _ = stages()
+    results = {}
+    for workers in (1, 2, 3):
+        store = make_store(tmp_path / f"run{workers}", questions, traces)
+        cfg = _config(max_tokens=3000)
+        cfg.runner.cpu_workers = workers
+        outcome = run_stage(filt, cfg, store)
+        assert outcome.report["workers"] == workers
+        rep = {k: v for k, v in outcome.report.items() if k not in ("workers", "seconds", "key", "tokens_counted")}
+        results[workers] = (_tables(store), rep)
+    one = results[1]
+    assert one[1]["output"] > 0 and one[1]["dropped"]["too_long"] > 0 and one[1]["dropped"]["not_best"] > 0
+    assert results[2] == one and results[3] == one
+
+
+def test_a_rerun_reads_token_counts_from_the_cache(tmp_path: Path) -> None:
+    questions, traces = _many(6)
+    filt, _ = stages()
+    store = make_store(tmp_path / "run", questions, traces)
+    first = run_stage(filt, _config(max_tokens=3000), store)
+    assert first.report["tokens_counted"] == len(traces)
+    again = run_stage(filt, _config(max_tokens=3000), store, force=True)
+    assert again.report["tokens_counted"] == 0
+    assert again.report["dropped"] == first.report["dropped"]
+    changed = run_stage(filt, _config(max_tokens=1000), store)  # a filter change: counts reused, verdicts new
+    assert changed.report["tokens_counted"] == 0 and changed.report["dropped"] != first.report["dropped"]

@@ -1,0 +1,186 @@
+"""Rendered token counts of conversations, computed once per tokenizer and reused by every stage.
+
+A conversation's length is what the student trains on: its messages rendered through the chat
+template with the tool schemas, then tokenized, ``len(tokenizer.apply_chat_template(messages,
+tools=tools, tokenize=True))``.  :class:`TokenCounts` gives exactly that number, but
+
+* renders each conversation once (``tokenize=False``) and tokenizes the texts of a whole batch
+  with one ``encode_batch_fast`` call of the Rust tokenizer (its threads use every core),
+  which is what ``apply_chat_template`` does one conversation at a time, with offsets and
+  Python objects per token that a count does not need;
+* keeps every count in ``DIR/.cache/token_counts/<tokenizer key>/``, keyed by a digest of the
+  messages and tools.  The tokenizer key hashes the tokenizer's own serialisation and its chat
+  template, so another tokenizer or template never reads these counts.  A later stage or a
+  rerun (a filter change, ``--force``) reads the count instead of rendering again.
+
+The cache is a folder of Parquet files (``digest``: 16 bytes, ``n_tokens``: int32), each written
+atomically by :meth:`TokenCounts.flush`; several processes may add files at once.  A damaged
+file is skipped with a warning (its counts are computed again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+log = logging.getLogger("hopforge.tokenizer")
+
+CACHE_FOLDER = Path(".cache") / "token_counts"
+
+
+def tokenizer_key(tokenizer: Any) -> str:
+    """A hash of what decides a count: the tokenizer's serialisation and its chat template."""
+    h = hashlib.sha256()
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    h.update(backend.to_str().encode() if backend is not None else repr(sorted(tokenizer.get_vocab().items())).encode())
+    h.update(b"\0")
+    h.update((getattr(tokenizer, "chat_template", None) or "").encode())
+    return h.hexdigest()[:20]
+
+
+def conversation_digest(messages: list[dict], tools: list[dict] | None) -> bytes:
+    """16 bytes that identify a conversation and its tools (key order does not matter)."""
+    blob = json.dumps([messages, tools or None], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(blob.encode(), digest_size=16).digest()
+
+
+class TokenCounts:
+    """Exact rendered lengths, batched and cached (module docstring).
+
+    ``root`` is the run folder (None: no cache on disk, counts live for this object only).
+    """
+
+    def __init__(self, tokenizer: Any, root: str | Path | None = None):
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            from synth.engine.errors import InputError
+
+            raise InputError(f"token counts need a fast tokenizer (tokenizer.json), got {type(tokenizer).__name__}")
+        from tokenizers import Tokenizer
+
+        self.tokenizer = tokenizer
+        # A private copy: truncation or padding set on the caller's tokenizer must not change counts.
+        self._backend = Tokenizer.from_str(backend.to_str())
+        self._backend.no_truncation()
+        self._backend.no_padding()
+        self.key = tokenizer_key(tokenizer)
+        self.folder = None if root is None else Path(root) / CACHE_FOLDER / self.key
+        self._known: dict[bytes, int] = {}
+        self._new: dict[bytes, int] = {}
+        self.hits = self.computed = 0
+        if self.folder is not None and self.folder.is_dir():
+            self._load()
+
+    def _load(self) -> None:
+        import pyarrow.parquet as pq
+
+        for p in sorted(self.folder.glob("*.parquet")):
+            try:
+                t = pq.read_table(p, columns=["digest", "n_tokens"])
+            except Exception as e:  # noqa: BLE001 - a damaged cache file costs a recount, never a wrong count
+                log.warning("token-count cache file %s is unreadable (%s); its counts are computed again", p, e)
+                continue
+            self._known.update(zip(t.column("digest").to_pylist(), t.column("n_tokens").to_pylist()))
+
+    def render(self, messages: list[dict], tools: list[dict] | None) -> str:
+        """The conversation as the chat template writes it (what training tokenizes)."""
+        return self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False)
+
+    def count(self, items: Sequence[tuple[list[dict], list[dict] | None]]) -> list[int | None]:
+        """The rendered token count of each ``(messages, tools)``, from the cache or computed in one batch;
+        None for a conversation the chat template cannot render."""
+        digests = [conversation_digest(m, t) for m, t in items]
+        out: list[int | None] = [self._known.get(d, self._new.get(d)) for d in digests]
+        todo = [i for i, n in enumerate(out) if n is None]
+        self.hits += len(items) - len(todo)
+        if todo:
+            rendered = [(i, self._render_or_none(*items[i])) for i in todo]
+            rendered = [(i, text) for i, text in rendered if text is not None]
+            texts = [text for _, text in rendered]
+            for (i, _), enc in zip(rendered, self._backend.encode_batch_fast(texts, add_special_tokens=False)):
+                out[i] = len(enc)
+                self._new[digests[i]] = len(enc)
+            self.computed += len(rendered)
+        return out
+
+    def _render_or_none(self, messages: list[dict], tools: list[dict] | None) -> str | None:
+        """The render, or None for a conversation the template refuses (empty, or broken: the format
+        filter drops it, and a length filter that still reaches it counts it alone and fails loudly)."""
+        from jinja2 import TemplateError
+
+        if not messages:
+            return None
+        try:
+            return self.render(messages, tools)
+        except (TemplateError, ValueError, TypeError, KeyError, IndexError) as e:
+            log.debug("cannot render a conversation for its token count: %s", e)
+            return None
+
+    def take_new(self) -> dict[bytes, int]:
+        """The counts computed since the last call (a worker process hands them to the one that flushes)."""
+        new, self._new = self._new, {}
+        self._known.update(new)
+        return new
+
+    def add(self, counts: dict[bytes, int]) -> None:
+        """Counts computed elsewhere (another process), to be flushed with this object's own."""
+        for d, n in counts.items():
+            if d not in self._known:
+                self._new[d] = n
+
+    def flush(self) -> int:
+        """Write the new counts to the cache (one atomic file); returns how many were written."""
+        new = self.take_new()
+        if self.folder is None or not new:
+            return 0
+        import pyarrow as pa
+
+        from synth.engine.store import write_parquet_atomic
+
+        table = pa.table({"digest": pa.array(list(new), pa.binary(16)),
+                          "n_tokens": pa.array(list(new.values()), pa.int32())})
+        write_parquet_atomic(table, self.folder / f"{uuid.uuid4().hex}.parquet")
+        return len(new)
+
+
+def compact_cache(root: str | Path, most: int = 16) -> None:
+    """Merge each tokenizer's cache files into one when there are more than ``most`` (workers write one per
+    batch).  The merged file is written before the parts are removed, so a crash loses no count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from synth.engine.store import write_parquet_atomic
+
+    base = Path(root) / CACHE_FOLDER
+    for folder in (p for p in base.iterdir() if p.is_dir()) if base.is_dir() else ():
+        parts = sorted(folder.glob("*.parquet"))
+        if len(parts) <= most:
+            continue
+        tables, read = [], []
+        for p in parts:
+            try:
+                tables.append(pq.read_table(p, columns=["digest", "n_tokens"]))
+                read.append(p)
+            except Exception:  # noqa: BLE001 - left in place for TokenCounts to warn about and skip
+                continue
+        if not tables:
+            continue
+        write_parquet_atomic(pa.concat_tables(tables), folder / f"{uuid.uuid4().hex}.parquet")
+        for p in read:
+            p.unlink(missing_ok=True)
+
+
+def count_conversations(tokenizer: Any, items: Iterable[tuple[list[dict], list[dict] | None]],
+                        root: str | Path | None = None) -> list[int]:
+    """Convenience: counts of ``items`` through a :class:`TokenCounts` over ``root``'s cache, flushed."""
+    counter = TokenCounts(tokenizer, root)
+    out = counter.count(list(items))
+    counter.flush()
+    return out
+
+
+__all__ = ["CACHE_FOLDER", "TokenCounts", "compact_cache", "conversation_digest", "count_conversations", "tokenizer_key"]
