@@ -270,8 +270,12 @@ def run_filter(ctx: StageContext) -> StageResult:
         _reject_row(trace, reason, detail)))
 
     total = traces.count_rows()
-    # The judge is a teacher call of this process, so with it every batch runs here.
-    workers = 1 if fcfg.judge else min(cpu_workers(ctx.cfg.runner.cpu_workers), max(1, -(-total // 16)))
+    # The judge is a teacher call of this process, so with it every batch runs here; so does a stage run in a
+    # daemonic process (a Dask worker), which may not start processes of its own.
+    import multiprocessing as mp
+
+    alone = fcfg.judge or mp.current_process().daemon
+    workers = 1 if alone else min(cpu_workers(ctx.cfg.runner.cpu_workers), max(1, -(-total // 16)))
     batch_rows = BATCH_ROWS if workers == 1 else max(16, min(BATCH_ROWS, -(-total // (4 * workers))))
     teacher = snap = None
     judge_counts: Counter[str] = Counter()

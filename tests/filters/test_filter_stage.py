@@ -299,3 +299,17 @@ def test_a_rerun_reads_token_counts_from_the_cache(tmp_path: Path) -> None:
     assert again.report["dropped"] == first.report["dropped"]
     changed = run_stage(filt, _config(max_tokens=1000), store)  # a filter change: counts reused, verdicts new
     assert changed.report["tokens_counted"] == 0 and changed.report["dropped"] != first.report["dropped"]
+
+
+def test_a_daemonic_process_filters_alone(tmp_path: Path, monkeypatch) -> None:
+    """A Dask worker is daemonic and may not start processes: the filter runs its batches itself there."""
+    import multiprocessing
+    from types import SimpleNamespace
+
+    questions, traces = _many(24)
+    filt, _ = stages()
+    cfg = _config(max_tokens=3000)
+    cfg.runner.cpu_workers = 2
+    monkeypatch.setattr(multiprocessing, "current_process", lambda: SimpleNamespace(daemon=True))
+    outcome = run_stage(filt, cfg, make_store(tmp_path / "run", questions, traces))
+    assert outcome.report["workers"] == 1 and outcome.report["output"] > 0
