@@ -132,15 +132,17 @@ class _PassOne:
         from synth.engine.store import Store
 
         self.fcfg = fcfg = cfg.filters
-        self.root = Path(root)
-        self.questions = load_questions(Store(self.root))
+        root = Path(root)
+        self.questions = load_questions(Store(root))
         self.counts = None
         tokenizer = None
         if "length" in fcfg.chain:
             from synth.tokenizer.counts import TokenCounts
 
-            tokenizer = _tokenizer(self.root)
-            self.counts = TokenCounts(tokenizer, self.root)
+            from synth.tokenizer.tokens import load_tokenizer
+
+            tokenizer = load_tokenizer(_tokenizer_path(root), chat_template=True)
+            self.counts = TokenCounts(tokenizer, root)
         self.fctx = FilterContext(self.questions, tokenizer=tokenizer)
         self.pending: list[dict] = []
         self.runner = FilterRunner(chain_of(fcfg), on_reject=lambda trace, reason, detail: self.pending.append(
@@ -206,16 +208,15 @@ def chain_of(fcfg: FiltersConfig) -> list:
     return chain
 
 
-def _tokenizer(root: Path) -> Any:
-    from synth.tokenizer.tokens import load_tokenizer
-
+def _tokenizer_path(root: Path) -> Path:
+    """DIR/tokenizer, or a MissingInput that names the command that makes it."""
     tok_path = root / "tokenizer"
     if not tok_path.exists():
         from synth.engine.store import MissingInput
 
         raise MissingInput(f"tokenizer not found in {root} (run `hopforge tokenizer --out {root}` first, "
                            "or drop `length` from filters.chain)")
-    return load_tokenizer(tok_path, chat_template=True)
+    return tok_path
 
 
 # ---- worker processes ------------------------------------------------------------------------
@@ -262,7 +263,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     questions = load_questions(ctx.store)
     traces = ctx.store.dataset("traces", hint="rollout")
     if "length" in fcfg.chain:
-        _tokenizer(ctx.store.root)  # a missing tokenizer stops the stage here, before any worker starts
+        _tokenizer_path(ctx.store.root)  # a missing tokenizer stops the stage here, before any worker starts
     rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA)
     pending: list[dict] = []
     chain = chain_of(fcfg)

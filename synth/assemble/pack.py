@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from synth.assemble.config import AssembleConfig
-from synth.engine.errors import InputError
+from synth.tokenizer.counts import TokenCounter  # exact batched counts, shared with the filter's token counts
 from synth.tools.analysis import render_paragraph  # the one place KILT markup becomes Markdown (the tools show the same)
 
 _DUMMY_TITLE, _DUMMY_TEXT = "Title", "Text."
@@ -44,40 +44,6 @@ def page_body(paragraphs: list[str] | None) -> str:
     """The text of a page as the context shows it: rendered non-empty paragraphs, one per line."""
     out = [render_paragraph(p) for p in paragraphs or ()]
     return "\n".join(p for p in out if p)
-
-
-class TokenCounter:
-    """Exact token counts under the run's fast tokenizer: no special tokens, no truncation.
-
-    Counts come from the Rust tokenizer behind a ``transformers`` fast tokenizer (its
-    ``encode_batch_fast``, which skips offsets), so they equal
-    ``len(tokenizer(text, add_special_tokens=False).input_ids)``.
-    """
-
-    def __init__(self, tokenizer: Any):
-        from tokenizers import Tokenizer
-
-        backend = tokenizer if isinstance(tokenizer, Tokenizer) else getattr(tokenizer, "backend_tokenizer", None)
-        if backend is None:
-            raise InputError("long-context assembly needs a fast tokenizer (tokenizer.json), got "
-                             f"{type(tokenizer).__name__}")
-        # A private copy: truncation or padding set on the caller's tokenizer must not change counts.
-        self.tokenizer = Tokenizer.from_str(backend.to_str())
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
-
-    def count(self, texts: list[str]) -> list[int]:
-        """Tokens of each text (one batch call; the tokenizer parallelises over the batch)."""
-        if not texts:
-            return []
-        return [len(e) for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
-
-    def cut(self, text: str, n_tokens: int) -> int:
-        """The character offset where the first ``n_tokens`` tokens of ``text`` end."""
-        offsets = self.tokenizer.encode(text, add_special_tokens=False).offsets
-        if n_tokens <= 0 or not offsets:
-            return 0
-        return offsets[min(n_tokens, len(offsets)) - 1][1]
 
 
 class RandomPages:

@@ -25,18 +25,53 @@ import json
 import logging
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 log = logging.getLogger("hopforge.tokenizer")
 
 CACHE_FOLDER = Path(".cache") / "token_counts"
 
 
+class TokenCounter:
+    """Exact token counts under the run's fast tokenizer: no special tokens, no truncation.
+
+    Counts come from the Rust tokenizer behind a ``transformers`` fast tokenizer (its
+    ``encode_batch_fast``, which skips offsets), so they equal
+    ``len(tokenizer(text, add_special_tokens=False).input_ids)``.
+    """
+
+    def __init__(self, tokenizer: Any):
+        from tokenizers import Tokenizer
+
+        backend = tokenizer if isinstance(tokenizer, Tokenizer) else getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            from synth.engine.errors import InputError
+
+            raise InputError("exact token counts (long-context assembly, the length filter) need a fast tokenizer "
+                             f"(tokenizer.json), got {type(tokenizer).__name__}")
+        # A private copy: truncation or padding set on the caller's tokenizer must not change counts.
+        self.tokenizer = Tokenizer.from_str(backend.to_str())
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+
+    def count(self, texts: list[str]) -> list[int]:
+        """Tokens of each text (one batch call; the tokenizer parallelises over the batch)."""
+        if not texts:
+            return []
+        return [len(e) for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def cut(self, text: str, n_tokens: int) -> int:
+        """The character offset where the first ``n_tokens`` tokens of ``text`` end."""
+        offsets = self.tokenizer.encode(text, add_special_tokens=False).offsets
+        if n_tokens <= 0 or not offsets:
+            return 0
+        return offsets[min(n_tokens, len(offsets)) - 1][1]
+
+
 def tokenizer_key(tokenizer: Any) -> str:
-    """A hash of what decides a count: the tokenizer's serialisation and its chat template."""
+    """A hash of what decides a count: the (fast) tokenizer's serialisation and its chat template."""
     h = hashlib.sha256()
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    h.update(backend.to_str().encode() if backend is not None else repr(sorted(tokenizer.get_vocab().items())).encode())
+    h.update(tokenizer.backend_tokenizer.to_str().encode())
     h.update(b"\0")
     h.update((getattr(tokenizer, "chat_template", None) or "").encode())
     return h.hexdigest()[:20]
@@ -55,18 +90,8 @@ class TokenCounts:
     """
 
     def __init__(self, tokenizer: Any, root: str | Path | None = None):
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        if backend is None:
-            from synth.engine.errors import InputError
-
-            raise InputError(f"token counts need a fast tokenizer (tokenizer.json), got {type(tokenizer).__name__}")
-        from tokenizers import Tokenizer
-
         self.tokenizer = tokenizer
-        # A private copy: truncation or padding set on the caller's tokenizer must not change counts.
-        self._backend = Tokenizer.from_str(backend.to_str())
-        self._backend.no_truncation()
-        self._backend.no_padding()
+        self._counter = TokenCounter(tokenizer)
         self.key = tokenizer_key(tokenizer)
         self.folder = None if root is None else Path(root) / CACHE_FOLDER / self.key
         self._known: dict[bytes, int] = {}
@@ -101,9 +126,9 @@ class TokenCounts:
             rendered = [(i, self._render_or_none(*items[i])) for i in todo]
             rendered = [(i, text) for i, text in rendered if text is not None]
             texts = [text for _, text in rendered]
-            for (i, _), enc in zip(rendered, self._backend.encode_batch_fast(texts, add_special_tokens=False)):
-                out[i] = len(enc)
-                self._new[digests[i]] = len(enc)
+            for (i, _), n in zip(rendered, self._counter.count(texts)):
+                out[i] = n
+                self._new[digests[i]] = n
             self.computed += len(rendered)
         return out
 
@@ -120,21 +145,10 @@ class TokenCounts:
             log.debug("cannot render a conversation for its token count: %s", e)
             return None
 
-    def take_new(self) -> dict[bytes, int]:
-        """The counts computed since the last call (a worker process hands them to the one that flushes)."""
+    def flush(self) -> int:
+        """Write the counts computed since the last flush to the cache (one atomic file); returns how many."""
         new, self._new = self._new, {}
         self._known.update(new)
-        return new
-
-    def add(self, counts: dict[bytes, int]) -> None:
-        """Counts computed elsewhere (another process), to be flushed with this object's own."""
-        for d, n in counts.items():
-            if d not in self._known:
-                self._new[d] = n
-
-    def flush(self) -> int:
-        """Write the new counts to the cache (one atomic file); returns how many were written."""
-        new = self.take_new()
         if self.folder is None or not new:
             return 0
         import pyarrow as pa
@@ -174,13 +188,4 @@ def compact_cache(root: str | Path, most: int = 16) -> None:
             p.unlink(missing_ok=True)
 
 
-def count_conversations(tokenizer: Any, items: Iterable[tuple[list[dict], list[dict] | None]],
-                        root: str | Path | None = None) -> list[int]:
-    """Convenience: counts of ``items`` through a :class:`TokenCounts` over ``root``'s cache, flushed."""
-    counter = TokenCounts(tokenizer, root)
-    out = counter.count(list(items))
-    counter.flush()
-    return out
-
-
-__all__ = ["CACHE_FOLDER", "TokenCounts", "compact_cache", "conversation_digest", "count_conversations", "tokenizer_key"]
+__all__ = ["CACHE_FOLDER", "TokenCounter", "TokenCounts", "compact_cache", "conversation_digest", "tokenizer_key"]
