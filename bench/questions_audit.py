@@ -21,7 +21,10 @@ For every accepted question of ``DIR/questions`` it checks, with its own simple 
   (hopforge's tantivy index), and in an independent BM25 (``rank_bm25.BM25Okapi``, built here
   over the page titles and text with a tokeniser of its own).
 
-The last line is JSON with the counts.  Usage: python bench/questions_audit.py DIR
+The effective depth in ``DIR/index`` is measured at k = 5 and at ``MAX_K`` (default 10, the agents'
+``tools.search_max_k``: the most results one of their searches may ask for).
+
+The last line is JSON with the counts.  Usage: python bench/questions_audit.py DIR [MAX_K]
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def split(question: str, titles: list[str]) -> list[str]:
     return out
 
 
-def main(root: Path) -> dict:
+def main(root: Path, max_k: int = 10) -> dict:
     qs = ds.dataset(root / "questions").to_table().to_pylist()
     pages = {r["page_id"]: r for r in ds.dataset(root / "corpus/pages").to_table(
         columns=["page_id", "title", "description", "aliases", "paragraphs"]).to_pylist()}
@@ -115,7 +118,7 @@ def main(root: Path) -> dict:
     index = SearchIndex.open(root / "index")
     other = Independent(pages)
     n = defaultdict(int)
-    depth = {"tantivy": [], "bm25": []}
+    depth = {"tantivy": [], f"tantivy_k{max_k}": [], "bm25": []}
     for q in qs:
         path, titles, ans = q["path"], q["titles"], pages[q["answer_page_id"]]
         sents = split(q["question"], titles)
@@ -143,6 +146,7 @@ def main(root: Path) -> dict:
         core = re.split(r"[(;,]", ans["description"] or "", maxsplit=1)[0]
         n["answer_description"] += len(norm(core).split()) >= 2 and has(q["question"], core)
         depth["tantivy"].append(effective_depth(q, sents, lambda t: index.search_ids(t, 5)))
+        depth[f"tantivy_k{max_k}"].append(effective_depth(q, sents, lambda t: index.search_ids(t, max_k)))
         depth["bm25"].append(effective_depth(q, sents, other.top))
     result = {"questions": len(qs), **dict(n)}
     nominal = sum(len(q["path"]) - 1 for q in qs)
@@ -157,7 +161,7 @@ def main(root: Path) -> dict:
 
 
 if __name__ == "__main__":
-    res = main(Path(sys.argv[1]))
+    res = main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 10)
     for k, v in res.items():
         print(f"{k:>24}: {v}")
     print(json.dumps(res))

@@ -4,7 +4,7 @@ The rule: a trace's ``final_answer`` is correct when, after SQuAD/HotpotQA
 normalisation, it equals the question's answer or one of its aliases, or its token F1
 against the best of them reaches ``filters.min_f1`` (:mod:`synth.text.answers`).
 
-The judge (``filters.judge``) asks the teacher, through ``synth/prompts/judge.jinja2``,
+The judge (``filters.judge``) asks the teacher, through ``synth/teacher/prompts/judge.jinja2``,
 whether the answer names the same thing as the gold.  It can only *add* a verdict:
 
     correct = rule_correct or (judge_correct is True and f1 > 0)

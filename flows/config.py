@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from filters.config import FiltersConfig
 from sft.config import EvalConfig, SFTStageConfig
@@ -58,6 +58,18 @@ class Config(RootConfig):
     publish: PublishConfig = Field(default_factory=PublishConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+
+    @model_validator(mode="after")
+    def _checks_see_what_agents_see(self) -> "Config":
+        # Effective depth is a property of the agents' tool: a solver who asks `search` for more results than
+        # the validators looked at could enter a chain through a page they never checked.
+        k = self.questions.shortcut_k
+        if k is not None and k < self.tools.search_max_k:
+            raise ValueError(
+                f"questions.shortcut_k ({k}) is below tools.search_max_k ({self.tools.search_max_k}): an agent's "
+                "search could return pages the question checks never looked at; raise questions.shortcut_k, lower "
+                "tools.search_max_k, or unset questions.shortcut_k (it then follows tools.search_max_k)")
+        return self
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:

@@ -57,7 +57,7 @@ QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, mus
                   # the index: shortcut checks; the graph: skippable and ambiguous hops (every pipeline has it,
                   # since walks need it; a store made by hand may not, and then corpus/links stands in)
                   reads=("ingest", "walks"), optional_reads=("expand", "index", "graph"),
-                  sections=("questions", "teacher"), outputs=("questions", "rejects/questions"), command="questions")
+                  sections=("questions", "teacher", "tools.search_max_k"), outputs=("questions", "rejects/questions"), command="questions")
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
                 optional_reads=("expand",), outputs=("traces",),

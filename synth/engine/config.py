@@ -354,6 +354,8 @@ def config_from_dict(root: type[M], data: dict) -> M:
         return root.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
+        if not err["loc"]:  # a rule across sections (a root validator): its message names the keys
+            raise ConfigError(f"bad config: {err['msg'].removeprefix('Value error, ')}") from None
         key = ".".join(str(p) for p in err["loc"])
         raise ConfigError(f"bad value for config key '{key}': {err['msg']} (got {_short(err.get('input'))})") from None
 

@@ -109,7 +109,7 @@ def column_counts(path: Path, column: str) -> dict[str, int]:
 
 
 def prompt_hashes() -> dict[str, str]:
-    """``prompt_sha`` of every prompt file in ``synth/prompts``."""
+    """``prompt_sha`` of every prompt file in ``synth/teacher/prompts``."""
     from synth.teacher.prompting import PROMPT_DIR, prompt_sha
 
     return {p.stem: prompt_sha(p.stem) for p in sorted(PROMPT_DIR.glob("*.jinja2"))}

@@ -36,8 +36,11 @@ class QuestionsConfig(Section):
     check_shortcut: bool = Field(True, description="Shortcut checks (need the `index`): drop a question when one "
                                  "search for its text (`shortcut`), for one of its sub-questions or for its final clue "
                                  "alone (`clue_shortcut`) returns the answer page in the top `shortcut_k`.")
-    shortcut_k: int = Field(5, ge=1, le=100, description="Depth of the shortcut searches and of the effective-depth "
-                            "searches: a page in the top `shortcut_k` of one search is found by it.")
+    shortcut_k: int | None = Field(
+        None, ge=1, le=100, description="Depth of the shortcut searches and of the effective-depth searches: a page "
+        "in the top `shortcut_k` of one search is found by it.  Unset (the default): `tools.search_max_k`, the most "
+        "results one search of the agents' tool returns; set, it may not be below that, since a solver who asks "
+        "for more results than the checks looked at would see pages they never checked.")
     min_effective_depth: float = Field(
         1.0, ge=0, le=1, description="Least effective depth a question keeps, as a share of its hops (`enterable_hop`): "
         "the hops left from the latest page of the chain that one search for a clue, a quote, a hop's sentence or the "
@@ -48,3 +51,9 @@ class QuestionsConfig(Section):
                                    "(sft / rl / eval), decided once when it is written and carried by every table.")
     share_sft_rl: bool = Field(False, description="Let `rl_pool` take sft questions as well as rl ones (by default "
                                "RL never optimises on answers the warm-start policy was just trained to give).")
+
+
+def search_depth(questions: "QuestionsConfig", tools) -> int:
+    """How deep the validators and the oracle's clue checks search: ``questions.shortcut_k``, or, unset, the
+    most results one call of the agents' ``search`` returns (``tools.search_max_k``)."""
+    return questions.shortcut_k or tools.search_max_k

@@ -4,7 +4,8 @@ A question chains ``k`` hops from a named start to its answer (its *nominal* dep
 solver need not start at the start: if one search for something the question says returns
 a page of the chain, the solver can enter the chain there and skip every hop before it.
 So, for any teacher's question, each of these is searched alone in the unmasked index
-(the rollouts' index, without source masking), top ``k`` (``questions.shortcut_k``):
+(the rollouts' index, without source masking), top ``k`` (``questions.config.search_depth``: as deep as
+one call of the agents' ``search`` may go, ``tools.search_max_k``, unless ``questions.shortcut_k`` is higher):
 
 * each hop's sub-question;
 * each quoted span of a hop's sub-question and of its sentence (a verbatim quote is the

@@ -28,6 +28,7 @@ from synth.text.answers import is_correct, normalize_answer
 from synth.engine.stage import Shards, StageContext, StageResult
 from synth.text.question_text import leaked
 from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, REPAIR, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
+from synth.questions.config import search_depth
 from synth.questions.depth import summary as depth_summary
 from synth.questions.links import LinkView, ShardCorpus, load_graph
 from synth.questions.skeletons import count_skeletons, vocabulary
@@ -74,7 +75,7 @@ def _validator(ctx: StageContext, sources: list[Source]) -> Validator:
     links = LinkView.open(ctx.store, graph, pages, backward)
     qcfg = ctx.cfg.questions
     index = _index(ctx) if ctx.store.exists("index") else None
-    v = Validator(links, index, qcfg.shortcut_k, qcfg.min_effective_depth, qcfg.check_shortcut)
+    v = Validator(links, index, search_depth(qcfg, ctx.cfg.tools), qcfg.min_effective_depth, qcfg.check_shortcut)
     v.seconds += time.perf_counter() - t0  # loading what the checks read is part of their cost
     v.cpu_seconds += time.thread_time() - c0
     return v
@@ -85,7 +86,7 @@ def _corpus(ctx: StageContext, validator: Validator) -> ShardCorpus | None:
     without an index: the oracle then declines every question; real teachers read only the prompt)."""
     if not ctx.store.exists("index"):
         return None
-    return ShardCorpus(validator.links, _index(ctx), ctx.cfg.questions.shortcut_k)
+    return ShardCorpus(validator.links, _index(ctx), search_depth(ctx.cfg.questions, ctx.cfg.tools))
 
 
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
@@ -266,7 +267,7 @@ def _shortcut(ctx: StageContext, kept: list, funnel: Funnel) -> list:
     from synth.tools.toolbox import is_shortcut
 
     index = _index(ctx)
-    k = ctx.cfg.questions.shortcut_k
+    k = search_depth(ctx.cfg.questions, ctx.cfg.tools)
     out = []
     for src, q in kept:
         if is_shortcut(index, q.question, q.answer_page_id, k):

@@ -32,7 +32,7 @@ hop's sentence, the last sentence asking for the answer).  Sentences are split b
     holds "subregion of Oceania" points at the article's other link, Micronesia, too).
 ``clue_shortcut``
     One search of the unmasked index for a hop's ``sub_question``, or for the final clue,
-    returns the answer page in the top ``questions.shortcut_k`` (the whole question is the
+    returns the answer page in the top ``search_depth`` (``tools.search_max_k``) (the whole question is the
     stage's ``shortcut`` check).  The searches are the effective-depth searches' own: one
     memo serves both.
 ``enterable_hop``

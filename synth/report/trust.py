@@ -84,7 +84,8 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
         md += ["## Effective depth", "",
                "How many hops a solver with a search tool must walk: the hops left from the latest page of the chain "
                "that one search for a hop's sub-question, a quoted span, a hop's sentence or the whole question "
-               "returns in the top `questions.shortcut_k` of the unmasked index.  Questions the validators checked "
+               "returns in the top `tools.search_max_k` (the most results one search of the agents' tool returns) of the "
+               "unmasked index.  Questions the validators checked "
                "(repairs included) and those kept; `enterable_hop` drops a question below "
                "`questions.min_effective_depth` of its hops.", "",
                "| questions | count | mean nominal | mean effective | effective / nominal | every hop needed |",

@@ -106,7 +106,7 @@ class CorpusView(Protocol):
     the pages around a chain (to make each clue fit one of them) and the search index (so no clue
     is found by one search).  The questions stage implements it (``synth.questions.links``)."""
 
-    k: int  # depth of the searches a clue must not be found in (``questions.shortcut_k``)
+    k: int  # depth of the searches a clue must not be found in (``tools.search_max_k``, the agents' largest search k)
 
     def neighbours(self, page_id: str, backward: bool) -> list[str]:
         """The pages ``page_id`` links to (``backward``: the pages that link to it)."""

@@ -24,7 +24,9 @@ class ToolsConfig(Section):
     )
     search_k: int = Field(5, ge=1, le=100, description="Results a `search` call returns when the agent gives no k.")
     search_max_k: int = Field(
-        20, ge=1, le=100, description="Largest k an agent may ask of `search`; a larger k is an error for the agent."
+        10, ge=1, le=100, description="Largest k an agent may ask of `search`; a larger k is an error for the agent. "
+        "It is also how deep the question validators search (unless `questions.shortcut_k` is set higher): a page "
+        "an agent's one search can return is a page the checks have looked for."
     )
     snippet_chars: int = Field(
         300, ge=40, le=5000,

@@ -122,3 +122,28 @@ def test_a_checked_run_loads_its_config_once(tmp_path, caplog):
     assert cfg.runner.shard_workers == 3
     said = [r.getMessage() for r in caplog.records if "runner.shard_workers" in r.getMessage()]
     assert len(said) == 1, said
+
+
+def test_question_checks_search_as_deep_as_the_agents_tool():
+    from synth.questions.config import search_depth
+
+    cfg = load_config(None, [])
+    assert search_depth(cfg.questions, cfg.tools) == cfg.tools.search_max_k
+    cfg = load_config(None, ["tools.search_max_k=7", "tools.search_k=3"])
+    assert search_depth(cfg.questions, cfg.tools) == 7
+    cfg = load_config(None, ["questions.shortcut_k=30"])
+    assert search_depth(cfg.questions, cfg.tools) == 30
+    # Checking fewer results than an agent may ask for would let it see pages no check looked at.
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["questions.shortcut_k=5", "tools.search_max_k=20"])
+    assert "questions.shortcut_k (5)" in str(e.value) and "tools.search_max_k (20)" in str(e.value)
+    assert "config key ''" not in str(e.value)
+
+
+def test_the_questions_key_follows_the_agents_search_depth():
+    from flows.stages import QUESTIONS
+
+    a, b = load_config(None, []), load_config(None, ["tools.search_max_k=12"])
+    c = load_config(None, ["tools.snippet_chars=500"])
+    assert a.section_hash(*QUESTIONS.sections) != b.section_hash(*QUESTIONS.sections)
+    assert a.section_hash(*QUESTIONS.sections) == c.section_hash(*QUESTIONS.sections)

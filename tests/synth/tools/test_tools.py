@@ -109,7 +109,8 @@ def test_search_tool_and_its_errors(box):
     assert len(got) == 3 and info.searched_page_ids == [r["page_id"] for r in got]
     assert len(_call(box, "search", {"query": "volcano"})[0]) == ToolsConfig().search_k
     assert _call(box, "search", {"query": "?!"})[0] == []  # no terms: an empty list, not an error
-    for args, needle in [({"query": "x", "k": 0}, "between 1 and 20"), ({"query": "x", "k": 21}, "between 1 and 20"),
+    top = ToolsConfig().search_max_k
+    for args, needle in [({"query": "x", "k": 0}, f"between 1 and {top}"), ({"query": "x", "k": top + 1}, f"between 1 and {top}"),
                          ({"query": "x", "k": "5"}, "must be an integer"), ({"query": ""}, "'query' is empty"),
                          ({"k": 3}, "missing argument 'query'"), ({"query": 7}, "must be a string")]:
         got, info = _call(box, "search", args)

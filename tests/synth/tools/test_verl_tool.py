@@ -105,7 +105,7 @@ def test_verl_dataset_loads_rl_pool_with_the_students_tokenizer(dataset, rl_rows
                                                   {"role": "user", "content": q["question"]}],
                                                  tools=sft_tools, add_generation_prompt=True, tokenize=False)
         assert rl_text == sft_text
-        assert '"additionalProperties": false' in rl_text and '"maximum": 20' in rl_text
+        assert '"additionalProperties": false' in rl_text and f'"maximum": {ToolsConfig().search_max_k}' in rl_text
     for r in sft_rows:  # and that prefix is exactly how SFT rendered its rows' beginning
         full = tokenizer.apply_chat_template([{k: v for k, v in m.items() if v is not None} for m in r["messages"]],
                                              tools=sft_tools, tokenize=False)
