@@ -85,7 +85,8 @@ class Screen:
                 continue
             reason, row = hit
             titles = [e["title"] for e in src.entities]
-            funnel.drop(src.question_id, src.source_id, reason, describe(self.index, row, titles), None)
+            detail = describe(self.index, row, titles)
+            funnel.drop(src.question_id, src.source_id, reason, detail, detail)  # no reply: the raw text says why
             bq = self.index.questions[row]
             tally.add(int(self.index.owner_bench[row]), reason,
                       {"source_id": src.source_id, "kind": src.kind, "titles": titles, "benchmark_question": bq.qid,

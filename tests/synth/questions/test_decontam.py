@@ -130,6 +130,24 @@ def test_matching_walks_are_dropped_before_questions_and_no_rollout_is_spent(tmp
     kept = {r["question_id"]: r["source_id"] for r in ds.dataset(store.root / "questions").to_table().to_pylist()}
     assert traced == set(kept) and not set(kept.values()) & set(expected)
 
+    # The report's section and the explorer show the same drops.
+    from synth.report.stage import build_report
+
+    out = tmp_path / "report"
+    rep = build_report(store, out)
+    assert rep.summary["decontamination"] == decon
+    index_md = (out / "index.md").read_text()
+    for b in decon["benchmarks"]:
+        row = next(line for line in index_md.splitlines() if line.startswith(f"| {b['benchmark']} | {b['file']} "))
+        assert row.endswith(" | ".join(str(b["dropped"][lv]) for lv in ("entity", "path", "text")) + " |")
+    text = (out / "explorer" / "index-data.js").read_text(encoding="utf-8")
+    explorer = json.loads(text[text.index("(") + 1:].rstrip().removesuffix(";").removesuffix(")"))
+    cols = explorer["cols"]
+    shown = {cols["id"][i]: explorer["reasons"][k] for i, k in enumerate(cols["reason"]) if k >= 0}
+    by_source = {r["source_id"]: r["record_id"] for r in rejects}
+    assert {shown[by_source[s]] for s in expected} <= {f"questions: {r}" for r in (ENTITY, PATH)}
+    assert all(shown[by_source[s]] == f"questions: {r}" for s, r in expected.items())
+
 
 def test_the_text_level_drops_a_written_question_before_rollout(tmp_path, demo_store):
     store = copy_demo_store(demo_store[0], tmp_path / "run", walks=12)
