@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synth.decontam.index import BenchIndex
+from synth.decontam.index import BenchIndex, coarse_key
+from synth.text.answers import normalize_answer
 
 ENTITY = "contaminated_entity"
 PATH = "contaminated_path"
@@ -43,23 +44,54 @@ class Probe:
     ent_page: np.ndarray
 
 
-def probe_paths(index: BenchIndex, paths: pa.ListArray | pa.ChunkedArray, last_answers: Sequence[Sequence[int]]
-                ) -> Probe:
-    """The probe of walks: ``paths`` (a list array of page ids per walk) and the benchmark answers of
-    each walk's last entity (:meth:`BenchIndex.answers_of`; mostly empty)."""
+def probe_paths(index: BenchIndex, paths: pa.ListArray | pa.ChunkedArray,
+                answers: tuple[np.ndarray, np.ndarray]) -> Probe:
+    """The probe of walks: ``paths`` (a list array of page ids per walk) and ``(walk, answer)`` pairs,
+    the benchmark answers each walk's last entity is (:func:`last_answers`)."""
     if isinstance(paths, pa.ChunkedArray):
         paths = paths.combine_chunks()
     dense = index.dense(pc.list_flatten(paths))
     parent = np.asarray(pc.list_parent_indices(paths).to_numpy(), np.int64)
     same = parent[:-1] == parent[1:]  # consecutive entries of one walk
     offsets = np.asarray(paths.offsets.to_numpy(), np.int64)
-    w = np.repeat(np.arange(len(last_answers), dtype=np.int64), [len(a) for a in last_answers])
-    aid = np.fromiter((a for ans in last_answers for a in ans), np.int64, count=len(w))
+    w, aid = (np.asarray(x, np.int64) for x in answers)
     start, stop = offsets[w], offsets[w + 1] - 1  # every entity of the walk but the answer itself
     n = np.maximum(stop - start, 0)
     rows = np.repeat(np.arange(len(w)), n)
     pos = np.repeat(start, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
     return Probe(parent[:-1][same], dense[:-1][same], dense[1:][same], w[rows], aid[rows], dense[pos])
+
+
+def last_answers(index: BenchIndex, last_ids: pa.Array, names: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """The benchmark answers each walk's last entity is (:meth:`BenchIndex.answers_of`), in bulk:
+    ``(walk, answer)`` pairs, sorted by walk.
+
+    ``last_ids`` are the last pages, ``names`` their names (title and aliases).  Pages that are an
+    answer's page are found in Arrow; of the names, only those whose :func:`coarse_key` is an answer's
+    are normalised in Python, each distinct name once, so a million walks cost a fraction of a second."""
+    keys, starts, flat_aids = index.answer_page_arrays()
+    pos = index_of(last_ids, keys)
+    w1 = np.flatnonzero(pos >= 0)
+    n1 = starts[pos[w1] + 1] - starts[pos[w1]]
+    first = np.repeat(starts[pos[w1]], n1) + (np.arange(n1.sum()) - np.repeat(np.cumsum(n1) - n1, n1))
+    rows, aids = [np.repeat(w1, n1)], [flat_aids[first]]
+    flat = pc.list_flatten(names)
+    hit = pc.fill_null(pc.is_in(coarse_key(flat), value_set=index.coarse_answers()), False)
+    if pc.any(hit).as_py():
+        enc = pc.dictionary_encode(flat.filter(hit))
+        ids = np.array([index.answer_ids.get(normalize_answer(x or ""), -1) for x in enc.dictionary.to_pylist()]
+                       + [-1], np.int64)
+        a2 = ids[np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), np.int64)]
+        p2 = np.asarray(pc.list_parent_indices(names).filter(hit).to_numpy(), np.int64)
+        rows.append(p2[a2 >= 0])
+        aids.append(a2[a2 >= 0])
+    both = np.unique(np.concatenate(rows) * (len(index.answer_ids) + 1) + np.concatenate(aids))
+    return both // (len(index.answer_ids) + 1), both % (len(index.answer_ids) + 1)
+
+
+def index_of(values: pa.Array, keys: pa.Array) -> np.ndarray:
+    """Position of each value in ``keys`` (-1: absent), in Arrow."""
+    return np.asarray(pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy(zero_copy_only=False), np.int64)
 
 
 def probe_sources(index: BenchIndex, sources: Sequence) -> Probe:
@@ -116,9 +148,24 @@ MATCH_REASONS = (None, PATH, ENTITY)  # match()'s level codes, as drop reasons
 
 
 def contaminated(index: BenchIndex, sources: Sequence) -> dict[int, tuple[str, int]]:
-    """Source index -> (drop reason, benchmark question row), for every source that retraces one."""
-    level, owner = match(index, probe_sources(index, sources), len(sources))
-    return {int(i): (MATCH_REASONS[level[i]], int(owner[i])) for i in np.flatnonzero(level)}
+    """Source index -> (drop reason, benchmark question row), for every source that retraces one.
+
+    Walks go through the bulk path (:func:`probe_paths`, :func:`last_answers`), subgraphs one by one."""
+    out: dict[int, tuple[str, int]] = {}
+    walks = [i for i, s in enumerate(sources) if s.kind == "walk"]
+    others = [i for i, s in enumerate(sources) if s.kind != "walk"]
+    if walks:
+        ents = [sources[i].entities for i in walks]
+        paths = pa.array([[e["page_id"] for e in es] for es in ents], pa.list_(pa.string()))
+        last = pa.array([es[-1]["page_id"] for es in ents], pa.string())
+        names = pa.array([[es[-1].get("title") or "", *(es[-1].get("aliases") or [])] for es in ents],
+                         pa.list_(pa.string()))
+        level, owner = match(index, probe_paths(index, paths, last_answers(index, last, names)), len(walks))
+        out.update({walks[i]: (MATCH_REASONS[level[i]], int(owner[i])) for i in np.flatnonzero(level)})
+    if others:
+        level, owner = match(index, probe_sources(index, [sources[i] for i in others]), len(others))
+        out.update({others[i]: (MATCH_REASONS[level[i]], int(owner[i])) for i in np.flatnonzero(level)})
+    return dict(sorted(out.items()))
 
 
 def describe(index: BenchIndex, row: int, titles: Iterable[str]) -> str:
@@ -129,4 +176,4 @@ def describe(index: BenchIndex, row: int, titles: Iterable[str]) -> str:
 
 
 __all__ = ["ENTITY", "LEVELS", "MATCH_REASONS", "PATH", "Probe", "REASONS", "TEXT", "contaminated", "describe",
-           "match", "probe_paths", "probe_sources"]
+           "index_of", "last_answers", "match", "probe_paths", "probe_sources"]

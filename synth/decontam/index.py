@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from synth.corpus.links import title_from_href
@@ -89,13 +91,10 @@ class Benchmark:
                 "unresolved_examples": self.unresolved_examples}
 
 
-def _sorted_owned(keys: list[np.ndarray], owners: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_owned(keys: np.ndarray, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keys sorted and made unique, each kept with its first owner (owners ascend in file order)."""
-    if not keys:
-        return np.empty(0, np.int64), np.empty(0, np.int32)
-    k, o = np.concatenate(keys), np.concatenate(owners)
-    order = np.lexsort((o, k))
-    k, o = k[order], o[order]
+    order = np.lexsort((owners, keys))
+    k, o = keys[order], owners[order]
     first = np.ones(len(k), bool)
     first[1:] = k[1:] != k[:-1]
     return k[first], o[first]
@@ -109,24 +108,32 @@ class BenchIndex:
         rows = [(b, q) for b, bench in enumerate(benchmarks) for q in bench.questions]
         self.owner_bench = np.array([b for b, _ in rows], np.int32)
         self.questions = [q for _, q in rows]
-        keys = {title_from_href(t) for _, q in rows for t in (*q.supporting, *q.linked, *q.answers) if t.strip()}
-        found = resolve(sorted(keys))
+        # Each distinct title is normalised once; a title -> its page's dense id (None: not in the corpus).
+        key_of = {t: title_from_href(t) for _, q in rows for t in (*q.supporting, *q.linked, *q.answers) if t.strip()}
+        found = resolve(sorted(set(key_of.values())))
         self.pages = np.array(sorted(set(found.values())), dtype=object)
         dense = {p: i for i, p in enumerate(self.pages)}
+        page_of = {t: found.get(k) for t, k in key_of.items()}
+        dense_of = {t: (dense[p] if p is not None else None) for t, p in page_of.items()}
         self.m = max(len(self.pages), 1)
         self.answer_ids: dict[str, int] = {}
         self.answer_pages: dict[str, set[int]] = {}
-        pair_k, pair_o, ent_k, ent_o = [], [], [], []
+        # Flat Python lists, turned into arrays once: per-question numpy calls would cost more than the work.
+        pair_a: list[int] = []
+        pair_b: list[int] = []
+        pair_o: list[int] = []
+        ent_a: list[int] = []
+        ent_p: list[int] = []
+        ent_o: list[int] = []
         for g, (b, q) in enumerate(rows):
             bench = benchmarks[b]
             support = list(dict.fromkeys(q.supporting))  # a title named twice is one page, counted once
-            sup = self._resolve(support, found, dense, bench)
-            linked = self._resolve([t for t in dict.fromkeys(q.linked) if t not in support], found, dense, bench)
-            s = np.unique(np.array(sup, np.int64))
-            if len(s) >= 2:
-                a, c = np.triu_indices(len(s), 1)
-                pair_k.append(s[a] * self.m + s[c])
-                pair_o.append(np.full(len(a), g, np.int32))
+            sup = sorted(set(self._resolve(support, dense_of, bench)))
+            linked = self._resolve([t for t in dict.fromkeys(q.linked) if t not in support], dense_of, bench)
+            for a, c in combinations(sup, 2):
+                pair_a.append(a)
+                pair_b.append(c)
+                pair_o.append(g)
             aids = []
             for ans in q.answers:
                 norm = normalize_answer(ans)
@@ -134,28 +141,35 @@ class BenchIndex:
                     continue
                 aid = self.answer_ids.setdefault(norm, len(self.answer_ids))
                 aids.append(aid)
-                page = found.get(title_from_href(ans))
+                page = page_of.get(ans)
                 if page is not None:
                     self.answer_pages.setdefault(page, set()).add(aid)
-            pages = np.unique(np.array(sup + linked, np.int64))
-            if aids and len(pages):
-                ent_k.append((np.array(aids, np.int64)[:, None] * self.m + pages[None, :]).ravel())
-                ent_o.append(np.full(len(aids) * len(pages), g, np.int32))
-        self.pair_keys, self.pair_owner = _sorted_owned(pair_k, pair_o)
-        self.entity_keys, self.entity_owner = _sorted_owned(ent_k, ent_o)
+            pages = set(sup) | set(linked)
+            for aid in dict.fromkeys(aids):
+                for p in pages:
+                    ent_a.append(aid)
+                    ent_p.append(p)
+                    ent_o.append(g)
+        self._coarse: pa.Array | None = None
+        self._by_page: tuple[pa.Array, np.ndarray, np.ndarray] | None = None
+        m = np.int64(self.m)
+        self.pair_keys, self.pair_owner = _sorted_owned(np.array(pair_a, np.int64) * m + np.array(pair_b, np.int64),
+                                                        np.array(pair_o, np.int32))
+        self.entity_keys, self.entity_owner = _sorted_owned(np.array(ent_a, np.int64) * m + np.array(ent_p, np.int64),
+                                                            np.array(ent_o, np.int32))
 
     @staticmethod
-    def _resolve(titles: Sequence[str], found: dict[str, str], dense: dict[str, int], bench: Benchmark) -> list[int]:
+    def _resolve(titles: Sequence[str], dense_of: dict[str, int | None], bench: Benchmark) -> list[int]:
         out = []
         for t in titles:
-            page = found.get(title_from_href(t)) if t.strip() else None
-            if page is None:
+            d = dense_of.get(t)
+            if d is None:
                 bench.titles_unresolved += 1
                 if len(bench.unresolved_examples) < UNRESOLVED_EXAMPLES and t not in bench.unresolved_examples:
                     bench.unresolved_examples.append(t)
             else:
                 bench.titles_resolved += 1
-                out.append(dense[page])
+                out.append(d)
         return out
 
     def answers_of(self, page_id: str, names: Sequence[str]) -> list[int]:
@@ -167,13 +181,36 @@ class BenchIndex:
                 out.add(aid)
         return sorted(out)
 
+    def answer_page_arrays(self) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+        """``answer_pages`` as arrays (built once): page ids, and each one's answers as a CSR slice."""
+        if self._by_page is None:
+            pages = sorted(self.answer_pages)
+            lists = [sorted(self.answer_pages[p]) for p in pages]
+            starts = np.zeros(len(pages) + 1, np.int64)
+            np.cumsum([len(x) for x in lists], out=starts[1:])
+            self._by_page = (pa.array(pages, pa.string()), starts,
+                             np.fromiter((a for x in lists for a in x), np.int64, count=int(starts[-1])))
+        return self._by_page
+
+    def coarse_answers(self) -> pa.Array:
+        """:func:`coarse_key` of every answer (built once), the prefilter of :func:`~synth.decontam.check.last_answers`."""
+        if self._coarse is None:
+            self._coarse = pc.unique(coarse_key(pa.array(list(self.answer_ids), pa.string())))
+        return self._coarse
+
     def dense(self, page_ids: pa.Array | Sequence[str]) -> np.ndarray:
         """Dense ids of page ids (-1: a page no benchmark question names), vectorised in Arrow."""
-        import pyarrow.compute as pc
-
         arr = pa.array(page_ids, pa.string()) if not isinstance(page_ids, (pa.Array, pa.ChunkedArray)) else page_ids
         idx = pc.index_in(arr, value_set=pa.array(self.pages, pa.string()))
         return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), np.int64)
+
+
+def coarse_key(names: pa.Array) -> pa.Array:
+    """A key of each name that two names equal under :func:`~synth.text.answers.normalize_answer` share,
+    in Arrow: lower case, then only the ASCII digits and letters outside ``a``, ``n``, ``t``, ``h``, ``e``.
+    Normalising drops punctuation, spaces and the words *a*, *an*, *the*, all of which this key drops too,
+    so equal normal forms give equal keys; a key match is then checked exactly, in Python."""
+    return pc.replace_substring_regex(pc.utf8_lower(names), r"[^0-9bcdfgijklmopqrsuvwxyz]+", "")
 
 
 def corpus_resolver(store) -> Callable[[list[str]], dict[str, str]]:
@@ -200,4 +237,4 @@ def corpus_resolver(store) -> Callable[[list[str]], dict[str, str]]:
     return resolve
 
 
-__all__ = ["BenchIndex", "Benchmark", "corpus_resolver", "file_sha256", "load_benchmark"]
+__all__ = ["BenchIndex", "Benchmark", "coarse_key", "corpus_resolver", "file_sha256", "load_benchmark"]

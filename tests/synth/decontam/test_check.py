@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from helpers.benchworld import ID, fixture, resolver
-from synth.decontam.check import ENTITY, PATH, contaminated, match, probe_paths, probe_sources
+from synth.decontam.check import ENTITY, PATH, contaminated, last_answers, match, probe_paths, probe_sources
 from synth.decontam.formats import BenchQuestion, read_benchmark
 from synth.decontam.index import BenchIndex, Benchmark
 from synth.engine.records import Evidence
@@ -86,8 +86,37 @@ def test_arrow_paths_and_sources_agree() -> None:
     walks = [["Unrelated A", "Scott Derrickson", "Ed Wood"], ["Benedict Cumberbatch", "Unrelated A", "Marvel Studios"],
              ["Unrelated B", "Marvel Studios"], ["Ed Wood"], ["Doctor Strange (2016 film)", "Marvel Studios"]]
     sources = [_walk(f"w{i}", *w) for i, w in enumerate(walks)]
-    answers = [index.answers_of(ID[w[-1]], [w[-1]]) for w in walks]
+    answers = last_answers(index, pa.array([ID[w[-1]] for w in walks]), pa.array([[w[-1]] for w in walks]))
     arrow = match(index, probe_paths(index, pa.array([[ID[t] for t in w] for w in walks]), answers), len(walks))
     per = match(index, probe_sources(index, sources), len(walks))
     assert arrow[0].tolist() == per[0].tolist() == [1, 2, 0, 0, 1]
     assert arrow[1].tolist() == per[1].tolist()
+
+
+def test_the_coarse_key_never_splits_names_that_normalise_alike() -> None:
+    # The bulk answer lookup keeps a walk only when its name's coarse key is an answer's: two names
+    # equal after normalisation must share the key, or an answer would be missed.
+    from synth.decontam.index import coarse_key
+    from synth.text.answers import normalize_answer
+
+    names = ["The Beatles", "Beatles", "beatles!", "A Tale of Two Cities", "Tale of Two Cities", "AN  Apple, Inc.",
+             "Małgorzata Braunek", "MAŁGORZATA BRAUNEK", "Théâtre de l'Odéon", "the_the", "1,000 (number)",
+             "Ed Wood (film)", "São Paulo", "Ça va", "Übermensch", "Ⅻ Olympiad", "ΑΘΗΝΑ", "an", "the the"]
+    raw = coarse_key(pa.array(names)).to_pylist()
+    normal = coarse_key(pa.array([normalize_answer(n) for n in names])).to_pylist()
+    assert raw == normal
+    assert len(set(raw)) > len(names) // 2  # and it still tells most names apart
+
+
+def test_bulk_answers_are_the_per_page_answers() -> None:
+    # last_answers (Arrow, a coarse prefilter, then exact) gives what answers_of gives page by page.
+    qs = [BenchQuestion("q1", "q", ["Marvel Studios", "Marvel"], ["Unrelated A"]),
+          BenchQuestion("q2", "q", ["the Camp Nou"], ["Unrelated B"]), BenchQuestion("q3", "q", ["1957"], [])]
+    index = BenchIndex([Benchmark("jsonl", "x", "-", qs)], resolver())
+    ends = [("Marvel Studios", []), ("Camp Nou", ["Nou Camp"]), ("Unrelated A", ["MARVEL"]),
+            ("Unrelated B", ["Camp Nou!"]), ("Ed Wood", ["1957", None]), ("Argentina", [])]
+    rows, aids = last_answers(index, pa.array([ID[t] for t, _ in ends]),
+                              pa.array([[t, *a] for t, a in ends], pa.list_(pa.string())))
+    bulk = [sorted(int(a) for r, a in zip(rows, aids) if r == i) for i in range(len(ends))]
+    assert bulk == [index.answers_of(ID[t], [t, *(x for x in a if x)]) for t, a in ends]
+    assert [bool(x) for x in bulk] == [True, True, True, True, True, False]

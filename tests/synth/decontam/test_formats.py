@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from helpers.benchworld import ID, PAGES, fixture, resolver
-from synth.decontam.check import ENTITY, MATCH_REASONS, PATH, match, probe_paths
+from synth.decontam.check import ENTITY, MATCH_REASONS, PATH, last_answers, match, probe_paths
 from synth.decontam.formats import read_benchmark
 from synth.decontam.index import BenchIndex, Benchmark
 from synth.engine.errors import InputError
@@ -46,7 +46,7 @@ def _index(fmt: str, name: str) -> BenchIndex:
 
 def _verdicts(index: BenchIndex, walks: list[list[str]]) -> list[str | None]:
     paths = pa.array([[ID[t] for t in w] for w in walks], pa.list_(pa.string()))
-    answers = [index.answers_of(ID[w[-1]], [w[-1]]) for w in walks]
+    answers = last_answers(index, pa.array([ID[w[-1]] for w in walks]), pa.array([[w[-1]] for w in walks]))
     level, owner = match(index, probe_paths(index, paths, answers), len(walks))
     assert all((o >= 0) == (lv > 0) for lv, o in zip(level, owner))
     return [MATCH_REASONS[lv] for lv in level]
