@@ -185,3 +185,23 @@ def test_the_files_bytes_key_the_stage_and_bad_files_are_one_line(tmp_path, demo
     store = copy_demo_store(demo_store[0], tmp_path / "run", walks=4)
     with pytest.raises(InputError, match=r"own.jsonl: line 2: field `question`: missing"):
         run_stage(QUESTIONS, cfg, store)
+
+
+def test_a_malformed_benchmark_file_exits_2_with_one_line(tmp_path, demo_store):
+    import os
+    import subprocess
+
+    from helpers.cli import hopforge_command
+
+    store = copy_demo_store(demo_store[0], tmp_path / "run", walks=4)
+    bad = tmp_path / "hotpot.json"
+    bad.write_text('[{"_id": "a", "question": "q?", "answer": "x", "supporting_facts": [["T", 0]]},\n'
+                   ' {"_id": "b", "question": "q?", "answer": "x", "supporting_facts": "T"}]', encoding="utf-8")
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PYTHONUNBUFFERED": "1"}
+    r = subprocess.run([*hopforge_command(), "questions", "--out", str(store.root), "--set",
+                        f"questions.decontaminate=[{{path: {bad}, format: hotpotqa}}]"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert r.returncode == 2, r.stdout
+    errors = [line for line in r.stdout.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {bad}: record 1: field `supporting_facts`: expected a list of [title, sent_id] pairs"]
+    assert "Traceback" not in r.stdout
