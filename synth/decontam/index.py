@@ -193,7 +193,8 @@ class BenchIndex:
         return self._by_page
 
     def coarse_answers(self) -> pa.Array:
-        """:func:`coarse_key` of every answer (built once), the prefilter of :func:`~synth.decontam.check.last_answers`."""
+        """:func:`coarse_key` of every answer (built once): the prefilter of
+        :func:`~synth.decontam.check.last_answers`."""
         if self._coarse is None:
             self._coarse = pc.unique(coarse_key(pa.array(list(self.answer_ids), pa.string())))
         return self._coarse

@@ -50,7 +50,8 @@ def decontamination_section(md: list[str], questions_report: dict | None) -> dic
     for b in entry["benchmarks"]:
         lines = [f"- {lv}: {_example(lv, ex)}" for lv in levels for ex in (b.get("examples") or {}).get(lv, [])]
         if b["unresolved_examples"]:
-            lines.append("- titles not resolved, e.g. " + ", ".join(f"“{_cell(t, 50)}”" for t in b["unresolved_examples"]))
+            shown = ", ".join(f"“{_cell(t, 50)}”" for t in b["unresolved_examples"])
+            lines.append(f"- titles not resolved, e.g. {shown}")
         if lines:
             md += [f"**{b['benchmark']}** ({_cell(b['file'], 40)}):", "", *lines, ""]
     return entry

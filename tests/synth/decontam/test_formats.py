@@ -110,7 +110,8 @@ MALFORMED = [
     ("frames", "f.tsv", "Prompt\tAnswer\twiki_links\nq?\tx\t['https://example.org/page']\n",
      "row 0 (line 2): field `wiki_links`"),
     ("browsecomp", "b.csv", "problem,answer,problem_topic,canary\n"
-                            "eyJhbGciOiJIUzI1NiJ9dGhpc2lzY2lwaGVydGV4dA==,x,Art,c\n", "row 0 (line 2): field `problem`"),
+                            "eyJhbGciOiJIUzI1NiJ9dGhpc2lzY2lwaGVydGV4dA==,x,Art,c\n",
+     "row 0 (line 2): field `problem`"),
     ("gaia", "g.jsonl", '{"task_id": "t", "Question": ["not", "text"], "Final answer": "x"}\n',
      "line 1: field `Question`"),
     ("jsonl", "j.jsonl", '{"question": "q?", "answer": "x", "titles": "T"}\n', "line 1: field `titles`"),
