@@ -19,7 +19,8 @@ a fraction of a second.  The index over the corpus is then built in arrays:
   marks that page (``answer_pages``).
 
 A key several questions share belongs to the first in file order, so a drop is attributed to
-one benchmark question, the first configured file first.
+one benchmark question, the first configured file first.  The resolved index itself is kept per
+benchmark content and corpus by :mod:`synth.decontam.saved`.
 """
 
 from __future__ import annotations

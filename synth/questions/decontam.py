@@ -20,6 +20,7 @@ from typing import Any
 
 from synth.decontam.check import ENTITY, PATH, TEXT, contaminated, describe
 from synth.decontam.index import BenchIndex, Benchmark, corpus_resolver, file_sha256, load_benchmark
+from synth.decontam.saved import built_once
 from synth.decontam.tally import Tally
 from synth.engine.config import ConfigError, project_path
 from synth.engine.records import Question
@@ -67,7 +68,8 @@ class Screen:
             path = _located(entry)
             sha = file_sha256(path)
             benches.append(Benchmark(entry.format, path.name, sha, load_benchmark(path, entry.format, cache, sha)))
-        index = BenchIndex(benches, corpus_resolver(ctx.store))
+        ingest = ctx.store.stage_entry("ingest") or {}
+        index = built_once(benches, corpus_resolver(ctx.store), cache, ingest.get("key"))
         return cls(index, contaminated(index, sources), ctx.cfg.filters.ngram)
 
     def files(self) -> list[dict]:
