@@ -1,11 +1,9 @@
 """The decontamination filter (reason ``contaminated``): keep evaluation questions out of the data.
 
-Texts are normalised as answers are (:func:`synth.text.answers.normalize_answer`: lower
-case, no punctuation, no articles) and split into words.  A question is contaminated
-when it shares an n-gram of ``filters.ngram`` words with any evaluation question.
-Texts shorter than n words count as one n-gram, the whole text: a short question is
-contaminated when it occurs, word for word, inside an evaluation question, and a short
-evaluation question contaminates every question that contains it.
+A question is contaminated when it shares an n-gram of ``filters.ngram`` normalised words
+with any evaluation question, by the rule of :mod:`synth.text.overlap` (its one home; the
+questions stage's text level of decontamination uses it before any rollout is paid for,
+and this filter stays as the last guard).
 
 Evaluation files (``filters.decontaminate``) are plain text (one question a line),
 JSONL (``.jsonl`` / ``.json``, one object a line with a ``question`` field) or Parquet
@@ -17,26 +15,15 @@ from __future__ import annotations
 import json
 from dataclasses import field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
-from synth.text.answers import normalize_answer
+from synth.text.overlap import EvalSet as _EvalSet, ngrams, words
 from synth.engine.config import ConfigError
 from synth.engine.errors import InputError
 from synth.engine.records import Trace
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
 from filters.config import FiltersConfig
-
-
-def words(text: str) -> list[str]:
-    """Normalised words of ``text``."""
-    return normalize_answer(text or "").split()
-
-
-def ngrams(tokens: list[str], n: int) -> Iterator[tuple[str, ...]]:
-    """Every contiguous n-gram of ``tokens`` (none when there are fewer than n)."""
-    for i in range(len(tokens) - n + 1):
-        yield tuple(tokens[i : i + n])
 
 
 def read_questions(path: str | Path) -> list[str]:
@@ -71,27 +58,8 @@ def read_questions(path: str | Path) -> list[str]:
     return out
 
 
-class EvalSet:
-    """The n-grams of a set of evaluation questions, for :meth:`match`."""
-
-    def __init__(self, questions: Iterable[str], n: int):
-        self.n = n
-        self.size = 0
-        self._grams: set[int] = set()  # hashes of n-word tuples (this process only)
-        self._short: dict[int, set[int]] = {}  # length -> hashes of whole evaluation texts under n words
-        parts = []
-        for q in questions:
-            toks = words(q)
-            if not toks:
-                continue
-            self.size += 1
-            parts.append(" ".join(toks))
-            if len(toks) >= n:
-                self._grams.update(hash(g) for g in ngrams(toks, n))
-            else:
-                self._short.setdefault(len(toks), set()).add(hash(tuple(toks)))
-        # Newlines never occur inside normalised text, so a match cannot span two questions.
-        self._joined = " \n ".join(f" {t} " for t in parts)
+class EvalSet(_EvalSet):
+    """The n-gram set of evaluation files (:class:`synth.text.overlap.EvalSet`, the rule's home)."""
 
     @classmethod
     def from_files(cls, paths: Iterable[str | Path], n: int) -> "EvalSet":
@@ -100,26 +68,6 @@ class EvalSet:
         for p in paths:
             questions.extend(read_questions(p))
         return cls(questions, n)
-
-    def match(self, question: str) -> str | None:
-        """The first shared n-gram (as text) of ``question`` with the evaluation set, or None."""
-        toks = words(question)
-        if not toks:
-            return None
-        if len(toks) < self.n:
-            whole = " ".join(toks)
-            if f" {whole} " in self._joined:
-                return whole
-        else:
-            for g in ngrams(toks, self.n):
-                if hash(g) in self._grams:
-                    return " ".join(g)
-        for length, hashes in self._short.items():
-            if length <= len(toks):
-                for g in ngrams(toks, length):
-                    if hash(g) in hashes:
-                        return " ".join(g)
-        return None
 
 
 @register("decontaminate", "contaminated")

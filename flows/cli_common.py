@@ -35,9 +35,12 @@ class UsageError(Exception):
 
 
 def fail(msg: str, code: int = 2) -> None:
+    from rich.markup import escape
+
     from synth.engine.progress import console
 
-    console.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)  # one line, whatever its length
+    # One line, whatever its length; escaped, or rich would eat "[title, sent_id]" as markup.
+    console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -80,6 +80,8 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
         if network and not problems:
             problems += _check_endpoint(cfg, cfg_name, via, env, tools=sends_tools(stages))
     problems += _check_runner(cfg, cfg_name, via, network)
+    if stages is None or "questions" in stages:
+        problems += _check_benchmarks(cfg)
     problems += _check_tokenizer(cfg, cfg_name, via)
     if network and not problems:
         problems += _check_models(cfg, cfg_name, via, sft=stages is None or "sft" in stages)
@@ -154,6 +156,22 @@ def _check_corpus(cfg, config: str | None, via: Via, env: Mapping[str, str], net
 
     why = probe_source(str(path))
     return [why] if why else []
+
+
+def _check_benchmarks(cfg) -> list[str]:
+    # Only that each file is there: reading one (HotpotQA's training set is 500 MB) is the stage's work,
+    # and a malformed record fails it with one line naming the record and the field.
+    from synth.engine.config import project_path
+
+    out = []
+    for i, entry in enumerate(cfg.questions.decontaminate):
+        p = project_path(entry.path)
+        if not p.is_file():
+            out.append(f"questions.decontaminate[{i}] ({entry.format}): no such file: {p} (on the machine that "
+                       "runs the flow)")
+        elif not os.access(p, os.R_OK):
+            out.append(f"questions.decontaminate[{i}] ({entry.format}): {p} is not readable by this user")
+    return out
 
 
 def _hub_unreachable(name: str, env: Mapping[str, str]) -> str | None:

@@ -24,6 +24,12 @@ def _tokenizer_identity(cfg, store) -> str:
     return tokenizer_identity(cfg, store)
 
 
+def _questions_identity(cfg, store) -> str:
+    from synth.questions.decontam import identity
+
+    return identity(cfg, store)
+
+
 def _filter_identity(cfg, store) -> str:
     from filters.stage import key_extra
 
@@ -57,7 +63,9 @@ QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, mus
                   # the index: shortcut checks; the graph: skippable and ambiguous hops (every pipeline has it,
                   # since walks need it; a store made by hand may not, and then corpus/links stands in)
                   reads=("ingest", "walks"), optional_reads=("expand", "index", "graph"),
-                  sections=("questions", "teacher", "tools.search_max_k"), outputs=("questions", "rejects/questions"), command="questions")
+                  # key_extra: the bytes of the benchmark files (questions.decontaminate) and, with them, filters.ngram
+                  sections=("questions", "teacher", "tools.search_max_k"), outputs=("questions", "rejects/questions"),
+                  command="questions", key_extra=_questions_identity)
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
                 optional_reads=("expand",), outputs=("traces",),

@@ -21,6 +21,7 @@ LAYERS = [
     "synth.text",
     "synth.corpus",
     "synth.graph",
+    "synth.decontam",
     "synth.tools",
     "synth.tokenizer",
     "synth.teacher",

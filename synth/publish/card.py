@@ -29,6 +29,7 @@ import yaml
 from filters.base import NOT_BEST
 from filters.correctness import CorrectnessFilter
 from synth.engine.records import SPLITS, Split
+from synth.publish.decontam import decontam_section
 from synth.report.headline import read_headline
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
@@ -407,6 +408,7 @@ def render_card(f: dict) -> str:
            + ", ".join(f"{s} `{k}`" for s, k in f["stage_keys"].items() if k) + ".", ""]
 
     md += _depth_section(reports.get("questions") or {})
+    md += decontam_section(reports.get("questions") or {})
 
     c = f["corpus"]
     md += ["## Corpus", "", f"Source: {c['label']}."

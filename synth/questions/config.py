@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from typing import Literal
+
+from synth.decontam.formats import FORMATS
 from synth.engine.config import Section, operational
 
 
@@ -21,6 +24,17 @@ class SplitFractions(BaseModel):
         if abs(self.sft + self.rl + self.eval - 1.0) > 1e-9:
             raise ValueError(f"sft + rl + eval must be 1 (got {self.sft + self.rl + self.eval:g})")
         return self
+
+
+class BenchmarkFile(BaseModel):
+    """One benchmark file to decontaminate against, in the layout its authors publish."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(min_length=1, description="The file (a relative path is looked for in the current directory, "
+                      "then in the project root). Its bytes, not its name, key the questions stage.")
+    format: Literal[FORMATS] = Field(description="How to read it: hotpotqa, 2wiki, musique, frames, browsecomp, "
+                                     "gaia, or jsonl (`question`, `answer`, optional `titles`). See the README.")
 
 
 class QuestionsConfig(Section):
@@ -51,6 +65,14 @@ class QuestionsConfig(Section):
                                    "(sft / rl / eval), decided once when it is written and carried by every table.")
     share_sft_rl: bool = Field(False, description="Let `rl_pool` take sft questions as well as rl ones (by default "
                                "RL never optimises on answers the warm-start policy was just trained to give).")
+    decontaminate: list[BenchmarkFile] = Field(
+        default_factory=list,
+        description="Benchmarks to keep out of the data, before the teacher is paid: a walk or subgraph whose "
+        "consecutive entities are supporting pages of one benchmark question (`contaminated_path`), or whose answer "
+        "entity is a benchmark answer with another of its entities among that question's pages "
+        "(`contaminated_entity`), gets no question; a written question sharing a `filters.ngram`-gram with a "
+        "benchmark question (or, with its answer, with a benchmark question and its answer) is dropped before "
+        "rollout (`contaminated_text`). Empty: nothing is checked.")
 
 
 def search_depth(questions: "QuestionsConfig", tools) -> int:

@@ -21,6 +21,9 @@ and the next run retries it; see :class:`synth.questions.write.Funnel`.)
 ``no_chain``       the teacher found no chain long enough through a subgraph, and said so
 ``duplicate``      the same question as an earlier one, after normalisation
 ``too_easy`` / ``unsolvable`` / ``obfuscate_failed`` / ``shortcut``  the optional checks
+``contaminated_path`` / ``contaminated_entity``  the walk or subgraph retraces a benchmark question; no question
+                   is requested (:mod:`synth.questions.decontam`, ``questions.decontaminate``)
+``contaminated_text`` the written question shares an n-gram with a benchmark question; dropped before rollout
 
 The validators that need the corpus (``answer_description``, ``skippable_hop``,
 ``ambiguous_hop``, ``clue_shortcut``) are in :mod:`synth.questions.validate`; a question

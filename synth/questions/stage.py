@@ -29,6 +29,8 @@ from synth.engine.stage import Shards, StageContext, StageResult
 from synth.text.question_text import leaked
 from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, REPAIR, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
 from synth.questions.config import search_depth
+from synth.decontam.tally import Tally, merge as merge_tallies, report as decontam_report
+from synth.questions.decontam import Screen
 from synth.questions.depth import summary as depth_summary
 from synth.questions.links import LinkView, ShardCorpus, load_graph
 from synth.questions.skeletons import count_skeletons, vocabulary
@@ -52,6 +54,20 @@ def _sources(ctx: StageContext) -> list[Source]:
 
 _SOURCES: dict[tuple[str, str], list[Source]] = {}
 _CACHE_LOCK = threading.Lock()
+
+
+def _screen(ctx: StageContext) -> Screen | None:
+    # The benchmark index and its verdict on every source, built once per process and stage run.
+    key = (str(ctx.store.root), ctx.key)
+    sources = _sources(ctx)
+    with _CACHE_LOCK:
+        if key not in _SCREENS:
+            _SCREENS.clear()
+            _SCREENS[key] = Screen.open(ctx, sources)
+        return _SCREENS[key]
+
+
+_SCREENS: dict[tuple[str, str], Screen | None] = {}
 
 
 def plan(ctx: StageContext) -> list[list[int]]:
@@ -93,13 +109,20 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     """Write, validate (repairing once) and check the questions of one shard; its rows go to shard parts."""
     qcfg = ctx.cfg.questions
     sources = _sources(ctx)[span[0]:span[1]]
+    n_in = len(sources)
     teacher = stage_teacher(ctx)
-    funnel, repairs = Funnel(), Repairs()
+    funnel, repairs, tally = Funnel(), Repairs(), Tally()
+    screen = _screen(ctx)
+    if screen is not None:  # benchmark paths get no question: no teacher call is spent on them
+        sources = screen.drop_sources(sources, span[0], funnel, tally)
     validator = _validator(ctx, sources)
     bar = ctx.shared_bar("write", len(_sources(ctx)), "questions")
+    bar.update(n_in - len(sources))  # the screened sources are done: they get no question
     kept = write_questions(ctx, teacher, sources, funnel, validator, repairs, bar, _corpus(ctx, validator))
     if qcfg.obfuscate:
         kept = _obfuscate(ctx, teacher, kept, funnel, validator)
+    if screen is not None:  # the final text, before the checks that ask the teacher again
+        kept = screen.drop_texts(kept, funnel, tally)
     if qcfg.check_closed_book:
         kept = _check(ctx, teacher, kept, funnel, CLOSED_BOOK, "too_easy", _closed_book_messages, want_correct=False)
     if qcfg.check_solvable:
@@ -111,8 +134,8 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
     write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA),
                          ctx.shard_out("rejects/questions", i))
-    return {"input": len(sources), "kept": len(kept), "dropped": dict(funnel.dropped), "failed": dict(funnel.failed),
-            "failed_items": funnel.failed_items, "repairs": repairs.as_dict(),
+    return {"input": n_in, "kept": len(kept), "dropped": dict(funnel.dropped), "failed": dict(funnel.failed),
+            "decontamination": tally.as_dict(), "failed_items": funnel.failed_items, "repairs": repairs.as_dict(),
             "validators": validator.stats(), "depths": validator.depths, **shard_usage(teacher)}
 
 
@@ -148,6 +171,10 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
              "repairs": _merged_repairs(summaries), "validators": _merged_validators(summaries),
              "phrasing": _phrasing(ctx, kept), "depth": _depth_report(kept, summaries),
              **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
+    screen = _screen(ctx)
+    if screen is not None:
+        extra["decontamination"] = decontam_report(screen.files(), merge_tallies([s.get("decontamination")
+                                                                                    for s in summaries]))
     return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra, failed=dict(failed),
                        failed_items=[f for s in summaries for f in s["failed_items"]])
 

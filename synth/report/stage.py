@@ -37,6 +37,7 @@ from filters.band import pass_stats
 from filters.base import AFTER_CHAIN, HELD_OUT, NOT_BEST
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
+from synth.report.decontam import decontamination_section
 from synth.report.explorer import write_explorer
 from synth.report.headline import read_headline
 from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
@@ -364,6 +365,8 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
         fig("hops.png", "How many links each question's gold path chains (its entities minus one).")
     else:
         rep.skipped.append("questions")
+    if (decon := decontamination_section(md, reports.get("questions"))) is not None:
+        rep.summary["decontamination"] = decon
     rep.skipped += trust_sections(md, store.root, reports, verdicts, out, rep.summary, plots, fig)
 
     if facts:
