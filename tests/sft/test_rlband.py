@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from flows.config import load_config
-from flows.stages import RL_BAND
+from flows.stages import FILTER, RL_BAND
 from helpers.filterstore import publish
 from helpers.openai_server import Reply, call, serve
 from sft.rlband import pool_questions
@@ -81,8 +81,19 @@ def test_a_transformers_student_measures_the_band(world, tmp_path):
     store, cfg, questions = world
     right = questions[0]
     publish(store, "sft", {"student": save_coin_student(tmp_path / "coin", right.answer)})
+    # Under band_by: student the filter measures the teacher's band but leaves rl_pool to the student's stage.
+    run_stage(FILTER, cfg, store)
+    filt = json.loads((store.root / "reports" / "filter.json").read_text())
+    assert filt["band_by"] == "student" and filt["rl_pool_rows"] == 0 and filt["bands"]["rl_pool"] >= 1
     run_stage(RL_BAND, cfg, store)
     counts, rows = check_band(store, cfg, questions, "student:DIR/student@")
+    # The report reads the band from the stage that wrote rl_pool: the student's band is the table's rows.
+    from synth.report.stage import build_report
+
+    bands = build_report(store, tmp_path / "report", explorer=False).summary["bands"]
+    pooled = [r for r in bands if r["in_pool"]]
+    assert [(r["stage"], r["split"], r["rl_pool"], r["rows"]) for r in pooled] == [("rl_band", "rl", len(rows), len(rows))]
+    assert all(r["rows"] == 0 for r in bands if r["stage"] == "filter")
     # The coin student answers only the first question right, about half the time: in the band, the others not.
     assert 1 <= counts[right.question_id] <= N - 1 and right.question_id in {r["extra_info"]["question_id"] for r in rows}
     golds = {q.question_id: q.golds for q in questions}
