@@ -32,9 +32,10 @@ from filters.band import BANDS, band, band_counts, band_model_name, pass_stats, 
 from filters.base import HELD_OUT, NOT_BEST, FilterContext, FilterRunner, build_chain
 from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
-from filters.rlconfig import TEACHER
 from filters.correctness import CorrectnessFilter, grade, run_judge
+from filters.curriculum import write_curriculum
 from filters.grounded import ungrounded_steps
+from filters.rlconfig import TEACHER
 from filters.sftrows import sft_messages, sft_row
 
 BATCH_ROWS = 512
@@ -440,13 +441,19 @@ def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dic
     model = band_model_name(TEACHER, models)
     rows = [rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=i, band_model=model)
             for i, (q, prompt, p) in enumerate(rows)]
+    curriculum: dict[str, int] = {}
     if band_by == TEACHER:
         w = ctx.writer("rl_pool", RL_SCHEMA)
         w.write(rows)
         w.close()
+        stages = ctx.cfg.rl.curriculum
+        curriculum = write_curriculum(ctx, rows, {q.question_id: len(q.hops) for q in questions.values()}, stages,
+                                      RL_SCHEMA)
     out: dict[str, Any] = {"band_by": band_by, "band_model": model, "bands": counts,
                            "bands_of_splits": sorted(str(x) for x in pool_splits), "bands_by_split": band_counts(facts),
                            "rl_pool_rows": len(rows)}
+    if curriculum:
+        out["curriculum"] = curriculum
     if unknown:
         out["unknown_question"] = unknown
     return out

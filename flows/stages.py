@@ -68,10 +68,10 @@ ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("q
 TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),
                   outputs=("tokenizer",), command="tokenizer", key_extra=_tokenizer_identity)
 
-# rl.band_by: the filter writes rl_pool only when the teacher measures the band.
+# rl.band_by: the filter writes rl_pool (and its curriculum stages) only when the teacher measures the band.
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
-               sections=("filters", "questions.share_sft_rl", "rl.band_by"),
-               outputs=("sft", "rl_pool", "rejects/filter", "filter/verdicts"), command="filter",
+               sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum"),
+               outputs=("sft", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"), command="filter",
                key_extra=_filter_identity)
 
 ASSEMBLE = Stage("assemble", "synth.assemble.stage:run_assemble",

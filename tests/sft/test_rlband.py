@@ -135,7 +135,8 @@ def test_a_served_student_measures_the_band_and_resumes(world, monkeypatch):
 
     with serve(handler=_coin_handler(right, calls)) as srv:
         cfg = load_config(None, BASE + [f"rl.base_url={srv.base_url}", "rl.model=student-7b",
-                                        "teacher.tool_protocol=native", "teacher.max_retries=0"])
+                                        "teacher.tool_protocol=native", "teacher.max_retries=0",
+                                        "rl.curriculum=[{name: hard, max_pass: 0.5}, {name: easy, min_pass: 0.5}]"])
         # A crash in the second shard: the first shard's rollouts are kept, and the rerun does only the rest.
         monkeypatch.setattr(rlband, "rollout_one", crash_on_last)
         with pytest.raises(RuntimeError, match="went down"):
@@ -148,6 +149,13 @@ def test_a_served_student_measures_the_band_and_resumes(world, monkeypatch):
         assert {c for c in calls[done:]} == {last.question}
     counts, rows = check_band(store, cfg, questions, "student:student-7b")
     assert 1 <= counts[right.question_id] <= N - 1
+    # Curriculum stages: the pool split by c/n into the named files, each row in the first stage it fits.
+    hard, easy = (_rows(store.root, f"rl_curriculum/{name}") for name in ("hard", "easy"))
+    assert sorted(r["extra_info"]["question_id"] for r in hard + easy) == sorted(
+        r["extra_info"]["question_id"] for r in rows)
+    assert all(r["extra_info"]["c"] / N <= 0.5 for r in hard) and all(r["extra_info"]["c"] / N > 0.5 for r in easy)
+    report = json.loads((store.root / "reports" / "rl_band.json").read_text())
+    assert report["curriculum"] == {"hard": len(hard), "easy": len(easy), "unstaged": 0}
     traces = _rows(store.root, "rl_band/traces")
     # The eval harness: the search masked the question's answer page, as in the teacher's rollouts.
     answer_page = {q.question_id: q.answer_page_id for q in questions}
