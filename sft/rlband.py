@@ -78,7 +78,8 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> dict:
     """Roll the student out ``rl.n`` times on each question of the shard; write its traces; count c per question."""
     cfg = ctx.cfg
     wanted = set(qids)
-    questions = [q for q in pool_questions(ctx.store, cfg) if q.question_id in wanted]
+    pool = pool_questions(ctx.store, cfg)
+    questions = [q for q in pool if q.question_id in wanted]
     n = cfg.rl.n
     teacher, model = _student(ctx)
     index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
@@ -90,8 +91,7 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> dict:
         q, s = item
         return await rollout_one(counted, Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id]), q, s, run_cfg)
 
-    total = len(pool_questions(ctx.store, cfg)) * n
-    bar = ctx.shared_bar("student rollouts", total, "traces")
+    bar = ctx.shared_bar("student rollouts", len(pool) * n, "traces")
     traces = teacher.map(one, [(q, s) for q in questions for s in range(n)], progress=bar)
     # rollout_one turns a failed call into a teacher_failed trace; anything else in a slot is left out, and its
     # question then lacks rollouts and is retried.

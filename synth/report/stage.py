@@ -483,8 +483,8 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
                       "conversation in the student's tokenizer.")
     splits, pool_ids = pool
     pooled = [f for f in facts if f.question_id in pool_ids]
-    whose = (f"of the {' and '.join(splits)} questions (those rl_pool draws from; the teacher's band)" if pooled
-             else "of every question")
+    whose = (f"The {' and '.join(splits)} questions (those rl_pool draws from: the teacher's band)" if pooled
+             else "Questions")
     counts = pass_counts(pooled or facts)
     n = main_n(counts)
     if n is not None:
@@ -493,7 +493,7 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
         left_out = ("" if not others else " Left out: " + ", ".join(
             f"{q:,} question{'s' if q != 1 else ''} with n = {m}" for m, q in others.items())
                     + f" (the plot shows the most common n, {n}).")
-        fig("pass_at_n.png", f"Questions {whose} by c, the number of their n = {n} rollouts that answered correctly: one "
+        fig("pass_at_n.png", f"{whose} by c, the number of their n = {n} rollouts that answered correctly: one "
                              f"bar at each c/n (0/{n} ... {n}/{n}). 1 <= c <= n-1 is the RL band (a GRPO group with "
                              f"a gradient); c = 0 and c = n are all wrong and all right." + left_out)
     stats = pass_stats(pass_triples(facts))
