@@ -439,7 +439,8 @@ def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dic
             prompt = p.prompt or [{"role": "user", "content": q.question}]
             rows.append((q, prompt, p))
     model = band_model_name(TEACHER, models)
-    rows = [rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=i, band_model=model)
+    # Each row names the teacher model(s) of its own rollouts; the report names them all.
+    rows = [rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=i, band_model=band_model_name(TEACHER, p.models))
             for i, (q, prompt, p) in enumerate(rows)]
     curriculum: dict[str, int] = {}
     if band_by == TEACHER:

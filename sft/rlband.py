@@ -65,7 +65,7 @@ def _plan(ctx: StageContext) -> list[list[str]]:
 def _student(ctx: StageContext):
     """The student's teacher for this shard, and the name its rows carry as ``band_model``."""
     cfg = ctx.cfg
-    seed = derive_seed(cfg.seed, "rl_band", "student") % (1 << 31)
+    seed = derive_seed(cfg.seed, "rl_band", STUDENT) % (1 << 31)
     common = dict(temperature=cfg.rl.temperature, max_new_tokens=cfg.eval.max_new_tokens, seed=seed)
     if cfg.rl.base_url:
         return student_teacher(cfg, None, **common), band_model_name(STUDENT, [cfg.rl.model])

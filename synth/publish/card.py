@@ -28,6 +28,7 @@ import yaml
 
 from filters.base import NOT_BEST
 from filters.correctness import CorrectnessFilter
+from filters.rlconfig import STUDENT
 from synth.engine.records import SPLITS, Split
 from synth.report.headline import read_headline
 from synth.teacher.config import Price
@@ -317,7 +318,7 @@ def _band_lines(reports: dict, configs: list[dict]) -> list[str]:
     ``rl_band`` for the student), beside the ``rl_pool`` rows published per split: for the pooled splits the
     band count and the published rows are the same number."""
     fr = reports.get("filter") or {}
-    src = reports.get("rl_band") if fr.get("band_by") == "student" else fr
+    src = reports.get("rl_band") if fr.get("band_by") == STUDENT else fr
     by_split = (src or {}).get("bands_by_split")
     if not by_split:
         return []

@@ -15,19 +15,24 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-BAND_STAGES = ("filter", "rl_band")  # the stages that measure a band: the teacher's, the student's
+from filters.rlconfig import STUDENT, TEACHER
+
+# The stages that measure a band, and whose rollouts they count (the prefix of extra_info.band_model).
+BAND_STAGES = {"filter": TEACHER, "rl_band": STUDENT}
 BAND_ORDER = ("all_wrong", "rl_pool", "all_right")
 
 
 def table_rows(root: Path) -> dict[tuple[str, str], int]:
-    """Rows of ``DIR/rl_pool`` by ``(band_model, split)``, counted from the table ({} when there is none)."""
+    """Rows of ``DIR/rl_pool`` by ``(measurer, split)``, counted from the table ({} when there is none); the
+    measurer is the part of ``extra_info.band_model`` before the colon (``teacher``, ``student``), so rows whose
+    model names differ (several teachers) are all counted for the stage that measured them."""
     path = root / "rl_pool"
     if not path.exists():
         return {}
     import pyarrow.dataset as ds
 
     info = ds.dataset(path, format="parquet").to_table(columns=["extra_info"])["extra_info"].to_pylist()
-    return dict(Counter((i.get("band_model") or "unknown", i["split"]) for i in info))
+    return dict(Counter(((i.get("band_model") or "unknown").partition(":")[0], i["split"]) for i in info))
 
 
 def pool_writer(root: Path) -> str | None:
@@ -60,7 +65,7 @@ def band_rows(reports: dict[str, dict], root: Path) -> list[dict[str, Any]]:
         for split, bands in by_split.items():
             out.append({"stage": stage, "model": model, "split": split, **{b: int(bands.get(b, 0)) for b in BAND_ORDER},
                         "in_pool": writes and split in (r.get("bands_of_splits") or []),
-                        "rows": rows_by.get((model, split), 0)})
+                        "rows": rows_by.get((BAND_STAGES[stage], split), 0)})
     return out
 
 
@@ -83,7 +88,7 @@ def band_section(md: list[str], reports: dict[str, dict], root: Path, summary: d
     md.append("")
     for stage in BAND_STAGES:
         r = reports.get(stage) or {}
-        if stage == "filter" and r.get("band_by") == "student":
+        if stage == "filter" and r.get("band_by") == STUDENT:
             md += ["`rl.band_by` is `student`: the filter measured the teacher's band but wrote no `rl_pool`; the "
                    "`rl_band` stage after `sft` writes it from the student's rollouts (its figures are those of its "
                    "last run, `reports/rl_band.json`).", ""]
