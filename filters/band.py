@@ -14,10 +14,14 @@ An ``rl_pool`` row is what verl's ``RLHFDataset`` and its multi-turn tool rollou
                   two messages of the SFT rows (the teacher's rollout harness)
     ability       "multihop_search"
     reward_model  {style: "rule", ground_truth: {target: [answer, *aliases]}}
-    extra_info    {question_id, index, path, n, c, split,
+    extra_info    {question_id, index, path, n, c, band_model, split,
                    tools_kwargs: {search: {create_kwargs: {exclude: [answer_page_id]}}},
                    need_tools_kwargs: true}
     tools         the rollout's tool schemas as a JSON string (the ``tools`` of the SFT rows)
+
+``n`` and ``c`` are the rollouts and correct ones of the model that measured the band, and
+``band_model`` names it (``teacher:<model>`` or ``student:<model>``, see ``rl.band_by``), so verl's
+dynamic sampling and group filters read whose difficulty a row carries.
 
 The prompt is the messages before the first assistant turn of the question's first
 rollout (lowest ``sample_index``), so RL starts from exactly the harness the teacher
@@ -80,9 +84,11 @@ def tools_kwargs(question: Question) -> dict:
     return {"search": {"create_kwargs": {"exclude": [question.answer_page_id]}}}
 
 
-def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int) -> dict:
+def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int,
+           band_model: str | None = None) -> dict:
     """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`); ``prompt`` is the harness of the
-    question's first rollout (:func:`prompt_messages`), ``tools`` its tool schemas JSON."""
+    question's first rollout (:func:`prompt_messages`), ``tools`` its tool schemas JSON, ``band_model``
+    the model whose ``n`` rollouts (``c`` correct) put the question in the band."""
     target = [question.answer, *[a for a in (question.answer_aliases or []) if a]]
     return {
         "data_source": DATA_SOURCE,
@@ -90,10 +96,27 @@ def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, i
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": {"target": target}},
         "extra_info": {"question_id": question.question_id, "index": index, "path": list(question.path),
-                       "n": n, "c": c, "split": question.split,
+                       "n": n, "c": c, "band_model": band_model, "split": question.split,
                        "tools_kwargs": tools_kwargs(question), "need_tools_kwargs": True},
         "tools": tools,
     }
+
+
+def band_model_name(by: str, models: Iterable[str]) -> str:
+    """``by:model`` (``teacher:oracle``), the models joined by ``+`` when several rolled out (sorted)."""
+    names = sorted({m for m in models if m})
+    return f"{by}:{'+'.join(names) if names else 'unknown'}"
+
+
+def band_counts(rows: Iterable[tuple[str, int, int]]) -> dict[str, dict[str, int]]:
+    """Per split, the questions in each band, from ``(split, n, c)`` per question: ``{split: {band: count}}``.
+
+    Every band is listed for every split seen, zeros included, so a reader never mistakes a missing key
+    for a band that was not counted."""
+    out: dict[str, dict[str, int]] = {}
+    for split, n, c in rows:
+        out.setdefault(split, {b: 0 for b in BANDS})[band(c, n)] += 1
+    return {s: out[s] for s in sorted(out)}
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -139,5 +162,5 @@ def pass_stats(counts: Iterable[tuple]) -> dict:
     return out
 
 
-__all__ = ["ABILITY", "BANDS", "DATA_SOURCE", "band", "pass_at_k", "pass_stats",
+__all__ = ["ABILITY", "BANDS", "DATA_SOURCE", "band", "band_counts", "band_model_name", "pass_at_k", "pass_stats",
            "prompt_messages", "rl_row", "tools_kwargs"]

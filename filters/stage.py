@@ -28,12 +28,14 @@ import pyarrow.dataset as ds
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.records import RL_SCHEMA, SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
 
-from filters.band import BANDS, band, pass_stats, prompt_messages, rl_row
+from filters.band import BANDS, band, band_counts, band_model_name, pass_stats, prompt_messages, rl_row
 from filters.base import HELD_OUT, NOT_BEST, FilterContext, FilterRunner, build_chain
 from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
 from filters.correctness import CorrectnessFilter, grade, run_judge
+from filters.curriculum import write_curriculum
 from filters.grounded import ungrounded_steps
+from filters.rlconfig import TEACHER
 from filters.sftrows import sft_messages, sft_row
 
 BATCH_ROWS = 512
@@ -67,7 +69,7 @@ def load_questions(store: Any) -> dict[str, Question]:
 class _PerQuestion:
     """What the band needs of one question: n, c, and its first rollout's harness prompt."""
 
-    __slots__ = ("n", "c", "first", "key", "prompt", "tools")
+    __slots__ = ("n", "c", "first", "key", "prompt", "tools", "models")
 
     def __init__(self) -> None:
         self.n, self.c = 0, 0
@@ -75,10 +77,12 @@ class _PerQuestion:
         self.key: tuple | None = None
         self.prompt: list[dict] | None = None
         self.tools: str | None = None
+        self.models: set[str] = set()  # the teacher models whose rollouts measured the band
 
     def add(self, fact: "_Fact") -> None:
         self.n += 1
         self.c += int(fact.correct)
+        self.models.add(fact.model)
         if fact.sample_index == 0:
             self.first = fact.correct
         key = (fact.sample_index, fact.trace_id)
@@ -98,6 +102,7 @@ class _Fact:
     correct: bool
     prompt: list[dict] | None
     tools: str | None
+    model: str = ""
 
     @classmethod
     def of(cls, trace: Trace, correct: bool) -> "_Fact":
@@ -106,7 +111,7 @@ class _Fact:
         if conv.problem is None or any(m.role == "assistant" for m in conv.messages):
             prompt = prompt_messages(conv.messages) or None
         return cls(trace.question_id, trace.trace_id, trace.sample_index, bool(correct), prompt,
-                   trace.tools if prompt else None)
+                   trace.tools if prompt else None, trace.teacher_model or "")
 
 
 @dataclass
@@ -325,13 +330,13 @@ def run_filter(ctx: StageContext) -> StageResult:
     rejects.write(pending)
     rejects.close()
     _write_verdicts(ctx, verdicts)
-    bands = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl)
+    band_report = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by)
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
         # Drop reasons in the order the chain can give them (the dataset card lists the funnel so).
         "reason_order": [r for f in chain for r in getattr(f, "reasons", ())],
-        "bands": bands,
+        **band_report,
         "pass": pass_stats((p.n, p.c, p.first) for q, p in per_q.items() if q in questions),
         "correct": {
             "rule": sum(v["rule_correct"] for v in verdicts.values()),
@@ -403,25 +408,56 @@ def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
 
 
 def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, _PerQuestion],
-                   share_sft: bool) -> dict[str, int]:
-    """Band every question with rollouts; write the ``rl_pool`` rows (rl questions in the band, and sft
-    ones too when ``share_sft``); return the band counts (of questions of every split)."""
+                   share_sft: bool, band_by: str) -> dict[str, Any]:
+    """Band every question with rollouts and, when the teacher measures the band (``rl.band_by``), write
+    the ``rl_pool`` rows: rl questions in the band, and sft ones too when ``share_sft``.
+
+    Returns the report's band figures, each counted over exactly what its name says, so none disagrees
+    with the table: ``bands`` over the questions ``rl_pool`` draws from (``bands["rl_pool"]`` is the row
+    count of the pool this stage wrote, when it wrote one), ``bands_by_split`` over every split,
+    ``band_model`` the teacher model(s) that measured them, ``rl_pool_rows`` the rows written (0 under
+    ``band_by: student``, whose pool the ``rl_band`` stage writes).
+    """
+    pool_splits = {Split.RL, Split.SFT} if share_sft else {Split.RL}
     counts = {b: 0 for b in BANDS}
+    facts: list[tuple[str, int, int]] = []
+    models: set[str] = set()
+    unknown = 0
     rows = []
     for qid in sorted(per_q):
         p, q = per_q[qid], questions.get(qid)
         if q is None:
-            counts["unknown_question"] = counts.get("unknown_question", 0) + 1
+            unknown += 1
+            continue
+        facts.append((q.split, p.n, p.c))
+        if q.split not in pool_splits:
             continue
         b = band(p.c, p.n)
         counts[b] += 1
-        if b == "rl_pool" and (q.split == Split.RL or share_sft and q.split == Split.SFT):
+        models |= p.models
+        if b == "rl_pool" and band_by == TEACHER:
             prompt = p.prompt or [{"role": "user", "content": q.question}]
-            rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows)))
-    w = ctx.writer("rl_pool", RL_SCHEMA)
-    w.write(rows)
-    w.close()
-    return counts
+            rows.append((q, prompt, p))
+    model = band_model_name(TEACHER, models)
+    # Each row names the teacher model(s) of its own rollouts; the report names them all.
+    rows = [rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=i, band_model=band_model_name(TEACHER, p.models))
+            for i, (q, prompt, p) in enumerate(rows)]
+    curriculum: dict[str, int] = {}
+    if band_by == TEACHER:
+        w = ctx.writer("rl_pool", RL_SCHEMA)
+        w.write(rows)
+        w.close()
+        stages = ctx.cfg.rl.curriculum
+        curriculum = write_curriculum(ctx, rows, {q.question_id: len(q.hops) for q in questions.values()}, stages,
+                                      RL_SCHEMA)
+    out: dict[str, Any] = {"band_by": band_by, "band_model": model, "bands": counts,
+                           "bands_of_splits": sorted(str(x) for x in pool_splits), "bands_by_split": band_counts(facts),
+                           "rl_pool_rows": len(rows)}
+    if curriculum:
+        out["curriculum"] = curriculum
+    if unknown:
+        out["unknown_question"] = unknown
+    return out
 
 
 def _judge_agreement(verdicts) -> dict[str, int]:

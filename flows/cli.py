@@ -115,6 +115,10 @@ for _stage, _doc, *_rest in [
     ("sft", "Train the pipeline's student on DIR/sft with the sft.config recipe into DIR/student (what `hopforge "
             "eval` evaluates); reused while DIR/sft, the recipe and the code are unchanged.", False,
      "student: {out}/student"),
+    ("rl_band", "Under rl.band_by=student, roll the warm-start student (DIR/student, or the server at rl.base_url) "
+                "out rl.n times on every rl question through the eval harness and write rl_pool with the questions "
+                "it answers 1 <= c <= n-1 times (under rl.band_by=teacher the filter writes rl_pool).", False,
+     "rl_pool: {out}/rl_pool"),
 ]:
     _stage_command(_stage, _doc, *_rest)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from filters.config import FiltersConfig
+from filters.rlconfig import RLConfig
 from sft.config import EvalConfig, SFTStageConfig
 from synth.assemble.config import AssembleConfig
 from synth.corpus.config import CorpusConfig
@@ -58,6 +59,7 @@ class Config(RootConfig):
     publish: PublishConfig = Field(default_factory=PublishConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    rl: RLConfig = Field(default_factory=RLConfig)
 
     @model_validator(mode="after")
     def _checks_see_what_agents_see(self) -> "Config":

@@ -76,9 +76,10 @@ ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("q
 TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),
                   outputs=("tokenizer",), command="tokenizer", key_extra=_tokenizer_identity)
 
+# rl.band_by: the filter writes rl_pool (and its curriculum stages) only when the teacher measures the band.
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
-               sections=("filters", "questions.share_sft_rl"),
-               outputs=("sft", "rl_pool", "rejects/filter", "filter/verdicts"), command="filter",
+               sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum"),
+               outputs=("sft", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"), command="filter",
                key_extra=_filter_identity)
 
 ASSEMBLE = Stage("assemble", "synth.assemble.stage:run_assemble",
@@ -101,6 +102,14 @@ SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), by_conten
 EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollout", "index"),
              sections=("eval", "tools", "filters.min_f1"), outputs=("eval",), command="eval")
 
+# Under rl.band_by: student, the warm-start student's own rollouts decide the band and this stage writes
+# rl_pool (under `teacher` it measures nothing and writes nothing: the filter wrote the pool).  It reads the
+# student and the filter's verdicts (for the report's teacher figures), rolls out through the eval harness.
+RL_BAND = Stage("rl_band", "sft.rlband:SHARDS", sharded=True, reads=("sft", "questions", "index", "filter"),
+                sections=("rl", "eval.max_turns", "eval.max_new_tokens", "tools", "filters.min_f1",
+                          "questions.share_sft_rl"),
+                outputs=("rl_pool", "rl_band/traces", "rl_curriculum"), command="rl-band")
+
 PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT,
-                     SFT, EVAL])
+                     SFT, EVAL, RL_BAND])
 BY_NAME = PIPELINE.by_name

@@ -55,7 +55,7 @@ class TurnCounter:
                 "cut_rate": round(self.cut / self.turns, 4) if self.turns else None}
 
 
-class _Counted:
+class CountedTurns:
     """A teacher whose every answered turn is noted by a :class:`TurnCounter`; all else is the teacher's."""
 
     def __init__(self, teacher: Teacher, counter: TurnCounter):
@@ -133,7 +133,7 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
     # No call cache: a checkpoint retrained at the same path must never be answered from stale calls.
     teacher = Teacher(teacher_cfg, None)
     cut = TurnCounter(ecfg.max_new_tokens)
-    counted = _Counted(teacher, cut)
+    counted = CountedTurns(teacher, cut)
 
     async def one(item: tuple[Question, int]) -> Trace:
         q, s = item

@@ -366,6 +366,8 @@ RL_SCHEMA = pa.schema(
             pa.field("path", pa.list_(pa.string())),
             pa.field("n", pa.int32()),
             pa.field("c", pa.int32()),
+            # Whose n rollouts measured the band: "teacher:<model>" or "student:<model>" (rl.band_by).
+            pa.field("band_model", pa.string()),
             pa.field("split", pa.string()),
             # verl's multi-turn tool rollouts: per tool, the kwargs of its ``create`` (the search masks the
             # answer page, as the rollout's Toolbox did); see filters/band.py and synth/tools/verl_tool.py.

@@ -28,6 +28,7 @@ import yaml
 
 from filters.base import NOT_BEST
 from filters.correctness import CorrectnessFilter
+from filters.rlconfig import STUDENT
 from synth.engine.records import SPLITS, Split
 from synth.publish.decontam import decontam_section
 from synth.report.headline import read_headline
@@ -40,7 +41,8 @@ CONFIG_TEXT = {
            "and `tools` (a JSON string of OpenAI function schemas).",
     "longctx": "Long-context rows: the gold pages, tier-1 distractors (pages the traces retrieved) and tier-2 "
                "fill up to a target length L, as `prompt` / `completion`.",
-    "rl_pool": "Questions with 1 <= c <= n-1 correct teacher rollouts (a GRPO group with a gradient), in the "
+    "rl_pool": "Questions with 1 <= c <= n-1 correct rollouts (a GRPO group with a gradient) of the model that "
+               "measured the band (`extra_info.band_model`: the teacher, or the warm-start student), in the "
                "verl / Search-R1 layout (`prompt`, `reward_model.ground_truth.target`, `extra_info`, `tools`).",
     "questions": "Every verified multi-hop question with its gold chain (`path`, `hops`), answer, aliases, "
                  "teacher model and prompt hash.",
@@ -312,9 +314,28 @@ def _verl_command(target: str, configs: list[dict], local: bool) -> list[str]:
             "```"]
 
 
-def _band_order(name: str) -> tuple[int, str]:
-    order = ("rl_pool", "all_wrong", "all_right")
-    return (order.index(name) if name in order else len(order), name)
+def _band_lines(reports: dict, configs: list[dict]) -> list[str]:
+    """The RL band, by split, from the stage that measured the published pool (the filter for the teacher,
+    ``rl_band`` for the student), beside the ``rl_pool`` rows published per split: for the pooled splits the
+    band count and the published rows are the same number."""
+    fr = reports.get("filter") or {}
+    src = reports.get("rl_band") if fr.get("band_by") == STUDENT else fr
+    by_split = (src or {}).get("bands_by_split")
+    if not by_split:
+        return []
+    rl = next((c for c in configs if c["name"] == "rl_pool"), None) or {}
+    published = {s: v["rows"] for s, v in (rl.get("splits") or {}).items()}
+    pooled = set(src.get("bands_of_splits") or [])
+    lines = [f"RL difficulty band, measured by `{src.get('band_model')}` (questions by correct rollouts c of n, "
+             "per split). The band (1 <= c <= n-1) of the pooled splits is published as the `rl_pool` config; the "
+             "other splits are counted, not published.", "",
+             "| split | all wrong (c = 0) | band (1 <= c <= n-1) | all right (c = n) | `rl_pool` rows published |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for split, b in by_split.items():
+        rows = _n(published.get(split, 0)) if split in pooled else "not pooled"
+        lines.append(f"| {split} | {_n(b.get('all_wrong', 0))} | {_n(b.get('rl_pool', 0))} | "
+                     f"{_n(b.get('all_right', 0))} | {rows} |")
+    return lines + [""]
 
 
 def _cost_rows(usage: dict, kept: int) -> list[str]:
@@ -445,14 +466,7 @@ def render_card(f: dict) -> str:
         md += [f"Teacher pass rates over {_n(ps['questions'])} questions ({_n(ps.get('samples'))} rollouts): "
                + ", ".join(f"{k} {_n(ps[k])}" for k in ("pass@1", "pass@2", "pass@4", "pass@8", "pass@n") if k in ps)
                + ".", ""]
-    bands = fr.get("bands") or {}
-    rl_splits = list(next((c["splits"] for c in f["configs"] if c["name"] == "rl_pool"), {}))
-    if bands:
-        md += ["RL difficulty band (questions by correct rollouts c of n): "
-               + ", ".join(f"`{b}` {_n(bands[b])}" for b in sorted(bands, key=_band_order))
-               + " (questions of every split). Only the `rl_pool` band (1 <= c <= n-1) is published, as the "
-               "`rl_pool` config, and of it only the "
-               + (" and ".join(f"`{x}`" for x in rl_splits) if rl_splits else "`rl`") + " questions.", ""]
+    md += _band_lines(reports, f["configs"])
 
     md += ["## Cost", ""]
     if f["usage"]:

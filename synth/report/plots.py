@@ -168,6 +168,35 @@ def pass_at_n(counts: Mapping[int, int], n: int, path: Path) -> Path:
     return _save(pass_at_n_figure(counts, n), path)
 
 
+def bands_figure(rows: Sequence[Mapping]) -> Figure:
+    """Questions per band (all wrong, band, all right), one group of bars per measuring model and split.
+
+    ``rows`` are :func:`synth.report.band.band_rows`: each bar is a count of its table, so the figure cannot say
+    another number; the splits a pool does not draw from (``in_pool`` false) are drawn pale.
+    """
+    fig = Figure(figsize=(6.5, 3.6))
+    ax = fig.subplots()
+    names = [f"{r['model']}\n{r['split']}" for r in rows]
+    colors = (DROP_COLOR, "#ff9f43", KEPT_COLOR)
+    for j, (band, color) in enumerate(zip(("all_wrong", "rl_pool", "all_right"), colors)):
+        xs = [i + (j - 1) * 0.27 for i in range(len(rows))]
+        hs = [int(r[band]) for r in rows]
+        alphas = [1.0 if r["in_pool"] else 0.35 for r in rows]
+        for x, h, a in zip(xs, hs, alphas):
+            ax.bar(x, h, width=0.25, color=color, alpha=a)
+            ax.text(x, h, f"{h:,}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(list(range(len(rows))), names, fontsize=7)
+    ax.set_ylabel("questions")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("Band by model and split (red: all wrong, orange: band = rl_pool rows, green: all right)", fontsize=8)
+    return fig
+
+
+def bands(rows: Sequence[Mapping], path: Path) -> Path:
+    """Write :func:`bands_figure`."""
+    return _save(bands_figure(rows), path)
+
+
 # ---- tool calls ------------------------------------------------------------------------------
 
 def tool_calls_figure(calls: Sequence[int], kept: Sequence[bool] | None, t_min: int | None,
@@ -291,5 +320,5 @@ def calibration(cal: dict[str, dict], path: Path) -> Path:
     return _save(fig, path)
 
 
-__all__ = ["calibration", "drops", "erf", "funnel", "funnel_figure", "histogram", "pass_at_n",
+__all__ = ["bands", "bands_figure", "calibration", "drops", "erf", "funnel", "funnel_figure", "histogram", "pass_at_n",
            "pass_at_n_figure", "step_text", "tool_calls", "tool_calls_figure", "tool_mix", "tool_mix_figure"]

@@ -38,6 +38,7 @@ from filters.base import AFTER_CHAIN, HELD_OUT, NOT_BEST
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
 from synth.report.decontam import decontamination_section
+from synth.report.band import band_section
 from synth.report.explorer import write_explorer
 from synth.report.headline import read_headline
 from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
@@ -200,7 +201,7 @@ def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], dict[str,
                                       "gold_first_seen", "final_answer", "completion_tokens", "n_search", "n_open",
                                       "n_find", "n_tool_errors", "sample_index"]) or []
     questions = {q["question_id"]: q for q in (_table(store, "questions", ["question_id", "path", "answer",
-                                                                           "answer_aliases"]) or [])}
+                                                                           "answer_aliases", "split"]) or [])}
     verdicts = _table(store, "filter/verdicts", ["trace_id", "correct", "n_tokens", "kept", "reason",
                                                  "ungrounded_steps"])
     by_id = {v["trace_id"]: v for v in verdicts or []}
@@ -368,9 +369,16 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     if (decon := decontamination_section(md, reports.get("questions"))) is not None:
         rep.summary["decontamination"] = decon
     rep.skipped += trust_sections(md, store.root, reports, verdicts, out, rep.summary, plots, fig)
+    rep.skipped += band_section(md, reports, store.root, rep.summary, plots, out, fig)
 
     if facts:
-        _trace_sections(md, facts, reports, out, rep, plots, fig, min_tool_calls, max_tool_calls)
+        # The per-question success figure shows the questions rl_pool draws from (the split(s) the filter banded),
+        # all of them sampled n times, so its band bars are the band of the table; other splits are sampled
+        # adaptively (sft) or once (eval) and would only blur it.
+        pooled = set((reports.get("filter") or {}).get("bands_of_splits") or [])
+        pool_ids = {qid for qid, q in questions.items() if q.get("split") in pooled} if questions else set()
+        _trace_sections(md, facts, reports, out, rep, plots, fig, min_tool_calls, max_tool_calls,
+                        pool=(sorted(pooled), pool_ids))
         _evidence_sections(md, facts, out, rep, plots, fig)
     else:
         rep.skipped.append("traces")
@@ -437,7 +445,8 @@ def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict
 
 
 def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, dict], out: Path, rep: Report,
-                    plots: Any, fig: Any, t_min: int | None, t_max: int | None) -> None:
+                    plots: Any, fig: Any, t_min: int | None, t_max: int | None,
+                    pool: tuple[list[str], set[str]] = ([], set())) -> None:
     one_per_turn = sum(1 for f in facts if f.n_turns == f.n_tool_calls + 1)
     md += ["## Traces", "", f"{len(facts):,} traces from {len({f.question_id for f in facts}):,} questions; "
            f"{sum(f.correct for f in facts):,} correct. Turns per trace: mean "
@@ -475,7 +484,11 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
                     extra=("rendered SFT tokens (length filter)", rendered) if rendered else None)
     fig("tokens.png", "Tokens per trace: what the teacher generated, and (when measured) the full rendered "
                       "conversation in the student's tokenizer.")
-    counts = pass_counts(facts)
+    splits, pool_ids = pool
+    pooled = [f for f in facts if f.question_id in pool_ids]
+    whose = (f"The {' and '.join(splits)} questions (those rl_pool draws from: the teacher's band)" if pooled
+             else "Questions")
+    counts = pass_counts(pooled or facts)
     n = main_n(counts)
     if n is not None:
         plots.pass_at_n(counts[n], n, out / "pass_at_n.png")
@@ -483,7 +496,7 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
         left_out = ("" if not others else " Left out: " + ", ".join(
             f"{q:,} question{'s' if q != 1 else ''} with n = {m}" for m, q in others.items())
                     + f" (the plot shows the most common n, {n}).")
-        fig("pass_at_n.png", f"Questions by c, the number of their n = {n} rollouts that answered correctly: one "
+        fig("pass_at_n.png", f"{whose} by c, the number of their n = {n} rollouts that answered correctly: one "
                              f"bar at each c/n (0/{n} ... {n}/{n}). 1 <= c <= n-1 is the RL band (a GRPO group with "
                              f"a gradient); c = 0 and c = n are all wrong and all right." + left_out)
     stats = pass_stats(pass_triples(facts))

@@ -167,7 +167,9 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
     assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": ["Delta City"]}}
     target = t.column("reward_model").combine_chunks().field("ground_truth").field("target")
     assert target.to_pylist() == [["Delta City"]]  # verl reads reward_model["ground_truth"]["target"]
+    teachers = "+".join(sorted({tr.teacher_model for tr in traces if tr.question_id == "q1"}))
     assert row["extra_info"] == {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 6, "c": 5,
+                                 "band_model": f"teacher:{teachers}",  # whose rollouts measured the band
                                  "split": "sft",
                                  # verl's tool rollout: the search masks the answer page, as the rollout did
                                  "tools_kwargs": {"search": {"create_kwargs": {"exclude": ["p3"]}}},
@@ -237,7 +239,9 @@ def test_judge_in_the_stage(tmp_path: Path, monkeypatch) -> None:
     assert rep["judge"]["asked"] == 3 and rep["judge"]["rescued"] == 1
     assert rep["judge"]["overruled_on_rule_hits"] == 1 and rep["judge"]["ignored_no_overlap"] == 1
     assert rep["teacher"]["completed"] == 3 and rep["teacher"]["prompt_tokens"] == 30
-    assert rep["bands"]["rl_pool"] == 1
+    # Band figures by split: the question is an sft one, so the pool (rl questions) has none of it.
+    split = make_question().split
+    assert rep["bands_by_split"][split]["rl_pool"] == 1 and rep["bands"]["rl_pool"] == rep["rl_pool_rows"] == 0
 
 
 def test_missing_tokenizer_names_the_command(tmp_path: Path) -> None:

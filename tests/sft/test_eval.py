@@ -26,7 +26,7 @@ def trained(tmp_path_factory):
     build_demo_corpus(src)
     cfg = load_config(ROOT / "configs/demo.yaml", SMALL + [f"corpus.source={src}"])
     outcomes = PIPELINE.run(PIPELINE, cfg, Store(out))
-    assert [o.name for o in outcomes][-2:] == ["sft", "eval"]
+    assert [o.name for o in outcomes][-3:] == ["sft", "eval", "rl_band"]
     return out, cfg
 
 

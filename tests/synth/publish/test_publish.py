@@ -160,7 +160,11 @@ def build_dir(root: Path, cfg: Config, *, longctx: bool = True, stop_before: str
     _commit(store, "filter", {"sft": sft_table(), "rl_pool": rl_table(questions)},
             {"input": 24, "output": N_SFT, "dropped": {"wrong_answer": 2, "too_few_steps": 1, "not_best": 1},
              "chain": ["format", "correctness", "low_step"],
-             "reason_order": ["format", "wrong_answer", "too_few_steps", "too_many_steps"], "bands": {"rl_pool": 3, "all_wrong": 1, "all_right": 8}},
+             "reason_order": ["format", "wrong_answer", "too_few_steps", "too_many_steps"], "bands": {"rl_pool": 3, "all_wrong": 1, "all_right": 2},
+             "band_by": "teacher", "band_model": "teacher:m", "bands_of_splits": ["rl"], "rl_pool_rows": 3,
+             "bands_by_split": {"eval": {"rl_pool": 0, "all_wrong": 1, "all_right": 1},
+                                "rl": {"rl_pool": 3, "all_wrong": 1, "all_right": 2},
+                                "sft": {"rl_pool": 1, "all_wrong": 0, "all_right": 6}}},
             cfg, ("questions", "rollout"))
     if longctx:
         _commit(store, "assemble", {"longctx": longctx_table()},
@@ -293,12 +297,14 @@ def test_card_split_table_and_load_snippet(tmp_path, secrets, monkeypatch):
     assert "| `sft` | 20 | - | - | 20 | training data: trajectories of `sft` questions only |" in card
     assert "| `longctx` | 5 | - | - | 5 | training data: built from `sft` questions only |" in card
     assert "| `rl_pool` | - | 3 | - | 3 | the `rl` questions in the difficulty band |" in card
+    # The band by split and by the model that measured it: the pooled split's band is the rows published.
+    assert "RL difficulty band, measured by `teacher:m`" in card
+    assert "| rl | 1 | 3 | 2 | 3 |" in card and "| sft | 0 | 1 | 6 | not pooled |" in card
     assert "| `questions` | 7 | 3 | 2 | 12 | every split (provenance); evaluate on `eval`, never train on it |" in card
     assert "| `traces` | 14 | 6 | 4 | 24 |" in card
     assert "fractions `sft` 0.7, `rl` 0.2, `eval` 0.1" in card  # the config matches the questions stage
     assert "- `eval`: held-out questions to evaluate on: never trained on" in card
     assert "| `questions` | 12 | 3 | `sft`, `rl`, `eval` |" in card  # rows, shards, splits
-    assert "and of it only the `rl` questions" in card
 
     # the snippet names the folder and the real splits, and runs as written
     code = snippet(card)
@@ -321,13 +327,15 @@ def test_card_split_table_and_load_snippet(tmp_path, secrets, monkeypatch):
 def test_card_with_shared_rl_pool(tmp_path, secrets):
     cfg = run_config()
     store = build_dir(tmp_path / "run", cfg)
+    rep_path = store.root / "reports" / "filter.json"  # the filter of a run with share_sft_rl pools sft questions too
+    rep_path.write_text(json.dumps(dict(json.loads(rep_path.read_text()), bands_of_splits=["rl", "sft"])))
     recommit(store, cfg, "2", rl_pool=rl_table(make_questions(), which=(1, 7, 8, 9)))  # share_sft_rl
     pub = tmp_path / "pub"
     s = publish(tmp_path / "run", f"local:{pub}", cfg)
     assert s["splits"]["rl_pool"] == {"sft": {"rows": 1, "shards": 1}, "rl": {"rows": 3, "shards": 1}}
     card = (pub / "README.md").read_text()
     assert "| `rl_pool` | 1 | 3 | - | 4 | the `rl` questions in the difficulty band, plus `sft` questions" in card
-    assert "and of it only the `sft` and `rl` questions" in card
+    assert "| rl | 1 | 3 | 2 | 3 |" in card and "| sft | 0 | 1 | 6 | 1 |" in card  # the pooled splits' bands
     by_name = {c["config_name"]: c for c in front(card)["configs"]}
     assert [d["split"] for d in by_name["rl_pool"]["data_files"]] == ["sft", "rl"]
 
@@ -343,7 +351,7 @@ def test_card_contents_and_no_secrets(tmp_path, secrets):
     assert "| traces in | | 24 |" in card
     assert "| `wrong_answer` | 2 | 22 |" in card and "| `too_few_steps` | 1 | 21 |" in card
     assert "| `not_best` | 1 | 20 |" in card and "**kept (`sft`)** | | **20**" in card
-    assert "`rl_pool` 3, `all_wrong` 1, `all_right` 8" in card
+    assert "| rl | 1 | 3 | 2 | 3 |" in card  # the band of the rl split, beside the rl_pool rows published
     for name, sha in prompt_hashes().items():
         assert f"| `{name}.jinja2` | `{sha}` |" in card
     assert "`abc` (12 rows)" in card  # the prompt hash recorded in the question rows

@@ -1,0 +1,75 @@
+"""Configuration of the RL pool (``rl:``): which model measures a question's difficulty, and how.
+
+``rl_pool`` keeps the questions a GRPO group can learn from: of ``n`` rollouts, ``1 <= c <= n - 1``
+answered correctly.  Who rolls out decides what "difficult" means:
+
+- ``band_by: teacher`` (the default): the teacher's rollouts, counted by the ``filter`` stage.  It needs
+  no model beyond the teacher that already rolled out, so it works offline and before any student exists.
+- ``band_by: student``: the warm-start student, ``n`` rollouts per rl question through the eval
+  harness, in the ``rl_band`` stage after ``sft`` (LiteResearcher's curriculum: the policy that RL
+  trains decides what is in its band).
+
+The section lives in ``filters/`` because the filter stage reads ``band_by`` (it writes the teacher's
+pool only when the teacher measures it) and ``sft/`` builds on ``filters/``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from synth.engine.config import Section, operational
+
+# The two models that can measure the band (the values of ``rl.band_by``, and the prefix of ``band_model``).
+TEACHER, STUDENT = "teacher", "student"
+
+
+class CurriculumStage(Section):
+    """One curriculum stage: the band rows whose hops and pass rate c/n fall in these bounds."""
+
+    name: str = Field(..., min_length=1, description="File stem of the stage's table: `DIR/rl_curriculum/<name>`.")
+    min_hops: int = Field(1, ge=1, description="Fewest hops of a question in this stage.")
+    max_hops: int | None = Field(None, ge=1, description="Most hops (None: no upper bound).")
+    min_pass: float = Field(0.0, ge=0, le=1, description="Lowest c/n of a question in this stage.")
+    max_pass: float = Field(1.0, ge=0, le=1, description="Highest c/n of a question in this stage.")
+
+
+class RLConfig(Section):
+    """The RL pool: the model that measures the difficulty band, its rollouts, and curriculum stages."""
+
+    band_by: Literal["teacher", "student"] = Field(
+        "teacher", description="Who measures each question's band 1 <= c <= n-1. `teacher`: the teacher's rollouts "
+        "(`rollout.n` of them for an rl question), counted by the filter; offline, no student needed. `student`: the "
+        "warm-start student (DIR/student, or the model at `base_url`), `rl.n` rollouts per rl question in the "
+        "`rl_band` stage after `sft` (LiteResearcher: the policy's own difficulty).")
+    n: int = Field(8, ge=2, le=64, description="Student rollouts per rl question under `band_by: student` "
+                   "(LiteResearcher: 8, keeping 1 <= c <= 7).")
+    temperature: float = Field(1.0, gt=0, le=2, description="Student sampling temperature for the band: above 0, "
+                               "or the n rollouts of a question would all be the same (c = 0 or n).")
+    max_questions: int | None = Field(None, ge=1, description="Measure only the first N rl questions (trial runs).")
+    base_url: str | None = Field(None, description="An OpenAI-compatible server serving the student (e.g. vLLM "
+                                 "serving DIR/student); None: load DIR/student in-process with transformers.")
+    model: str = Field("student", min_length=1, description="The model name the server at `base_url` serves.")
+    curriculum: list[CurriculumStage] = Field(
+        default_factory=list, description="Optional curriculum stages (LiteResearcher's two stages): each band row "
+        "goes to the first stage whose hops and c/n bounds it fits, written to DIR/rl_curriculum/<name>; rows that fit "
+        "none are counted as `unstaged`. Empty: no stage files.")
+    shard_size: int = operational("rl questions per shard of the `rl_band` stage (a unit of resume).", 8, ge=1)
+    concurrency: int = operational("Student requests in flight against `base_url` (the local model runs one at a "
+                                   "time).", 8, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _stages(self) -> "RLConfig":
+        names = [s.name for s in self.curriculum]
+        if len(set(names)) != len(names):
+            raise ValueError(f"curriculum: a stage name is used twice ({', '.join(names)})")
+        for s in self.curriculum:
+            if s.max_hops is not None and s.max_hops < s.min_hops:
+                raise ValueError(f"curriculum stage {s.name!r}: max_hops {s.max_hops} is below min_hops {s.min_hops}")
+            if s.max_pass < s.min_pass:
+                raise ValueError(f"curriculum stage {s.name!r}: max_pass {s.max_pass} is below min_pass {s.min_pass}")
+        return self
+
+
+__all__ = ["STUDENT", "TEACHER", "CurriculumStage", "RLConfig"]

@@ -1,0 +1,71 @@
+"""The warm-start student as a chat model for the rollout harness: in-process, or behind a server.
+
+The student band (:mod:`sft.rlband`) and evaluation (:mod:`sft.evaluate`) roll the student out through
+:func:`synth.rollout.loop.rollout_one`, which talks to a :class:`~synth.teacher.client.Teacher`.  Here is
+how that teacher is made:
+
+- **local** (``rl.base_url`` unset): ``DIR/student`` loaded with ``transformers`` (the ``hf`` backend).
+  The model is loaded once per process and checkpoint, and shared by every shard of the stage that runs in
+  the process (the backend generates one turn at a time under its own lock, seeding each sample from
+  ``(seed, sample_index)``, so a result does not depend on which thread asked first).
+- **server** (``rl.base_url`` set): any OpenAI-compatible endpoint serving the student (vLLM serving
+  ``DIR/student``); the key is read from ``teacher.api_key_env``, tool calls travel as
+  ``teacher.tool_protocol`` says, and the request's ``seed`` is derived from the prompt and the sample index.
+
+There is no call cache: a checkpoint retrained at the same path must never be answered from stale calls.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from synth.engine.errors import InputError
+from synth.teacher.client import Teacher
+
+_MODELS: dict[tuple, Any] = {}
+_LOCK = threading.Lock()
+
+
+def local_student(path: str | Path, temperature: float, max_new_tokens: int, seed: int) -> Any:
+    """The ``hf`` backend over checkpoint ``path``, loaded once per process for these settings."""
+    path = Path(path).resolve()
+    if not (path / "config.json").exists():
+        raise InputError(f"{path} is not a transformers checkpoint (no config.json): train the student first "
+                         "(`hopforge student`), or set rl.base_url to a server that serves it")
+    key = (str(path), (path / "config.json").stat().st_mtime_ns, temperature, max_new_tokens, seed)
+    with _LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            from synth.teacher.hf import HFChatModel
+
+            model = HFChatModel(path, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
+                                name=f"hf:{path.name}")
+            _MODELS.clear()  # one checkpoint at a time: a retrained student replaces the old one in memory
+            _MODELS[key] = model
+        return model
+
+
+def student_teacher(cfg: Any, student_dir: str | Path | None, *, temperature: float, max_new_tokens: int,
+                    seed: int = 0) -> Teacher:
+    """A :class:`Teacher` that answers with the student (see the module docstring).
+
+    ``student_dir`` is the local checkpoint; None means the server ``cfg.rl.base_url`` (model ``cfg.rl.model``).
+    """
+    rl = cfg.rl
+    if student_dir is not None:
+        backend = local_student(student_dir, temperature, max_new_tokens, seed)
+        tcfg = cfg.teacher.model_copy(update={"backend": "hf", "model": str(student_dir), "temperature": temperature,
+                                              "max_tokens": max_new_tokens, "concurrency": 1})
+        return Teacher(tcfg, None, backend=backend)
+    if not rl.base_url:
+        raise InputError("rl.base_url is not set: name the server that serves the student, or leave it unset to "
+                         "load DIR/student with transformers")
+    tcfg = cfg.teacher.model_copy(update={"backend": "openai", "base_url": rl.base_url, "model": rl.model,
+                                          "temperature": temperature, "max_tokens": max_new_tokens,
+                                          "concurrency": rl.concurrency})
+    return Teacher(tcfg, None)
+
+
+__all__ = ["local_student", "student_teacher"]
