@@ -380,7 +380,7 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
                 v["rubric"] = c.rubric
                 if c.trace_id in kept_ids:
                     v["kept"] = True
-                    rows.append(sft_row(trace, c.rubric))
+                    rows.append(sft_row(trace, c.rubric, ctx.cfg.filters.min_grounding))
                 else:
                     v["reason"] = NOT_BEST
                     runner.reject(trace, NOT_BEST, f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "

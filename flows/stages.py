@@ -61,8 +61,10 @@ QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, mus
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
                 optional_reads=("expand",), outputs=("traces",),
-                # The adaptive policy stops an sft question at keep_per_question answers correct at min_f1.
-                sections=("rollout", "teacher", "tools", "filters.keep_per_question", "filters.min_f1"),
+                # The adaptive policy stops an sft question at keep_per_question answers correct at min_f1;
+                # each trace's step labels say whether a turn was grounded at the grounded filter's threshold.
+                sections=("rollout", "teacher", "tools", "filters.keep_per_question", "filters.min_f1",
+                          "filters.min_grounding"),
                 command="rollout")
 
 TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),
@@ -91,7 +93,7 @@ SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), by_conten
             sections=("sft",), outputs=("student",), command="student", key_extra=_sft_recipe)
 
 EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollout", "index"),
-             sections=("eval", "tools", "filters.min_f1"), outputs=("eval",), command="eval")
+             sections=("eval", "tools", "filters.min_f1", "filters.min_grounding"), outputs=("eval",), command="eval")
 
 PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT,
                      SFT, EVAL])
