@@ -90,4 +90,23 @@ class FiltersConfig(Section):
         return self
 
 
-__all__ = ["DEFAULT_CHAIN", "FiltersConfig"]
+class RLConfig(Section):
+    """How ``rl_pool`` is built beyond the difficulty band (``rl:``): action guidance and the dual reward's
+    baselines.  Both change the table, so both enter the filter stage's key."""
+
+    guidance: bool = Field(
+        False,
+        description="ACTGUIDE-RL: an rl question whose band is all-wrong also enters rl_pool, with "
+        "`extra_info.guidance`, the tool-call sequence of the best correct teacher rollout of that question (a "
+        "trainer prefixes its first k actions). A question with no correct rollout has no guidance and stays out.",
+    )
+    baselines: bool = Field(
+        False,
+        description="Store each rl_pool question's closed-book answer and naive-RAG answer (one search for the "
+        "question, then an answer from its results), both by the teacher, with their scores, in "
+        "`extra_info.baselines` (the `gain` reward mode reads them). Costs two teacher calls a row.",
+    )
+    rag_k: int = Field(5, ge=1, le=50, description="Search results the naive-RAG baseline answers from.")
+
+
+__all__ = ["DEFAULT_CHAIN", "FiltersConfig", "RLConfig"]

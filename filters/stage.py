@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -34,6 +34,7 @@ from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
 from filters.correctness import CorrectnessFilter, grade, run_judge
 from filters.grounded import ungrounded_steps
+from filters.guidance import Reference, keep_best, reference_of
 from filters.sftrows import sft_messages, sft_row
 
 BATCH_ROWS = 512
@@ -119,6 +120,7 @@ class _BatchOut:
     rejects: list[dict]
     dropped: Counter
     counted: int = 0  # traces whose length was rendered and tokenized (not read from the cache)
+    references: list[Reference] = field(default_factory=list)  # correct rollouts of rl questions
 
 
 class _PassOne:
@@ -178,6 +180,9 @@ class _PassOne:
         g = self.fctx.grades[tid]
         out.facts.append(_Fact.of(trace, g.correct))
         keep, reason, _ = self.runner.apply(trace, self.fctx)
+        if g.correct and trace.split != Split.SFT and qid in self.fctx.questions:
+            # rl_pool rows name their question's best correct rollout (and guide all-wrong ones by it).
+            out.references.append(reference_of(trace, self.fctx.questions[qid], keep, self.fcfg.min_grounding))
         rubric = None
         if keep and trace.split != Split.SFT:
             # The chain ran (its verdicts feed the report), but only sft questions train the student.
@@ -289,6 +294,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     verdicts: dict[str, dict] = {}
     per_q: dict[str, _PerQuestion] = {}
     candidates: list[Candidate] = []
+    references: dict[str, Reference] = {}
     counted = 0
     local: _PassOne | None = None
     try:
@@ -305,6 +311,7 @@ def run_filter(ctx: StageContext) -> StageResult:
                 for fact in out.facts:
                     per_q.setdefault(fact.question_id, _PerQuestion()).add(fact)
                 candidates.extend(out.candidates)
+                keep_best(references, out.references)
                 verdicts.update((v["trace_id"], v) for v in out.verdicts)
                 runner.dropped.update(out.dropped)
                 counted += out.counted
@@ -325,13 +332,14 @@ def run_filter(ctx: StageContext) -> StageResult:
     rejects.write(pending)
     rejects.close()
     _write_verdicts(ctx, verdicts)
-    bands = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl)
+    bands, guided = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, references)
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
         # Drop reasons in the order the chain can give them (the dataset card lists the funnel so).
         "reason_order": [r for f in chain for r in getattr(f, "reasons", ())],
         "bands": bands,
+        "guidance": guided,
         "pass": pass_stats((p.n, p.c, p.first) for q, p in per_q.items() if q in questions),
         "correct": {
             "rule": sum(v["rule_correct"] for v in verdicts.values()),
@@ -403,11 +411,14 @@ def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
 
 
 def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, _PerQuestion],
-                   share_sft: bool) -> dict[str, int]:
+                   share_sft: bool, references: dict[str, Reference]) -> tuple[dict[str, int], dict[str, int]]:
     """Band every question with rollouts; write the ``rl_pool`` rows (rl questions in the band, and sft
-    ones too when ``share_sft``); return the band counts (of questions of every split)."""
+    ones too when ``share_sft``; with ``rl.guidance`` the all-wrong ones that have a correct rollout);
+    return the band counts (of questions of every split) and the guidance counts."""
     counts = {b: 0 for b in BANDS}
+    guided = {"rows": 0, "without_correct_rollout": 0}
     rows = []
+    rl_cfg = ctx.cfg.rl
     for qid in sorted(per_q):
         p, q = per_q[qid], questions.get(qid)
         if q is None:
@@ -415,13 +426,24 @@ def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dic
             continue
         b = band(p.c, p.n)
         counts[b] += 1
-        if b == "rl_pool" and (q.split == Split.RL or share_sft and q.split == Split.SFT):
-            prompt = p.prompt or [{"role": "user", "content": q.question}]
-            rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows)))
+        pooled = q.split == Split.RL or share_sft and q.split == Split.SFT
+        ref = references.get(qid)
+        guidance = None
+        if pooled and b == "all_wrong" and rl_cfg.guidance:
+            if ref is None:
+                guided["without_correct_rollout"] += 1
+                continue
+            guidance = ref.calls
+            guided["rows"] += 1
+        elif not (pooled and b == "rl_pool"):
+            continue
+        prompt = p.prompt or [{"role": "user", "content": q.question}]
+        rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows),
+                           reference=ref.as_reference() if ref else None, guidance=guidance))
     w = ctx.writer("rl_pool", RL_SCHEMA)
     w.write(rows)
     w.close()
-    return counts
+    return counts, guided
 
 
 def _judge_agreement(verdicts) -> dict[str, int]:

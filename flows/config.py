@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from filters.config import FiltersConfig
+from filters.config import FiltersConfig, RLConfig
 from sft.config import EvalConfig, SFTStageConfig
 from synth.assemble.config import AssembleConfig
 from synth.corpus.config import CorpusConfig
@@ -53,6 +53,7 @@ class Config(RootConfig):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    rl: RLConfig = Field(default_factory=RLConfig)
     assemble: AssembleConfig = Field(default_factory=AssembleConfig)
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     publish: PublishConfig = Field(default_factory=PublishConfig)

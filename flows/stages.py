@@ -71,7 +71,7 @@ TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("i
                   outputs=("tokenizer",), command="tokenizer", key_extra=_tokenizer_identity)
 
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
-               sections=("filters", "questions.share_sft_rl"),
+               sections=("filters", "questions.share_sft_rl", "rl"),
                outputs=("sft", "rl_pool", "rejects/filter", "filter/verdicts"), command="filter",
                key_extra=_filter_identity)
 

@@ -370,7 +370,15 @@ RL_TOOLS_KWARGS_TYPE = pa.struct([
     pa.field("search", pa.struct([
         pa.field("create_kwargs", pa.struct([pa.field("exclude", pa.list_(pa.string()))])),
     ])),
+    # CAPF's training-only check_answer: the ground truth and the chain's titles (synth/tools/feedback.py).
+    pa.field("check_answer", pa.struct([
+        pa.field("create_kwargs", pa.struct([pa.field("target", pa.list_(pa.string())),
+                                             pa.field("chain", pa.list_(pa.string()))])),
+    ])),
 ])
+# extra_info.baselines: the dual reward's closed-book and naive-RAG answers of a question, with their scores.
+BASELINE_TYPE = pa.struct([pa.field("answer", pa.string()), pa.field("acc", pa.float64()),
+                           pa.field("f1", pa.float64())])
 RL_SCHEMA = pa.schema(
     [
         pa.field("data_source", pa.string(), nullable=False),
@@ -391,6 +399,12 @@ RL_SCHEMA = pa.schema(
             # answer page, as the rollout's Toolbox did); see filters/band.py and synth/tools/verl_tool.py.
             pa.field("tools_kwargs", RL_TOOLS_KWARGS_TYPE),
             pa.field("need_tools_kwargs", pa.bool_()),
+            # The seeds' RL signals (filters/band.py says what each holds).
+            pa.field("titles", pa.list_(pa.string())),
+            pa.field("reference_trace_id", pa.string()),
+            pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),
+            pa.field("guidance", pa.string()),  # JSON: tool calls' arguments differ by tool
+            pa.field("baselines", pa.struct([pa.field("closed_book", BASELINE_TYPE), pa.field("rag", BASELINE_TYPE)])),
         ]), nullable=False),
         pa.field("tools", pa.string(), nullable=False),
     ]
