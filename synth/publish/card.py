@@ -29,22 +29,25 @@ import yaml
 from filters.base import NOT_BEST
 from filters.correctness import CorrectnessFilter
 from synth.engine.records import SPLITS, Split
+from synth.publish.signals import signals_section
 from synth.report.headline import read_headline
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
 
 CONFIG_TEXT = {
     "sft": "Kept teacher trajectories (best of n by entity rubric) in TRL's conversational format: `messages` "
-           "(a list of `{role, content, tool_calls, tool_call_id, name}`; tool-call `arguments` are JSON strings) "
-           "and `tools` (a JSON string of OpenAI function schemas).",
+           "(a list of `{role, content, tool_calls, tool_call_id, name}`; tool-call `arguments` are JSON strings), "
+           "`tools` (a JSON string of OpenAI function schemas) and `step_labels` (per turn: E_t, pivot hops, "
+           "grounded).",
     "longctx": "Long-context rows: the gold pages, tier-1 distractors (pages the traces retrieved) and tier-2 "
                "fill up to a target length L, as `prompt` / `completion`.",
     "rl_pool": "Questions with 1 <= c <= n-1 correct teacher rollouts (a GRPO group with a gradient), in the "
-               "verl / Search-R1 layout (`prompt`, `reward_model.ground_truth.target`, `extra_info`, `tools`).",
+               "verl / Search-R1 layout (`prompt`, `reward_model.ground_truth.target`, `extra_info`, `tools`); "
+               "`extra_info` also holds what the seeds' RL rewards read (see Step labels and RL signals).",
     "questions": "Every verified multi-hop question with its gold chain (`path`, `hops`), answer, aliases, "
                  "teacher model and prompt hash.",
     "traces": "Every teacher rollout, kept or not: `messages` / `tools` as JSON strings, tool counts, the turn "
-              "each gold page was first seen, tokens and stop reason.",
+              "each gold page was first seen, per-turn `step_labels`, tokens and stop reason.",
 }
 SPLIT_TEXT = {
     Split.SFT: "questions whose kept trajectories are SFT training data (`sft`, `longctx`)",
@@ -452,6 +455,8 @@ def render_card(f: dict) -> str:
                "`rl_pool` config, and of it only the "
                + (" and ".join(f"`{x}`" for x in rl_splits) if rl_splits else "`rl`") + " questions.", ""]
 
+    md += signals_section({c["name"] for c in f["configs"]}, fr.get("guidance"))
+
     md += ["## Cost", ""]
     if f["usage"]:
         md += [f"Teacher tokens and cost of the {' and '.join(COST_STAGES)} stages, calls served from the call "
@@ -474,7 +479,8 @@ def render_card(f: dict) -> str:
         md += ["## RL with verl", "",
                "`rl_pool` is verl's RL dataset as it is: `data_source` `hopforge` is scored by hopforge's reward "
                "(`filters/reward.py`, `compute_score`: the correctness filter's answer matching, a format check and "
-               "an optional evidence term), and `extra_info.tools_kwargs` masks each question's answer page from the "
+               "an optional evidence term by default; the `f1`, `rubric` and `gain` modes above by "
+               "`reward_kwargs.mode`), and `extra_info.tools_kwargs` masks each question's answer page from the "
                "`search` tool, as in the rollouts. hopforge's verl config (`configs/rl/qwen2.5-7b-lora.yaml`: GRPO, "
                "a LoRA on the warm-started 7B student, the tools of `configs/rl/tools.yaml`) runs it on 8 GPUs:",
                ""] + verl + ["", "Any key of verl's `ppo_trainer` can follow (`trainer.n_gpus_per_node=4`, "
