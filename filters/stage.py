@@ -180,7 +180,7 @@ class _PassOne:
         g = self.fctx.grades[tid]
         out.facts.append(_Fact.of(trace, g.correct))
         keep, reason, _ = self.runner.apply(trace, self.fctx)
-        if g.correct and trace.split != Split.SFT and qid in self.fctx.questions:
+        if g.correct and trace.split != Split.EVAL and qid in self.fctx.questions:
             # rl_pool rows name their question's best correct rollout (and guide all-wrong ones by it).
             out.references.append(reference_of(trace, self.fctx.questions[qid], keep, self.fcfg.min_grounding))
         rubric = None
