@@ -40,8 +40,9 @@ from filters.sftrows import sft_messages, sft_row
 BATCH_ROWS = 512
 
 def key_extra(cfg: Any, store: Any) -> str:
-    """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, and the
-    teacher's sampling config when the judge is on (the judge is the only teacher call here)."""
+    """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, the teacher's
+    sampling config when the judge is on, and with ``rl.baselines`` the teacher, the tools and the index
+    the baselines are asked with (the judge and the baselines are the only teacher calls here)."""
     fcfg = cfg.filters
     h = hashlib.sha256()
     for name in fcfg.decontaminate:
@@ -56,6 +57,9 @@ def key_extra(cfg: Any, store: Any) -> str:
                 h.update(block)
     if fcfg.judge:
         h.update(cfg.section_hash("teacher").encode())
+    if cfg.rl.baselines:  # the teacher answers each rl_pool question closed-book and from one search
+        entry = store.stage_entry("index") or {}
+        h.update(f"baselines {cfg.section_hash('teacher', 'tools')} {entry.get('key')}".encode())
     return h.hexdigest()[:16]
 
 
@@ -332,14 +336,14 @@ def run_filter(ctx: StageContext) -> StageResult:
     rejects.write(pending)
     rejects.close()
     _write_verdicts(ctx, verdicts)
-    bands, guided = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, references)
+    bands, pool_extra = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, references)
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
         # Drop reasons in the order the chain can give them (the dataset card lists the funnel so).
         "reason_order": [r for f in chain for r in getattr(f, "reasons", ())],
         "bands": bands,
-        "guidance": guided,
+        **pool_extra,  # guidance (and baselines) counts
         "pass": pass_stats((p.n, p.c, p.first) for q, p in per_q.items() if q in questions),
         "correct": {
             "rule": sum(v["rule_correct"] for v in verdicts.values()),
@@ -411,10 +415,10 @@ def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
 
 
 def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, _PerQuestion],
-                   share_sft: bool, references: dict[str, Reference]) -> tuple[dict[str, int], dict[str, int]]:
+                   share_sft: bool, references: dict[str, Reference]) -> tuple[dict[str, int], dict[str, dict]]:
     """Band every question with rollouts; write the ``rl_pool`` rows (rl questions in the band, and sft
     ones too when ``share_sft``; with ``rl.guidance`` the all-wrong ones that have a correct rollout);
-    return the band counts (of questions of every split) and the guidance counts."""
+    return the band counts (of questions of every split) and the report's guidance (and baselines) counts."""
     counts = {b: 0 for b in BANDS}
     guided = {"rows": 0, "without_correct_rollout": 0}
     rows = []
@@ -440,10 +444,33 @@ def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dic
         prompt = p.prompt or [{"role": "user", "content": q.question}]
         rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows),
                            reference=ref.as_reference() if ref else None, guidance=guidance))
+    extra: dict[str, dict] = {"guidance": guided}
+    if rl_cfg.baselines and rows:
+        extra["baselines"] = _add_baselines(ctx, questions, rows)
     w = ctx.writer("rl_pool", RL_SCHEMA)
     w.write(rows)
     w.close()
-    return counts, guided
+    return counts, extra
+
+
+def _add_baselines(ctx: StageContext, questions: dict[str, Question], rows: list[dict]) -> dict[str, int]:
+    """Ask the teacher each row's closed-book and naive-RAG answers (:mod:`filters.baselines`) into its
+    ``extra_info.baselines``; returns the counts."""
+    from filters.baselines import compute_baselines
+    from synth.teacher.client import open_teacher
+    from synth.tools.search import SearchIndex
+
+    cfg = ctx.cfg
+    index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+    asked = [questions[r["extra_info"]["question_id"]] for r in rows]
+    teacher = open_teacher(cfg.teacher, ctx.store.root)
+    try:
+        found, counts = compute_baselines(teacher, asked, index, cfg.tools, cfg.rl.rag_k, cfg.filters.min_f1)
+    finally:
+        teacher.close()
+    for r in rows:
+        r["extra_info"]["baselines"] = found.get(r["extra_info"]["question_id"])
+    return counts
 
 
 def _judge_agreement(verdicts) -> dict[str, int]:

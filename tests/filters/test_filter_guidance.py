@@ -89,7 +89,7 @@ def test_an_all_wrong_band_gets_the_teachers_tool_calls_as_guidance(tmp_path) ->
         cfg = config()
         cfg.rl.guidance = guidance
         ctx = StageContext(filt, cfg, store, f"test-{guidance}")
-        counts, guided = _write_rl_pool(ctx, questions, per_q, False, {"q1": ref})
+        counts, extra = _write_rl_pool(ctx, questions, per_q, False, {"q1": ref})
         rows = ds.dataset(ctx.out("rl_pool")).to_table().to_pylist()
         assert {r["extra_info"]["question_id"] for r in rows} == expected
         assert counts["all_wrong"] == 2
@@ -98,4 +98,4 @@ def test_an_all_wrong_band_gets_the_teachers_tool_calls_as_guidance(tmp_path) ->
             calls = json.loads(row["extra_info"]["guidance"])
             assert [(c["name"], c["arguments"]) for c in calls] == [(n, a) for n, a in GOOD[:3]]
             assert row["extra_info"]["reference_trace_id"] == "t1b" and row["extra_info"]["c"] == 0
-            assert guided == {"rows": 1, "without_correct_rollout": 1}  # q2 has no correct rollout: left out
+            assert extra["guidance"] == {"rows": 1, "without_correct_rollout": 1}  # q2 has no correct rollout: left out
