@@ -161,3 +161,37 @@ def test_check_answer_runs_through_verls_tool_registry(rl_run, rl_rows, rl_quest
     # no ground truth (a row without tools_kwargs): an error the agent reads, not a verdict
     assert "no ground truth" in _call(loop, "check_answer", {"answer": "x"}, {})
     assert "error" in json.loads(_call(loop, "check_answer", {"candidate": "x"}, first["extra_info"]["tools_kwargs"]))
+
+
+def test_the_readme_command_lines_compose_into_the_modes_and_the_capf_tools(tmp_path) -> None:
+    """The README's shell lines for rubric, gain and CAPF, run by bash as written (``python`` and
+    ``hopforge`` record their arguments), compose over the RL config into what they claim."""
+    import subprocess
+    from functools import partial
+
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### The seeds' rewards", 1)[1].split("\n## ", 1)[0]
+    script = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    record = tmp_path / "args"
+    prelude = f'python() {{ printf "%s\\0" "$@" >> {record}; printf "\\1" >> {record}; }}\nhopforge() {{ :; }}\n'
+    r = subprocess.run(["bash", "-c", prelude + script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    runs = [[a for a in chunk.split("\0") if a] for chunk in record.read_text().split("\1") if chunk]
+    assert len(runs) == 3 and all(argv[:2] == ["-m", "verl.trainer.main_ppo"] for argv in runs)
+    got = []
+    for argv in runs:
+        overrides = [a for a in argv[2:] if not a.startswith("--")]
+        with initialize_config_dir(config_dir=str(ROOT / "configs" / "rl"), version_base=None):
+            cfg = compose(config_name="qwen2.5-7b-lora", overrides=overrides)
+        fn = get_custom_reward_fn(cfg)
+        assert isinstance(fn, partial) and fn.args[0].__module__ == "filters.reward"
+        got.append((fn.args[1], cfg))
+    (rubric, rubric_cfg), (gain, _), (capf, capf_cfg) = got
+    assert rubric["mode"] == "rubric" and rubric_cfg.reward_model.reward_manager == "batch"
+    assert gain["mode"] == "gain"
+    assert capf["mode"] == "em" and capf["rho_pf"] == 0.8
+    turn = capf_cfg.actor_rollout_ref.rollout.multi_turn
+    assert Path(turn.tool_config_path) == CAPF_YAML and capf_cfg.data.tool_config_path == turn.tool_config_path
