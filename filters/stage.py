@@ -3,8 +3,10 @@
 Pass 1 streams ``traces`` in batches.  Each trace is graded (rule, and the judge when
 ``filters.judge``; see :mod:`filters.correctness`) and run through the configured
 chain; a dropped trace goes to ``rejects/filter`` with its reason at once.  What
-best-of-n and the difficulty band need is kept small: per question ``n``, ``c`` and
-the harness prompt; per surviving trace a :class:`~filters.bestofn.Candidate`.
+best-of-n and the difficulty band need is kept small: per question ``n``, ``c``, the
+harness prompt and its best correct rollout's tool calls and step labels (a
+:class:`~filters.guidance.Reference`, for the ``rl_pool`` row); per surviving trace a
+:class:`~filters.bestofn.Candidate`.
 Pass 2 reads back only the survivors, writes the kept ones to ``sft`` and the others
 to the rejects as ``not_best``.  Memory holds no conversation beyond one batch.
 
@@ -138,6 +140,8 @@ class _PassOne:
         from synth.engine.store import Store
 
         self.fcfg = fcfg = cfg.filters
+        # The splits whose questions may enter rl_pool, and so need a reference rollout.
+        self.pooled = {Split.RL, Split.SFT} if cfg.questions.share_sft_rl else {Split.RL}
         root = Path(root)
         self.questions = load_questions(Store(root))
         self.counts = None
@@ -184,7 +188,7 @@ class _PassOne:
         g = self.fctx.grades[tid]
         out.facts.append(_Fact.of(trace, g.correct))
         keep, reason, _ = self.runner.apply(trace, self.fctx)
-        if g.correct and trace.split != Split.EVAL and qid in self.fctx.questions:
+        if g.correct and trace.split in self.pooled and qid in self.fctx.questions:
             # rl_pool rows name their question's best correct rollout (and guide all-wrong ones by it).
             out.references.append(reference_of(trace, self.fctx.questions[qid], keep, self.fcfg.min_grounding))
         rubric = None
