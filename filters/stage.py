@@ -293,10 +293,9 @@ def run_filter(ctx: StageContext) -> StageResult:
     batch_rows = BATCH_ROWS if workers == 1 else max(16, min(BATCH_ROWS, -(-total // (4 * workers))))
     teacher = snap = None
     judge_counts: Counter[str] = Counter()
-    if fcfg.judge:
-        from synth.teacher.client import open_teacher
-
-        teacher = open_teacher(ctx.cfg.teacher, ctx.store.root)
+    if fcfg.judge or ctx.cfg.rl.baselines:
+        # One teacher for the judge and the baselines, closed when the stage ends; its usage is reported.
+        teacher = _teacher(ctx)
         snap = teacher.stats.snapshot()
 
     verdicts: dict[str, dict] = {}
@@ -311,7 +310,7 @@ def run_filter(ctx: StageContext) -> StageResult:
             outs = _batches_in_workers(ctx, batches, workers)
         else:
             local = _PassOne(ctx.cfg, ctx.store.root)
-            judge = None if teacher is None else (
+            judge = None if not fcfg.judge else (
                 lambda recs, grades: _judge_batch(teacher, recs, questions, grades, judge_counts))
             outs = (local(b, judge) for b in batches)
         with ctx.bar("filter", total, "traces") as bar:
@@ -328,8 +327,6 @@ def run_filter(ctx: StageContext) -> StageResult:
     finally:
         if local is not None:
             local.close()
-        if teacher is not None:
-            teacher.close()
     if "length" in fcfg.chain:
         from synth.tokenizer.counts import compact_cache
 
@@ -360,10 +357,18 @@ def run_filter(ctx: StageContext) -> StageResult:
         "workers": workers,
         "tokens_counted": counted,
     }
-    if teacher is not None:
+    if fcfg.judge:
         extra["judge"] = dict(judge_counts) | _judge_agreement(verdicts.values())
+    if teacher is not None:
         extra["teacher"] = teacher.stats.since(snap)
     return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra)
+
+
+def _teacher(ctx: StageContext) -> Any:
+    """The stage's teacher client (the judge's and the baselines'), opened once, closed with the stage."""
+    from synth.teacher.client import open_teacher
+
+    return ctx.resource("teacher", lambda: open_teacher(ctx.cfg.teacher, ctx.store.root))
 
 
 def _judge_batch(teacher: Any, traces: list[Trace], questions: dict[str, Question], grades: dict,
@@ -461,17 +466,12 @@ def _add_baselines(ctx: StageContext, questions: dict[str, Question], rows: list
     """Ask the teacher each row's closed-book and naive-RAG answers (:mod:`filters.baselines`) into its
     ``extra_info.baselines``; returns the counts."""
     from filters.baselines import compute_baselines
-    from synth.teacher.client import open_teacher
     from synth.tools.search import SearchIndex
 
     cfg = ctx.cfg
     index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     asked = [questions[r["extra_info"]["question_id"]] for r in rows]
-    teacher = open_teacher(cfg.teacher, ctx.store.root)
-    try:
-        found, counts = compute_baselines(teacher, asked, index, cfg.tools, cfg.rl.rag_k, cfg.filters.min_f1)
-    finally:
-        teacher.close()
+    found, counts = compute_baselines(_teacher(ctx), asked, index, cfg.tools, cfg.rl.rag_k, cfg.filters.min_f1)
     for r in rows:
         r["extra_info"]["baselines"] = found.get(r["extra_info"]["question_id"])
     return counts

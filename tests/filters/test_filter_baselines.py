@@ -45,6 +45,7 @@ def test_every_rl_pool_row_holds_its_closed_book_and_rag_answers(with_baselines,
     # the same pool as without baselines: the baselines add a field, not rows
     assert [r["extra_info"]["question_id"] for r in rows] == [r["extra_info"]["question_id"] for r in rl_rows]
     assert report["baselines"]["asked"] == len(rows) and report["baselines"]["failed"] == 0
+    assert report["teacher"]["calls"] == 2 * len(rows)  # two teacher calls a row, reported as the stage's usage
     index = SearchIndex.open(root / "index")
     for r in rows:
         q = Question.from_row(rl_questions[r["extra_info"]["question_id"]])
