@@ -470,7 +470,8 @@ def render_card(f: dict) -> str:
         md += ["No teacher usage was recorded (no `teacher` key in the reports).", ""]
     if f["judge_usage"]:
         j = f["judge_usage"]["filter"]
-        md += [f"The LLM judge of the filter stage used a further {_n(j['prompt_tokens'])} prompt and "
+        who = " and ".join(w for w, on in (("LLM judge", "judge" in fr), ("RL baselines", "baselines" in fr)) if on)
+        md += [f"The filter stage's {who or 'teacher'} used a further {_n(j['prompt_tokens'])} prompt and "
                f"{_n(j['completion_tokens'])} completion tokens"
                + (f" ({_n(round(j['cost_usd'], 6))} USD)." if j["cost_usd"] is not None else "."), ""]
 
