@@ -14,9 +14,10 @@ An ``rl_pool`` row is what verl's ``RLHFDataset`` and its multi-turn tool rollou
                   two messages of the SFT rows (the teacher's rollout harness)
     ability       "multihop_search"
     reward_model  {style: "rule", ground_truth: {target: [answer, *aliases]}}
-    extra_info    {question_id, index, path, n, c, band_model, split,
-                   tools_kwargs: {search: {create_kwargs: {exclude: [answer_page_id]}}},
-                   need_tools_kwargs: true}
+    extra_info    {question_id, index, path, titles, n, c, band_model, split,
+                   tools_kwargs: {search: {create_kwargs: {exclude: [answer_page_id]}},
+                                  check_answer: {create_kwargs: {target: [...], chain: titles}}},
+                   need_tools_kwargs: true, reference_trace_id, step_labels, guidance, baselines}
     tools         the rollout's tool schemas as a JSON string (the ``tools`` of the SFT rows)
 
 ``n`` and ``c`` are the rollouts and correct ones of the model that measured the band, and
@@ -33,6 +34,20 @@ the answer page, as the rollout's ``Toolbox(mask_page_ids=[answer_page_id])`` di
 like it, only when ``tools.mask_answer_page``).  Nested fields are Arrow structs (verl
 indexes ``reward_model["ground_truth"]``); ``tools`` stays a JSON string (Arrow would
 merge the keys of different schemas).
+
+What the seeds' rewards and methods read (:mod:`filters.reward`, :mod:`filters.guidance`):
+
+- ``titles``: the path's page titles, parallel to ``path`` (the rubric mode finds the bridge
+  entities a response names by them; the ``check_answer`` tool names the hop a candidate matches).
+- ``reference_trace_id`` and ``step_labels``: the question's best correct teacher rollout and its
+  per-turn labels (E_t, pivot hops, grounded; :mod:`synth.rollout.labels`); null and empty when the
+  teacher has no correct rollout of it.
+- ``guidance`` (with ``rl.guidance``, all-wrong questions only): that rollout's tool calls as a JSON
+  list of ``{"name", "arguments"}`` (ACTGUIDE-RL prefixes the first k); null otherwise.
+- ``baselines`` (with ``rl.baselines``): ``{closed_book, rag}``, each ``{answer, acc, f1}`` (the
+  ``gain`` mode's ``a_I`` and ``a_R``); null otherwise.
+- ``tools_kwargs.check_answer``: the ground truth for CAPF's training-only ``check_answer`` tool
+  (:class:`synth.tools.verl_tool.CheckAnswerTool`), which only a CAPF tool config instantiates.
 """
 
 from __future__ import annotations
@@ -80,15 +95,20 @@ def tools_kwargs(question: Question) -> dict:
     The search never returns the answer page, as in the question's rollouts (the rollout stage builds
     ``Toolbox(index, cfg.tools, mask_page_ids=[question.answer_page_id])``); the tool server takes the
     pages as ``exclude``.  ``open`` and ``find`` take nothing: a rollout may open the answer page once it
-    has found its name through the hops."""
-    return {"search": {"create_kwargs": {"exclude": [question.answer_page_id]}}}
+    has found its name through the hops.  ``check_answer`` (CAPF, training only) gets the ground truth
+    and the chain's titles; the model never sees ``tools_kwargs``."""
+    return {"search": {"create_kwargs": {"exclude": [question.answer_page_id]}},
+            "check_answer": {"create_kwargs": {"target": question.golds, "chain": list(question.titles)}}}
 
 
 def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int,
-           band_model: str | None = None) -> dict:
+           band_model: str | None = None, *, reference: dict | None = None, guidance: str | None = None,
+           baselines: dict | None = None) -> dict:
     """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`); ``prompt`` is the harness of the
     question's first rollout (:func:`prompt_messages`), ``tools`` its tool schemas JSON, ``band_model``
-    the model whose ``n`` rollouts (``c`` correct) put the question in the band."""
+    the model whose ``n`` rollouts (``c`` correct) put the question in the band; ``reference`` the best
+    correct rollout (``{"trace_id", "step_labels"}``), ``guidance`` its tool calls (JSON), ``baselines``
+    the closed-book and naive-RAG answers (see the module docstring)."""
     target = [question.answer, *[a for a in (question.answer_aliases or []) if a]]
     return {
         "data_source": DATA_SOURCE,
@@ -96,8 +116,11 @@ def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, i
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": {"target": target}},
         "extra_info": {"question_id": question.question_id, "index": index, "path": list(question.path),
-                       "n": n, "c": c, "band_model": band_model, "split": question.split,
-                       "tools_kwargs": tools_kwargs(question), "need_tools_kwargs": True},
+                       "titles": list(question.titles), "n": n, "c": c, "band_model": band_model,
+                       "split": question.split, "tools_kwargs": tools_kwargs(question), "need_tools_kwargs": True,
+                       "reference_trace_id": (reference or {}).get("trace_id"),
+                       "step_labels": list((reference or {}).get("step_labels") or []),
+                       "guidance": guidance, "baselines": baselines},
         "tools": tools,
     }
 

@@ -1,199 +1,181 @@
-"""The RL reward for ``rl_pool``: verl's ``compute_score`` over the correctness filter's answer matching.
+"""The RL reward for ``rl_pool``: verl's ``compute_score``, in the seeds' reward modes.
 
-verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info)`` once per
-rollout (``reward.custom_reward_function.path: filters/reward.py``, ``name: compute_score``;
-see README "RL with verl").  ``solution_str`` is the rollout's response decoded with
-``skip_special_tokens=True``: every assistant turn as the student wrote it, with the tool
-observations verl inserted between them as the chat template renders them.  For the Qwen2.5
-template (hermes tool calls)::
+verl calls ``compute_score`` from ``reward.custom_reward_function`` (``path: pkg://filters.reward``,
+``name: compute_score``; see README "RL with verl"), with ``reward_kwargs`` as keyword arguments:
 
-    I will search first.
-    <tool_call>
-    {"name": "search", "arguments": {"query": "Alpha Station"}}
-    </tool_call>
-    user
-    <tool_response>
-    [{"page_id": "12", "title": "Alpha Station", "snippet": "..."}]
-    </tool_response>
-    assistant
-    ... <answer>Delta City</answer>
+- per response (the ``naive`` manager, verl's default):
+  ``compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **reward_kwargs)`` -> a dict;
+- per step, with lists (the ``batch`` manager, ``verl.workers.reward_manager.BatchRewardManager``):
+  ``compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)`` -> a
+  list of dicts.  The ``rubric`` mode needs this form: it normalises within each GRPO group, the
+  responses that share ``extra_info.question_id``.
 
-The score, in this order:
+``solution_str`` is read by :func:`filters.solution.parse_solution`.  The score, in this order:
 
-1. **Format** (``format_ok``).  The observations (``<tool_response>...</tool_response>``) are
-   set aside: the student did not write them.  Every ``<tool_call>...</tool_call>`` the
-   student wrote must hold a JSON object ``{"name": <a tool of synth.tools.schema>,
-   "arguments": {...}}`` (what verl's hermes parser and the format filter accept: a known
-   tool, arguments that are a JSON object) and no ``<tool_call>`` may be left open; the
-   last turn (the text after the last observation) must make no tool call and hold the
-   final ``<answer>...</answer>`` (the last one outside ``<think>``, read exactly as the
-   rollouts and the format filter read it, :func:`synth.teacher.prompting.extract_answer`).
-   A malformed solution scores 0 whatever its answer.
-2. **Correctness** (``acc``).  The answer against ``ground_truth["target"]`` (the answer and
-   its aliases) with the correctness filter's rule (:func:`filters.correctness.grade_answer`:
-   SQuAD/HotpotQA normalisation, exact match or token F1 ``>= min_f1``).  ``min_f1``
-   defaults to ``filters.min_f1``'s default (0.8); set ``reward_kwargs.min_f1`` to the
-   run's value so RL rewards exactly what the filter called correct.
-3. **Evidence** (optional, ``evidence_weight``, default 0: off).  The share of the gold
-   path's pages (``extra_info["path"]``, page ids, the answer page last) the student
-   *read*: a well-formed ``open`` or ``find`` call naming the page id, or an ``open`` /
-   ``find`` observation of that page (which covers pages opened by title).  Search
-   results do not count.  A dense term for shaping; it never outweighs the answer while
-   ``evidence_weight < 1``.
+1. **Format gate** (``format_ok``, every mode).  Every ``<tool_call>`` the student wrote is a JSON
+   object naming a known tool with object arguments, none is left open, and the last turn makes no
+   call and holds the final ``<answer>...</answer>``.  A malformed solution scores 0 in every mode.
+2. **Mode** (``reward_kwargs.mode``, default ``em``; the formulas and sources are in
+   :mod:`filters.reward_modes`):
+   - ``em``: ``acc``, the correctness filter's rule (SQuAD/HotpotQA normalisation, exact match or
+     token F1 ``>= min_f1``; :func:`filters.correctness.grade_answer`).  Set ``min_f1`` to the run's
+     ``filters.min_f1`` so RL rewards exactly what the filter called correct.
+   - ``f1``: the answer's token F1 against the best gold (MultiSearch).
+   - ``rubric``: ``acc + rubric_weight · r_rb / max_group r_rb`` when ``acc > 0``, else ``acc``
+     (positive-only; ``r_rb`` the share of the path's bridge entities, ``extra_info.path`` and
+     ``extra_info.titles``, the response names or reads).  Called per response (no group in sight)
+     it normalises by the largest share possible, 1.
+   - ``gain``: ``½ + S(a) − ½·max(S(a_closed), S(a_rag))`` with the closed-book and naive-RAG answers
+     of ``extra_info.baselines``; ``S`` is ``acc`` (``gain_score: em``, default) or the token F1
+     (``gain_score: f1``), the same function for the three answers.
+3. **Evidence** (optional, ``evidence_weight``, default 0): plus that weight times the share of the
+   gold path's pages (``extra_info.path``) the student read with ``open`` or ``find``.
+4. **Step penalty** (optional, PiCA: ``step_weight`` > 0, ``step_alpha`` default 1.0): minus
+   ``step_weight · step_alpha^(t−3)`` for every tool call from the third on.
+5. **Privileged feedback** (CAPF): the result is multiplied by ``rho_pf ** N``, N the ``check_answer``
+   calls of the response (default ``rho_pf`` 0.8; only a CAPF tool config offers the tool, so without
+   it N is 0).  This is the trajectory-level form of CAPF's return ``R(τ)·ρ_PF^{N_t}``; the per-step
+   form, where a step's return counts only the calls after it, changes the advantage of each token
+   and needs an advantage hook in the trainer (``verl.trainer.ppo.core_algos.register_adv_est``).
 
-``score = acc + evidence_weight * evidence`` when the format holds, else ``0.0``; so by
-default a correct solution scores 1 and a wrong or malformed one 0.  The return value is
-verl's dict form: ``score`` plus ``acc``, ``em``, ``f1``, ``format_ok``, ``evidence``,
-``tool_calls`` and ``bad_tool_calls``, which verl logs as reward metrics.  Rows of another
-``data_source`` (a mixed dataset) go to verl's own ``default_compute_score``.
+A malformed solution scores 0 after every term.  The return value is verl's dict form: ``score`` plus
+``acc``, ``em``, ``f1``, ``format_ok``, ``evidence``, ``rubric`` (``r_rb``), ``tool_calls``,
+``bad_tool_calls``, ``check_calls`` and ``penalty``, which verl logs as reward metrics.  Rows of
+another ``data_source`` (a mixed dataset) go to verl's own ``default_compute_score``.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any, Iterable
-
-from synth.teacher.prompting import extract_answer
-from synth.tools.schema import TOOL_NAMES
+from typing import Any, Sequence
 
 from filters.band import DATA_SOURCE
 from filters.config import FiltersConfig
 from filters.correctness import grade_answer
+from filters.reward_modes import (MODES, answer_f1, entity_share, feedback_factor, gain_reward, group_ids,
+                                  rubric_rewards, step_penalty)
+from filters.solution import Solution, _as_list, evidence_share, gold_answers, parse_solution
 
 MIN_F1 = FiltersConfig.model_fields["min_f1"].default
 
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-_RESPONSE = re.compile(r"<tool_response>(.*?)(?:</tool_response>|$)", re.S)
-# The head of an open or find observation (synth.tools.toolbox.run_open / run_find, as the verl tool
-# writes them): {"page_id": ..., "title": ..., "offset" | "text": ...}.  Search results are a list and
-# errors {"error": ...}, so neither matches.  A head survives verl's truncation of long observations.
-_JSON_STR = r'"(?:[^"\\]|\\.)*"'
-_READ = re.compile(r'^\s*\{\s*"page_id":\s*(' + _JSON_STR + r'),\s*"title":\s*' + _JSON_STR + r',\s*"(?:offset|text)":')
+RHO_PF = 0.8  # CAPF's example value
 
 
-class Solution:
-    """A rollout's response read back: its tool calls, final answer, pages read, and what is malformed.
+class _Scored:
+    """One response graded, before the group-level rubric normalisation (a plain class: see Solution)."""
 
-    (A plain class, not a dataclass: verl may load this file by path, outside ``sys.modules``, where
-    ``dataclass`` cannot resolve string annotations.)"""
+    __slots__ = ("sol", "acc", "em", "f1", "evidence", "share", "base", "mine")
 
-    __slots__ = ("answer", "calls", "bad_calls", "problems", "read_page_ids")
-
-    def __init__(self) -> None:
-        self.answer: str | None = None
-        self.calls: list[tuple[str, dict]] = []  # well-formed (name, arguments)
-        self.bad_calls = 0
-        self.problems: list[str] = []
-        self.read_page_ids: list[str] = []
-
-    @property
-    def format_ok(self) -> bool:
-        """Every tool call well formed and a final answer: see the module docstring."""
-        return not self.problems
+    def __init__(self, solution_str: str, ground_truth: Any, extra_info: dict | None, min_f1: float) -> None:
+        extra = extra_info or {}
+        self.sol = sol = parse_solution(solution_str)
+        golds = gold_answers(ground_truth)
+        g = grade_answer(sol.answer, golds, min_f1)
+        self.acc = float(sol.format_ok and g.rule_correct)
+        self.em, self.f1 = float(g.em), float(answer_f1(sol.answer, golds))
+        path = [str(p) for p in _as_list(extra.get("path"))]
+        self.evidence = evidence_share(sol.read_page_ids, path)
+        self.share = entity_share(sol, path, [str(t) for t in _as_list(extra.get("titles"))])
+        self.base = 0.0
+        self.mine = True
 
 
-def parse_solution(text: str, tool_names: Iterable[str] = TOOL_NAMES) -> Solution:
-    """Read ``solution_str`` (see the module docstring): calls, answer, pages read, format problems."""
-    known = set(tool_names)
-    sol = Solution()
-    text = text or ""
-    responses = list(_RESPONSE.finditer(text))
-    for r in responses:
-        m = _READ.match(r.group(1))
-        if m:
-            sol.read_page_ids.append(_unescape(m.group(1)[1:-1]))
-    student = _RESPONSE.sub("\n", text)
-    for i, body in enumerate(_CALL.findall(student)):
-        name, args, problem = _read_call(body, known)
-        if problem:
-            sol.bad_calls += 1
-            sol.problems.append(f"tool call {i + 1}: {problem}")
-            continue
-        sol.calls.append((name, args))
-        if name in ("open", "find") and isinstance(args.get("page"), str):
-            sol.read_page_ids.append(args["page"])
-    # The last turn: what follows the last observation (or the last call, for a template that marks none).
-    if responses:
-        tail = text[responses[-1].end():]
-    else:
-        last_close = text.rfind("</tool_call>")
-        tail = text[last_close + len("</tool_call>"):] if last_close >= 0 else text
-    if tail.count("<tool_call>") > tail.count("</tool_call>"):
-        sol.problems.append("a <tool_call> is never closed")
-    elif "<tool_call>" in tail:
-        sol.problems.append("the last turn makes a tool call: the final answer needs a turn without one")
-    sol.answer = extract_answer(tail)
-    if not sol.answer:
-        sol.problems.append("the last turn has no <answer>...</answer>")
-    return sol
+def _baseline_scores(extra_info: dict | None, min_f1: float, gain_score: str, golds: list[str]) -> tuple[float, float]:
+    """``(S(a_closed), S(a_rag))`` from ``extra_info.baselines`` (see :func:`filters.band.rl_row`)."""
+    b = (extra_info or {}).get("baselines") or {}
+    out = []
+    for key in ("closed_book", "rag"):
+        entry = b.get(key) if isinstance(b, dict) else None
+        if not isinstance(entry, dict):
+            raise ValueError(f"reward mode 'gain' needs extra_info.baselines.{key} (the question's {key} answer); "
+                             "this rl_pool row has none: build rl_pool with `rl.baselines: true`")
+        answer = entry.get("answer")
+        out.append(answer_f1(answer, golds) if gain_score == "f1"
+                   else float(grade_answer(answer, golds, min_f1).rule_correct))
+    return out[0], out[1]
 
 
-def _read_call(body: str, known: set[str]) -> tuple[str, dict, str | None]:
-    """``(name, arguments, problem)`` of one ``<tool_call>`` body."""
-    try:
-        obj = json.loads(body.strip())
-    except ValueError:
-        return "", {}, "not a JSON object"
-    if not isinstance(obj, dict):
-        return "", {}, "not a JSON object"
-    name, args = obj.get("name"), obj.get("arguments")
-    if not isinstance(name, str) or name not in known:
-        return "", {}, f"unknown tool {name!r}"
-    if not isinstance(args, dict):
-        return name, {}, f"{name}: arguments are not a JSON object"
-    return name, args, None
+def _mode_score(s: _Scored, mode: str, ground_truth: Any, extra_info: dict | None, min_f1: float,
+                gain_score: str) -> float:
+    """The mode's score of one response, the rubric still per response (normalised by 1)."""
+    if mode == "em":
+        return s.acc
+    if mode == "f1":
+        return s.f1
+    if mode == "rubric":
+        return s.acc
+    if mode == "gain":
+        closed, rag = _baseline_scores(extra_info, min_f1, gain_score, gold_answers(ground_truth))
+        return gain_reward(s.acc if gain_score == "em" else s.f1, closed, rag)
+    raise ValueError(f"unknown reward mode {mode!r} (allowed: {', '.join(MODES)})")
 
 
-def _unescape(s: str) -> str:
-    try:
-        return json.loads(f'"{s}"')
-    except ValueError:
-        return s
+def _finish(s: _Scored, score: float, *, evidence_weight: float, step_weight: float, step_alpha: float,
+            rho_pf: float) -> dict:
+    """Add the optional terms to a response's mode score; verl's dict (see the module docstring)."""
+    sol = s.sol
+    penalty = step_penalty(sol.tool_calls, step_weight, step_alpha) if step_weight else 0.0
+    total = (score + evidence_weight * s.evidence - penalty) * feedback_factor(sol.check_calls, rho_pf)
+    return {"score": float(total) if sol.format_ok else 0.0, "acc": s.acc, "em": s.em, "f1": s.f1,
+            "format_ok": float(sol.format_ok), "evidence": float(s.evidence), "rubric": float(s.share),
+            "tool_calls": sol.tool_calls, "bad_tool_calls": sol.bad_calls, "check_calls": sol.check_calls,
+            "penalty": float(penalty)}
 
 
-def evidence_share(read_page_ids: Iterable[str], path: Iterable[str] | None) -> float:
-    """The share of the gold path's pages among the pages read (0.0 without a path)."""
-    gold = set(_as_list(path))
-    if not gold:
-        return 0.0
-    return len(gold & set(read_page_ids)) / len(gold)
+def compute_score(data_source: str | None = None, solution_str: str | None = None, ground_truth: Any = None,
+                  extra_info: dict | None = None, *, data_sources: Sequence[str] | None = None,
+                  solution_strs: Sequence[str] | None = None, ground_truths: Sequence[Any] | None = None,
+                  extra_infos: Sequence[dict | None] | None = None, mode: str = "em", min_f1: float = MIN_F1,
+                  evidence_weight: float = 0.0, rubric_weight: float = 0.5, gain_score: str = "em",
+                  step_weight: float = 0.0, step_alpha: float = 1.0, rho_pf: float = RHO_PF,
+                  **kwargs: Any) -> dict | float | list:
+    """verl's reward function for ``rl_pool`` rows, per response or per step (lists): see the module docstring.
 
-
-def _as_list(value: Any) -> list:
-    """A list from what verl hands over (lists, tuples, numpy arrays, or None)."""
-    if value is None:
-        return []
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    if isinstance(value, str):
-        return [value]
-    return list(value)
-
-
-def gold_answers(ground_truth: Any) -> list[str]:
-    """The answer and aliases of ``reward_model.ground_truth`` (``{"target": [...]}``; a bare list or string too)."""
-    if isinstance(ground_truth, dict):
-        ground_truth = ground_truth.get("target")
-    return [g for g in _as_list(ground_truth) if isinstance(g, str) and g]
-
-
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, *,
-                  min_f1: float = MIN_F1, evidence_weight: float = 0.0, **kwargs: Any) -> dict | float:
-    """verl's reward function for ``rl_pool`` rows (see the module docstring); ``min_f1`` and
-    ``evidence_weight`` come from ``reward.custom_reward_function.reward_kwargs``."""
+    Every keyword after the data comes from ``reward.custom_reward_function.reward_kwargs``."""
+    terms = {"evidence_weight": evidence_weight, "step_weight": step_weight, "step_alpha": step_alpha,
+             "rho_pf": rho_pf}
+    if mode not in MODES:
+        raise ValueError(f"unknown reward mode {mode!r} (allowed: {', '.join(MODES)})")
+    if gain_score not in ("em", "f1"):
+        raise ValueError(f"unknown gain_score {gain_score!r} (allowed: em, f1)")
+    if solution_strs is not None:
+        return _batch(list(_as_list(data_sources)), list(solution_strs), list(_as_list(ground_truths)),
+                      list(_as_list(extra_infos)) or [None] * len(solution_strs), mode, min_f1, rubric_weight,
+                      gain_score, terms, kwargs)
     if data_source != DATA_SOURCE:
         from verl.utils.reward_score import default_compute_score
 
         return default_compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
-    sol = parse_solution(solution_str)
-    g = grade_answer(sol.answer, gold_answers(ground_truth), min_f1)
-    evidence = evidence_share(sol.read_page_ids, (extra_info or {}).get("path"))
-    acc = float(sol.format_ok and g.rule_correct)
-    score = acc + evidence_weight * evidence if sol.format_ok else 0.0
-    return {"score": float(score), "acc": acc, "em": float(g.em), "f1": float(g.f1),
-            "format_ok": float(sol.format_ok), "evidence": float(evidence),
-            "tool_calls": len(sol.calls) + sol.bad_calls, "bad_tool_calls": sol.bad_calls}
+    s = _Scored(solution_str or "", ground_truth, extra_info, min_f1)
+    score = _mode_score(s, mode, ground_truth, extra_info, min_f1, gain_score)
+    if mode == "rubric":
+        score = s.acc + rubric_weight * s.share if s.acc > 0 else s.acc  # alone: normalised by 1, the largest share
+    return _finish(s, score, **terms)
 
 
-__all__ = ["MIN_F1", "Solution", "compute_score", "evidence_share", "gold_answers", "parse_solution"]
+def _batch(sources: list, solutions: list, truths: list, extras: list, mode: str, min_f1: float,
+           rubric_weight: float, gain_score: str, terms: dict, kwargs: dict) -> list:
+    """The batch manager's call: every response of a step, the rubric normalised within each question's group."""
+    out: list = [None] * len(solutions)
+    scored: dict[int, _Scored] = {}
+    for i, (src, sol, gt, extra) in enumerate(zip(sources, solutions, truths, extras)):
+        if src != DATA_SOURCE:
+            out[i] = compute_score(src, sol, gt, extra, **kwargs)
+            continue
+        s = scored[i] = _Scored(sol or "", gt, extra, min_f1)
+        s.base = _mode_score(s, mode, gt, extra, min_f1, gain_score)
+    if mode == "rubric":
+        groups: dict[str, list[int]] = {}
+        ids = group_ids(extras)
+        for i in scored:
+            groups.setdefault(ids[i], []).append(i)
+        for members in groups.values():
+            rewards = rubric_rewards([scored[i].base for i in members], [scored[i].share for i in members],
+                                     rubric_weight)
+            for i, r in zip(members, rewards):
+                scored[i].base = r
+    for i, s in scored.items():
+        out[i] = _finish(s, s.base, **terms)
+    return out
+
+
+__all__ = ["MIN_F1", "RHO_PF", "Solution", "compute_score", "evidence_share", "gold_answers", "parse_solution"]

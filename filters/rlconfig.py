@@ -36,7 +36,8 @@ class CurriculumStage(Section):
 
 
 class RLConfig(Section):
-    """The RL pool: the model that measures the difficulty band, its rollouts, and curriculum stages."""
+    """The RL pool: the model that measures the difficulty band, its rollouts, curriculum stages, and what the
+    rows carry beyond the band (action guidance, the dual reward's baselines)."""
 
     band_by: Literal["teacher", "student"] = Field(
         "teacher", description="Who measures each question's band 1 <= c <= n-1. `teacher`: the teacher's rollouts "
@@ -55,6 +56,19 @@ class RLConfig(Section):
         default_factory=list, description="Optional curriculum stages (LiteResearcher's two stages): each band row "
         "goes to the first stage whose hops and c/n bounds it fits, written to DIR/rl_curriculum/<name>; rows that fit "
         "none are counted as `unstaged`. Empty: no stage files.")
+    guidance: bool = Field(
+        False,
+        description="ACTGUIDE-RL: an rl question whose band is all-wrong also enters rl_pool, with "
+        "`extra_info.guidance`, the tool-call sequence of the best correct teacher rollout of that question (a "
+        "trainer prefixes its first k actions). A question with no correct rollout has no guidance and stays out.",
+    )
+    baselines: bool = Field(
+        False,
+        description="Store each rl_pool question's closed-book answer and naive-RAG answer (one search for the "
+        "question, then an answer from its results), both by the teacher, with their scores, in "
+        "`extra_info.baselines` (the `gain` reward mode reads them). Costs two teacher calls a row.",
+    )
+    rag_k: int = Field(5, ge=1, le=50, description="Search results the naive-RAG baseline answers from.")
     shard_size: int = operational("rl questions per shard of the `rl_band` stage (a unit of resume).", 8, ge=1)
     concurrency: int = operational("Student requests in flight against `base_url` (the local model runs one at a "
                                    "time).", 8, ge=1, le=1024)

@@ -5,13 +5,19 @@ tool_calls, tool_call_id, name), with None where a key does not apply -- which i
 what Arrow gives back when the table is read, so the length filter measures exactly
 what training renders.  Tool-call ``arguments`` stay JSON strings: as structs Arrow
 would merge the argument keys of every tool into one type (a ``search`` call would gain
-``offset: null``).  Keys outside the schema (e.g. ``reasoning_content``) are not kept.
+``offset: null``).  Keys outside the schema (e.g. ``reasoning_content``) are not kept.  A row also carries
+the trace's step labels (``step_labels``, one per assistant turn: E_t, pivot hops, grounded).
 """
 
 from __future__ import annotations
 
 from synth.engine.records import SFT_SCHEMA, Trace
 from synth.engine.conversation import Message
+from synth.rollout.labels import label_rows, labels_of
+
+from filters.config import FiltersConfig
+
+MIN_GROUNDING = FiltersConfig.model_fields["min_grounding"].default
 
 
 def sft_message(m: Message) -> dict:
@@ -30,8 +36,9 @@ def sft_messages(trace: Trace) -> list[dict]:
     return [sft_message(m) for m in trace.conversation.messages]
 
 
-def sft_row(trace: Trace, rubric: float) -> dict:
-    """A row of the ``sft`` table (:data:`synth.engine.records.SFT_SCHEMA`) for a kept trace."""
+def sft_row(trace: Trace, rubric: float, min_grounding: float = MIN_GROUNDING) -> dict:
+    """A row of the ``sft`` table (:data:`synth.engine.records.SFT_SCHEMA`) for a kept trace, with its step
+    labels (:mod:`synth.rollout.labels`; ``min_grounding`` only for a trace that carries none)."""
     return {
         "messages": sft_messages(trace),
         "tools": trace.tools,
@@ -41,6 +48,7 @@ def sft_row(trace: Trace, rubric: float) -> dict:
         "n_tool_calls": int(trace.n_tool_calls),
         "teacher_model": trace.teacher_model,
         "split": trace.split,
+        "step_labels": label_rows(labels_of(trace, min_grounding)),
     }
 
 

@@ -3,8 +3,10 @@
 Pass 1 streams ``traces`` in batches.  Each trace is graded (rule, and the judge when
 ``filters.judge``; see :mod:`filters.correctness`) and run through the configured
 chain; a dropped trace goes to ``rejects/filter`` with its reason at once.  What
-best-of-n and the difficulty band need is kept small: per question ``n``, ``c`` and
-the harness prompt; per surviving trace a :class:`~filters.bestofn.Candidate`.
+best-of-n and the difficulty band need is kept small: per question ``n``, ``c``, the
+harness prompt and its best correct rollout's tool calls and step labels (a
+:class:`~filters.guidance.Reference`, for the ``rl_pool`` row); per surviving trace a
+:class:`~filters.bestofn.Candidate`.
 Pass 2 reads back only the survivors, writes the kept ones to ``sft`` and the others
 to the rejects as ``not_best``.  Memory holds no conversation beyond one batch.
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -36,13 +38,15 @@ from filters.correctness import CorrectnessFilter, grade, run_judge
 from filters.curriculum import write_curriculum
 from filters.grounded import ungrounded_steps
 from filters.rlconfig import TEACHER
+from filters.guidance import Reference, keep_best, reference_of
 from filters.sftrows import sft_messages, sft_row
 
 BATCH_ROWS = 512
 
 def key_extra(cfg: Any, store: Any) -> str:
-    """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, and the
-    teacher's sampling config when the judge is on (the judge is the only teacher call here)."""
+    """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, the teacher's
+    sampling config when the judge is on, and with ``rl.baselines`` the teacher, the tools and the index
+    the baselines are asked with (the judge and the baselines are the only teacher calls here)."""
     fcfg = cfg.filters
     h = hashlib.sha256()
     for name in fcfg.decontaminate:
@@ -57,6 +61,9 @@ def key_extra(cfg: Any, store: Any) -> str:
                 h.update(block)
     if fcfg.judge:
         h.update(cfg.section_hash("teacher").encode())
+    if cfg.rl.baselines:  # the teacher answers each rl_pool question closed-book and from one search
+        entry = store.stage_entry("index") or {}
+        h.update(f"baselines {cfg.section_hash('teacher', 'tools')} {entry.get('key')}".encode())
     return h.hexdigest()[:16]
 
 
@@ -124,6 +131,7 @@ class _BatchOut:
     rejects: list[dict]
     dropped: Counter
     counted: int = 0  # traces whose length was rendered and tokenized (not read from the cache)
+    references: list[Reference] = field(default_factory=list)  # correct rollouts of rl questions
 
 
 class _PassOne:
@@ -137,6 +145,8 @@ class _PassOne:
         from synth.engine.store import Store
 
         self.fcfg = fcfg = cfg.filters
+        # The splits whose questions may enter rl_pool, and so need a reference rollout.
+        self.pooled = {Split.RL, Split.SFT} if cfg.questions.share_sft_rl else {Split.RL}
         root = Path(root)
         self.questions = load_questions(Store(root))
         self.counts = None
@@ -183,6 +193,9 @@ class _PassOne:
         g = self.fctx.grades[tid]
         out.facts.append(_Fact.of(trace, g.correct))
         keep, reason, _ = self.runner.apply(trace, self.fctx)
+        if g.correct and trace.split in self.pooled and qid in self.fctx.questions:
+            # rl_pool rows name their question's best correct rollout (and guide all-wrong ones by it).
+            out.references.append(reference_of(trace, self.fctx.questions[qid], keep, self.fcfg.min_grounding))
         rubric = None
         if keep and trace.split != Split.SFT:
             # The chain ran (its verdicts feed the report), but only sft questions train the student.
@@ -285,15 +298,15 @@ def run_filter(ctx: StageContext) -> StageResult:
     batch_rows = BATCH_ROWS if workers == 1 else max(16, min(BATCH_ROWS, -(-total // (4 * workers))))
     teacher = snap = None
     judge_counts: Counter[str] = Counter()
-    if fcfg.judge:
-        from synth.teacher.client import open_teacher
-
-        teacher = open_teacher(ctx.cfg.teacher, ctx.store.root)
+    if fcfg.judge or ctx.cfg.rl.baselines:
+        # One teacher for the judge and the baselines, closed when the stage ends; its usage is reported.
+        teacher = _teacher(ctx)
         snap = teacher.stats.snapshot()
 
     verdicts: dict[str, dict] = {}
     per_q: dict[str, _PerQuestion] = {}
     candidates: list[Candidate] = []
+    references: dict[str, Reference] = {}
     counted = 0
     local: _PassOne | None = None
     try:
@@ -302,7 +315,7 @@ def run_filter(ctx: StageContext) -> StageResult:
             outs = _batches_in_workers(ctx, batches, workers)
         else:
             local = _PassOne(ctx.cfg, ctx.store.root)
-            judge = None if teacher is None else (
+            judge = None if not fcfg.judge else (
                 lambda recs, grades: _judge_batch(teacher, recs, questions, grades, judge_counts))
             outs = (local(b, judge) for b in batches)
         with ctx.bar("filter", total, "traces") as bar:
@@ -310,6 +323,7 @@ def run_filter(ctx: StageContext) -> StageResult:
                 for fact in out.facts:
                     per_q.setdefault(fact.question_id, _PerQuestion()).add(fact)
                 candidates.extend(out.candidates)
+                keep_best(references, out.references)
                 verdicts.update((v["trace_id"], v) for v in out.verdicts)
                 runner.dropped.update(out.dropped)
                 counted += out.counted
@@ -318,8 +332,6 @@ def run_filter(ctx: StageContext) -> StageResult:
     finally:
         if local is not None:
             local.close()
-        if teacher is not None:
-            teacher.close()
     if "length" in fcfg.chain:
         from synth.tokenizer.counts import compact_cache
 
@@ -330,7 +342,8 @@ def run_filter(ctx: StageContext) -> StageResult:
     rejects.write(pending)
     rejects.close()
     _write_verdicts(ctx, verdicts)
-    band_report = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by)
+    band_report = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
+                                 references)
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
@@ -349,10 +362,18 @@ def run_filter(ctx: StageContext) -> StageResult:
         "workers": workers,
         "tokens_counted": counted,
     }
-    if teacher is not None:
+    if fcfg.judge:
         extra["judge"] = dict(judge_counts) | _judge_agreement(verdicts.values())
+    if teacher is not None:
         extra["teacher"] = teacher.stats.since(snap)
     return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra)
+
+
+def _teacher(ctx: StageContext) -> Any:
+    """The stage's teacher client (the judge's and the baselines'), opened once, closed with the stage."""
+    from synth.teacher.client import open_teacher
+
+    return ctx.resource("teacher", lambda: open_teacher(ctx.cfg.teacher, ctx.store.root))
 
 
 def _judge_batch(teacher: Any, traces: list[Trace], questions: dict[str, Question], grades: dict,
@@ -385,7 +406,7 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
                 v["rubric"] = c.rubric
                 if c.trace_id in kept_ids:
                     v["kept"] = True
-                    rows.append(sft_row(trace, c.rubric))
+                    rows.append(sft_row(trace, c.rubric, ctx.cfg.filters.min_grounding))
                 else:
                     v["reason"] = NOT_BEST
                     runner.reject(trace, NOT_BEST, f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
@@ -408,21 +429,24 @@ def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
 
 
 def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, _PerQuestion],
-                   share_sft: bool, band_by: str) -> dict[str, Any]:
+                   share_sft: bool, band_by: str, references: dict[str, Reference]) -> dict[str, Any]:
     """Band every question with rollouts and, when the teacher measures the band (``rl.band_by``), write
-    the ``rl_pool`` rows: rl questions in the band, and sft ones too when ``share_sft``.
+    the ``rl_pool`` rows: rl questions in the band, and sft ones too when ``share_sft``; with ``rl.guidance``
+    also the all-wrong ones that have a correct rollout (ACTGUIDE-RL).
 
     Returns the report's band figures, each counted over exactly what its name says, so none disagrees
-    with the table: ``bands`` over the questions ``rl_pool`` draws from (``bands["rl_pool"]`` is the row
-    count of the pool this stage wrote, when it wrote one), ``bands_by_split`` over every split,
-    ``band_model`` the teacher model(s) that measured them, ``rl_pool_rows`` the rows written (0 under
-    ``band_by: student``, whose pool the ``rl_band`` stage writes).
+    with the table: ``bands`` over the questions ``rl_pool`` draws from, ``bands_by_split`` over every
+    split, ``band_model`` the teacher model(s) that measured them, ``rl_pool_rows`` the rows written (0
+    under ``band_by: student``, whose pool the ``rl_band`` stage writes; ``bands["rl_pool"]`` plus the
+    guided rows otherwise), ``guidance`` (and, with ``rl.baselines``, ``baselines``) counts.
     """
     pool_splits = {Split.RL, Split.SFT} if share_sft else {Split.RL}
     counts = {b: 0 for b in BANDS}
     facts: list[tuple[str, int, int]] = []
     models: set[str] = set()
     unknown = 0
+    guided = {"rows": 0, "without_correct_rollout": 0}
+    rl_cfg = ctx.cfg.rl
     rows = []
     for qid in sorted(per_q):
         p, q = per_q[qid], questions.get(qid)
@@ -435,29 +459,54 @@ def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dic
         b = band(p.c, p.n)
         counts[b] += 1
         models |= p.models
-        if b == "rl_pool" and band_by == TEACHER:
-            prompt = p.prompt or [{"role": "user", "content": q.question}]
-            rows.append((q, prompt, p))
-    model = band_model_name(TEACHER, models)
-    # Each row names the teacher model(s) of its own rollouts; the report names them all.
-    rows = [rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=i, band_model=band_model_name(TEACHER, p.models))
-            for i, (q, prompt, p) in enumerate(rows)]
-    curriculum: dict[str, int] = {}
+        if band_by != TEACHER:
+            continue
+        ref = references.get(qid)
+        guidance = None
+        if b == "all_wrong" and rl_cfg.guidance:
+            if ref is None:
+                guided["without_correct_rollout"] += 1
+                continue
+            guidance = ref.calls
+            guided["rows"] += 1
+        elif b != "rl_pool":
+            continue
+        prompt = p.prompt or [{"role": "user", "content": q.question}]
+        # Each row names the teacher model(s) of its own rollouts; the report names them all.
+        rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows),
+                           band_model=band_model_name(TEACHER, p.models),
+                           reference=ref.as_reference() if ref else None, guidance=guidance))
+    out: dict[str, Any] = {"band_by": band_by, "band_model": band_model_name(TEACHER, models), "bands": counts,
+                           "bands_of_splits": sorted(str(x) for x in pool_splits), "bands_by_split": band_counts(facts),
+                           "rl_pool_rows": len(rows), "guidance": guided}
     if band_by == TEACHER:
+        if rl_cfg.baselines and rows:
+            out["baselines"] = _add_baselines(ctx, questions, rows)
         w = ctx.writer("rl_pool", RL_SCHEMA)
         w.write(rows)
         w.close()
-        stages = ctx.cfg.rl.curriculum
-        curriculum = write_curriculum(ctx, rows, {q.question_id: len(q.hops) for q in questions.values()}, stages,
-                                      RL_SCHEMA)
-    out: dict[str, Any] = {"band_by": band_by, "band_model": model, "bands": counts,
-                           "bands_of_splits": sorted(str(x) for x in pool_splits), "bands_by_split": band_counts(facts),
-                           "rl_pool_rows": len(rows)}
-    if curriculum:
-        out["curriculum"] = curriculum
+        curriculum = write_curriculum(ctx, rows, {q.question_id: len(q.hops) for q in questions.values()},
+                                      rl_cfg.curriculum, RL_SCHEMA)
+        if curriculum:
+            out["curriculum"] = curriculum
     if unknown:
         out["unknown_question"] = unknown
     return out
+
+
+def _add_baselines(ctx: StageContext, questions: dict[str, Question], rows: list[dict]) -> dict[str, int]:
+    """Ask the teacher each row's closed-book and naive-RAG answers (:mod:`filters.baselines`) into its
+    ``extra_info.baselines``; returns the counts."""
+    from filters.baselines import compute_baselines
+    from synth.tools.search import SearchIndex
+
+    cfg = ctx.cfg
+    index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+    asked = [questions[r["extra_info"]["question_id"]] for r in rows]
+    found, counts = compute_baselines(_teacher(ctx), asked, index, cfg.tools, cfg.rl.rag_k, cfg.filters.min_f1)
+    for r in rows:
+        r["extra_info"]["baselines"] = found.get(r["extra_info"]["question_id"])
+    return counts
 
 
 def _judge_agreement(verdicts) -> dict[str, int]:

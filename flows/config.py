@@ -54,6 +54,7 @@ class Config(RootConfig):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    rl: RLConfig = Field(default_factory=RLConfig)
     assemble: AssembleConfig = Field(default_factory=AssembleConfig)
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     publish: PublishConfig = Field(default_factory=PublishConfig)

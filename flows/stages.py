@@ -69,8 +69,10 @@ QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, mus
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
                 optional_reads=("expand",), outputs=("traces",),
-                # The adaptive policy stops an sft question at keep_per_question answers correct at min_f1.
-                sections=("rollout", "teacher", "tools", "filters.keep_per_question", "filters.min_f1"),
+                # The adaptive policy stops an sft question at keep_per_question answers correct at min_f1;
+                # each trace's step labels say whether a turn was grounded at the grounded filter's threshold.
+                sections=("rollout", "teacher", "tools", "filters.keep_per_question", "filters.min_f1",
+                          "filters.min_grounding"),
                 command="rollout")
 
 TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),
@@ -78,7 +80,8 @@ TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("i
 
 # rl.band_by: the filter writes rl_pool (and its curriculum stages) only when the teacher measures the band.
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
-               sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum"),
+               sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum", "rl.guidance",
+                         "rl.baselines", "rl.rag_k"),
                outputs=("sft", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"), command="filter",
                key_extra=_filter_identity)
 
@@ -100,7 +103,7 @@ SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), by_conten
             sections=("sft",), outputs=("student",), command="student", key_extra=_sft_recipe)
 
 EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollout", "index"),
-             sections=("eval", "tools", "filters.min_f1"), outputs=("eval",), command="eval")
+             sections=("eval", "tools", "filters.min_f1", "filters.min_grounding"), outputs=("eval",), command="eval")
 
 # Under rl.band_by: student, the warm-start student's own rollouts decide the band and this stage writes
 # rl_pool (under `teacher` it measures nothing and writes nothing: the filter wrote the pool).  It reads the

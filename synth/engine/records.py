@@ -140,8 +140,11 @@ class Record:
         if cls.RENAMED and any(old in row for old in cls.RENAMED):
             row = {cls.RENAMED.get(k, k): v for k, v in row.items()}
         # A column a record gained later (with a default) may be missing from a row written before it.
-        kw = {f.name: row[f.name] if f.name in row or f.default is MISSING else f.default
+        kw = {f.name: row[f.name] if f.name in row or (f.default is MISSING and f.default_factory is MISSING)
+              else (f.default if f.default is not MISSING else f.default_factory())
               for f in fields(cls)}  # type: ignore[arg-type]
+        if any(kw[name] is None for name in cls.NESTED):  # a nullable list column read back as null
+            kw.update({name: [] for name in cls.NESTED if kw[name] is None})
         for name, item in cls.NESTED.items():
             kw[name] = [x if isinstance(x, item) else item(**x) for x in kw[name]]
         return cls(**kw)
@@ -218,6 +221,20 @@ class Question(Record):
         return [g for g in [self.answer, *(self.answer_aliases or [])] if g]
 
 
+@dataclass(slots=True)
+class StepLabel:
+    """Labels of one assistant turn of a trace, for process rewards (PiCA's pivot steps); computed by
+    :func:`synth.rollout.labels.step_labels`, which says how."""
+
+    turn: int = column(pa.int32())  # the assistant turn, from 1
+    evidence_state: int = column(pa.int8())  # E_t: gold pages seen before the turn: 0 none, 1 some, 2 all
+    pivot_hops: list[int] = column(pa.list_(pa.int32()))  # path positions whose page this turn first revealed
+    grounded: bool | None = None  # every tool call of the turn acted on what was seen; None: no judged call
+
+
+STEP_LABEL_TYPE = struct_of(StepLabel)
+
+
 # The stop reason of a trajectory whose teacher call failed for good (its ``error`` says why, as
 # ``"reason: detail"``).  The rollout stage never commits one: it lists it as failed, and the next
 # run retries it; a filter that meets one anyway says so rather than calling it malformed.
@@ -264,6 +281,8 @@ class Trace(Record):
     # Of prompt_tokens, those the server said it served from its own prefix cache
     # (usage.prompt_tokens_details.cached_tokens), which a provider bills at a lower rate; 0 when it said none.
     server_cached_prompt_tokens: int = 0
+    # One per assistant turn (synth.rollout.labels); empty in tables written before labels existed.
+    step_labels: list[StepLabel] = field(default_factory=list)
 
     @property
     def conversation(self) -> Conversation:
@@ -301,6 +320,7 @@ SFT_SCHEMA = pa.schema(
         pa.field("n_tool_calls", pa.int32(), nullable=False),
         pa.field("teacher_model", pa.string(), nullable=False),
         pa.field("split", pa.string(), nullable=False),  # always sft
+        pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),  # the trace's, one per assistant turn
     ]
 )
 
@@ -350,7 +370,15 @@ RL_TOOLS_KWARGS_TYPE = pa.struct([
     pa.field("search", pa.struct([
         pa.field("create_kwargs", pa.struct([pa.field("exclude", pa.list_(pa.string()))])),
     ])),
+    # CAPF's training-only check_answer: the ground truth and the chain's titles (synth/tools/feedback.py).
+    pa.field("check_answer", pa.struct([
+        pa.field("create_kwargs", pa.struct([pa.field("target", pa.list_(pa.string())),
+                                             pa.field("chain", pa.list_(pa.string()))])),
+    ])),
 ])
+# extra_info.baselines: the dual reward's closed-book and naive-RAG answers of a question, with their scores.
+BASELINE_TYPE = pa.struct([pa.field("answer", pa.string()), pa.field("acc", pa.float64()),
+                           pa.field("f1", pa.float64())])
 RL_SCHEMA = pa.schema(
     [
         pa.field("data_source", pa.string(), nullable=False),
@@ -373,6 +401,12 @@ RL_SCHEMA = pa.schema(
             # answer page, as the rollout's Toolbox did); see filters/band.py and synth/tools/verl_tool.py.
             pa.field("tools_kwargs", RL_TOOLS_KWARGS_TYPE),
             pa.field("need_tools_kwargs", pa.bool_()),
+            # The seeds' RL signals (filters/band.py says what each holds).
+            pa.field("titles", pa.list_(pa.string())),
+            pa.field("reference_trace_id", pa.string()),
+            pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),
+            pa.field("guidance", pa.string()),  # JSON: tool calls' arguments differ by tool
+            pa.field("baselines", pa.struct([pa.field("closed_book", BASELINE_TYPE), pa.field("rag", BASELINE_TYPE)])),
         ]), nullable=False),
         pa.field("tools", pa.string(), nullable=False),
     ]
@@ -418,6 +452,8 @@ __all__ = [
     "HOP_TYPE",
     "Hop",
     "REJECT_SCHEMA",
+    "STEP_LABEL_TYPE",
+    "StepLabel",
     "Trace",
     "SFT_SCHEMA",
     "TRACE_REJECT_SCHEMA",

@@ -31,23 +31,26 @@ from filters.correctness import CorrectnessFilter
 from filters.rlconfig import STUDENT
 from synth.engine.records import SPLITS, Split
 from synth.publish.decontam import decontam_section
+from synth.publish.signals import signals_section
 from synth.report.headline import read_headline
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
 
 CONFIG_TEXT = {
     "sft": "Kept teacher trajectories (best of n by entity rubric) in TRL's conversational format: `messages` "
-           "(a list of `{role, content, tool_calls, tool_call_id, name}`; tool-call `arguments` are JSON strings) "
-           "and `tools` (a JSON string of OpenAI function schemas).",
+           "(a list of `{role, content, tool_calls, tool_call_id, name}`; tool-call `arguments` are JSON strings), "
+           "`tools` (a JSON string of OpenAI function schemas) and `step_labels` (per turn: E_t, pivot hops, "
+           "grounded).",
     "longctx": "Long-context rows: the gold pages, tier-1 distractors (pages the traces retrieved) and tier-2 "
                "fill up to a target length L, as `prompt` / `completion`.",
     "rl_pool": "Questions with 1 <= c <= n-1 correct rollouts (a GRPO group with a gradient) of the model that "
                "measured the band (`extra_info.band_model`: the teacher, or the warm-start student), in the "
-               "verl / Search-R1 layout (`prompt`, `reward_model.ground_truth.target`, `extra_info`, `tools`).",
+               "verl / Search-R1 layout (`prompt`, `reward_model.ground_truth.target`, `extra_info`, `tools`); "
+               "`extra_info` also holds what the seeds' RL rewards read (see Step labels and RL signals).",
     "questions": "Every verified multi-hop question with its gold chain (`path`, `hops`), answer, aliases, "
                  "teacher model and prompt hash.",
     "traces": "Every teacher rollout, kept or not: `messages` / `tools` as JSON strings, tool counts, the turn "
-              "each gold page was first seen, tokens and stop reason.",
+              "each gold page was first seen, per-turn `step_labels`, tokens and stop reason.",
 }
 SPLIT_TEXT = {
     Split.SFT: "questions whose kept trajectories are SFT training data (`sft`, `longctx`)",
@@ -468,6 +471,8 @@ def render_card(f: dict) -> str:
                + ".", ""]
     md += _band_lines(reports, f["configs"])
 
+    md += signals_section({c["name"] for c in f["configs"]}, fr.get("guidance"))
+
     md += ["## Cost", ""]
     if f["usage"]:
         md += [f"Teacher tokens and cost of the {' and '.join(COST_STAGES)} stages, calls served from the call "
@@ -481,7 +486,8 @@ def render_card(f: dict) -> str:
         md += ["No teacher usage was recorded (no `teacher` key in the reports).", ""]
     if f["judge_usage"]:
         j = f["judge_usage"]["filter"]
-        md += [f"The LLM judge of the filter stage used a further {_n(j['prompt_tokens'])} prompt and "
+        who = " and ".join(w for w, on in (("LLM judge", "judge" in fr), ("RL baselines", "baselines" in fr)) if on)
+        md += [f"The filter stage's {who or 'teacher'} used a further {_n(j['prompt_tokens'])} prompt and "
                f"{_n(j['completion_tokens'])} completion tokens"
                + (f" ({_n(round(j['cost_usd'], 6))} USD)." if j["cost_usd"] is not None else "."), ""]
 
@@ -490,7 +496,8 @@ def render_card(f: dict) -> str:
         md += ["## RL with verl", "",
                "`rl_pool` is verl's RL dataset as it is: `data_source` `hopforge` is scored by hopforge's reward "
                "(`filters/reward.py`, `compute_score`: the correctness filter's answer matching, a format check and "
-               "an optional evidence term), and `extra_info.tools_kwargs` masks each question's answer page from the "
+               "an optional evidence term by default; the `f1`, `rubric` and `gain` modes above by "
+               "`reward_kwargs.mode`), and `extra_info.tools_kwargs` masks each question's answer page from the "
                "`search` tool, as in the rollouts. hopforge's verl config (`configs/rl/qwen2.5-7b-lora.yaml`: GRPO, "
                "a LoRA on the warm-started 7B student, the tools of `configs/rl/tools.yaml`) runs it on 8 GPUs:",
                ""] + verl + ["", "Any key of verl's `ppo_trainer` can follow (`trainer.n_gpus_per_node=4`, "

@@ -43,6 +43,7 @@ from synth.report.explorer import write_explorer
 from synth.report.headline import read_headline
 from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
 from synth.report.trust import trust_sections
+from synth.rollout.labels import evidence_states
 from synth.teacher.config import Price
 from synth.teacher.stats import PricedUsage, TeacherUsage
 from synth.text.answers import is_correct
@@ -73,16 +74,6 @@ def erf_curve(times: list[float], t_max: int | None = None) -> tuple[list[int], 
         acc += counts.get(t, 0)
         out.append(acc / n)
     return ts, out
-
-
-def evidence_states(gold_first_seen: list[int], n_turns: int) -> list[int]:
-    """``E_t`` for t = 1..n_turns: the evidence state each turn was decided in."""
-    total = len(gold_first_seen)
-    states = []
-    for t in range(1, n_turns + 1):
-        seen = sum(1 for g in gold_first_seen if 0 <= g < t)
-        states.append(2 if seen == total else (0 if seen == 0 else 1))
-    return states
 
 
 def calibration_of(gold_first_seen: list[int], n_turns: int, answered: bool) -> dict[str, Any]:

@@ -24,8 +24,9 @@ from typing import Any
 from synth.teacher.prompting import extract_answer
 from synth.teacher.tasks import AGENT
 from synth.engine.records import TEACHER_FAILED as FAILED, Question, Trace
-from synth.engine.conversation import ToolCall
+from synth.engine.conversation import ToolCall, parse_conversation
 from synth.engine.seeding import derive_seed, short_hash
+from synth.rollout.labels import step_labels
 from synth.teacher.client import Teacher, TeacherError
 from synth.tools.toolbox import Toolbox
 
@@ -130,9 +131,12 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         if context_tokens >= rcfg.max_tokens:
             stop = "max_tokens"
             break
+    text = json.dumps(messages, ensure_ascii=False)
+    # The step labels read the grounded filter's threshold, so a trace's labels agree with its filter verdict.
+    labels = step_labels(parse_conversation(text), first_seen, t.n_turns, cfg.filters.min_grounding)
     return Trace(
         trace_id=trace_id(question.question_id, sample_index), question_id=question.question_id,
-        sample_index=sample_index, messages=json.dumps(messages, ensure_ascii=False),
+        sample_index=sample_index, messages=text,
         tools=json.dumps(tools, ensure_ascii=False), final_answer=answer, stop_reason=stop, n_turns=t.n_turns,
         n_tool_calls=t.n_tool_calls, n_search=t.counts["search"], n_open=t.counts["open"], n_find=t.counts["find"],
         n_tool_errors=t.n_errors, searched_page_ids=list(dict.fromkeys(t.searched)),
@@ -140,5 +144,6 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
         latency_s=round(t.latency, 6), teacher_model=teacher.cfg.model, error=error, split=question.split,
         tool_protocol=protocol or teacher.tool_protocol, server_cached_prompt_tokens=t.server_cached_prompt_tokens,
+        step_labels=labels,
     )
 

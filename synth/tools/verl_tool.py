@@ -1,4 +1,5 @@
-"""hopforge's ``search``, ``open`` and ``find`` as verl tools, served by ``hopforge tools serve``.
+"""hopforge's ``search``, ``open`` and ``find`` as verl tools, served by ``hopforge tools serve``; and CAPF's
+training-only ``check_answer`` (:class:`CheckAnswerTool`, ``configs/rl/tools-capf.yaml``).
 
 verl's multi-turn rollout (``actor_rollout_ref.rollout.multi_turn.tool_config_path``) builds
 its tools from a YAML file; ``configs/rl/tools.yaml`` lists this class once per tool::
@@ -57,6 +58,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
 from synth.tools.config import ToolsConfig
+from synth.tools.feedback import CHECK_ANSWER, DEFAULT_MIN_F1, check, check_answer_schema
 from synth.tools.schema import TOOL_NAMES, tool_schemas
 
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -236,9 +238,55 @@ class HopforgeTool(BaseTool):
         self._check(served)
 
 
+class CheckAnswerTool(BaseTool):
+    """CAPF's privileged feedback action ``check_answer`` as a verl tool: training only, no server.
+
+    ``configs/rl/tools-capf.yaml`` lists it after hopforge's three tools.  verl calls ``create`` with
+    ``extra_info.tools_kwargs.check_answer.create_kwargs`` of the ``rl_pool`` row, ``{target: [answer,
+    *aliases], chain: [titles of the path]}`` (:func:`filters.band.tools_kwargs`), so the ground truth
+    reaches the tool and never the prompt.  ``execute`` compares the model's ``answer`` with it
+    (:func:`synth.tools.feedback.check`) and returns the guidance text; the reward attenuates the
+    trajectory by ``reward_kwargs.rho_pf`` per call (:mod:`filters.reward`).  ``config.min_f1`` is the
+    run's ``filters.min_f1`` (default 0.8), so "correct" here is what the reward calls correct.
+    """
+
+    def __init__(self, config: dict, tool_schema: Optional[OpenAIFunctionToolSchema] = None):
+        config = dict(config or {})
+        self.min_f1 = float(config.get("min_f1", DEFAULT_MIN_F1))
+        self._truth: dict[str, tuple[list[str], list[str]]] = {}
+        super().__init__(config, ExactToolSchema.of(check_answer_schema()))
+
+    async def create(self, instance_id: Optional[str] = None, **kwargs: Any) -> tuple[str, ToolResponse]:
+        """A tool instance holding one question's ground truth (``create_kwargs``: target, chain)."""
+        create_kwargs = kwargs.get("create_kwargs") or {}
+        iid = instance_id or uuid4().hex
+        self._truth[iid] = (_as_list(create_kwargs.get("target")), _as_list(create_kwargs.get("chain")))
+        return iid, ToolResponse()
+
+    @rollout_trace_op
+    async def execute(self, instance_id: str, parameters: dict[str, Any],
+                      **kwargs: Any) -> tuple[ToolResponse, float, dict]:
+        """The guidance for the candidate ``parameters["answer"]``; a call without ground truth is an error."""
+        if not isinstance(parameters, dict) or not isinstance(parameters.get("answer"), str):
+            text, _ = _error(f"{CHECK_ANSWER}: give the candidate as {{\"answer\": \"...\"}}")
+            return ToolResponse(text=text), 0.0, {"error": True}
+        target, chain = self._truth.get(instance_id, ([], []))
+        if not target:
+            raise ValueError(f"{CHECK_ANSWER} has no ground truth: the rl_pool row needs "
+                             "extra_info.tools_kwargs.check_answer (rebuild rl_pool) and need_tools_kwargs")
+        verdict, guidance = check(parameters["answer"], target, chain, self.min_f1)
+        return ToolResponse(text=guidance), 0.0, {"verdict": verdict}
+
+    async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
+        return 0.0
+
+    async def release(self, instance_id: str, **kwargs: Any) -> None:
+        self._truth.pop(instance_id, None)
+
+
 def _error(message: str) -> tuple[str, bool]:
     """The observation of a call the agent got wrong, as ``Toolbox.call`` writes it."""
     return json.dumps({"error": message}, ensure_ascii=False), True
 
 
-__all__ = ["DEFAULT_URL", "ExactToolSchema", "HopforgeTool", "ToolServerError", "schema_of"]
+__all__ = ["CheckAnswerTool", "DEFAULT_URL", "ExactToolSchema", "HopforgeTool", "ToolServerError", "schema_of"]

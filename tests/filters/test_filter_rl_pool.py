@@ -21,8 +21,14 @@ def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_rows, rl_questions
         assert 1 <= info["c"] <= info["n"] - 1
         # verl's tool rollout: `need_tools_kwargs`, and the search masks the answer page as the rollout did
         assert info["need_tools_kwargs"] is True
-        assert info["tools_kwargs"] == {"search": {"create_kwargs": {"exclude": [q["answer_page_id"]]}}}
+        assert info["tools_kwargs"]["search"] == {"create_kwargs": {"exclude": [q["answer_page_id"]]}}
         assert q["answer_page_id"] == q["path"][-1]
+        # CAPF's check_answer reads the ground truth and the chain from tools_kwargs, never from the prompt
+        assert info["tools_kwargs"]["check_answer"] == {"create_kwargs": {
+            "target": [q["answer"], *q["answer_aliases"]], "chain": q["titles"]}}
+        assert info["titles"] == q["titles"] and len(info["titles"]) == len(info["path"])
+        # a band row is no guided row, and has no baselines unless rl.baselines asked for them
+        assert info["guidance"] is None and info["baselines"] is None
 
 
 def test_the_prompt_and_tools_are_those_the_sft_rows_trained_on(rl_rows, sft_rows, rl_questions) -> None:

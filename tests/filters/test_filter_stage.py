@@ -15,6 +15,7 @@ from helpers.filterstore import config, make_store, stages
 from helpers.traces import TOOLS_JSON, call, make_question, make_trace
 from synth.engine.runner import run_stage
 from synth.engine.records import SFT_SCHEMA
+from synth.rollout.labels import label_rows, labels_of
 from synth.tools.schema import TOOL_SCHEMAS
 
 GOOD = [call("search", query="Alpha Station"), call("open", page="p1"), call("find", page="p2", text="Delta"),
@@ -168,12 +169,20 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
     target = t.column("reward_model").combine_chunks().field("ground_truth").field("target")
     assert target.to_pylist() == [["Delta City"]]  # verl reads reward_model["ground_truth"]["target"]
     teachers = "+".join(sorted({tr.teacher_model for tr in traces if tr.question_id == "q1"}))
+    q1 = make_question("q1")
+    # the reference: the best correct rollout that passed the chain (t1a names both bridges, t1b one)
+    t1a = next(tr for tr in traces if tr.trace_id == "t1a")
     assert row["extra_info"] == {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 6, "c": 5,
                                  "band_model": f"teacher:{teachers}",  # whose rollouts measured the band
                                  "split": "sft",
-                                 # verl's tool rollout: the search masks the answer page, as the rollout did
-                                 "tools_kwargs": {"search": {"create_kwargs": {"exclude": ["p3"]}}},
-                                 "need_tools_kwargs": True}
+                                 # verl's tool rollout: the search masks the answer page, as the rollout did;
+                                 # CAPF's check_answer (training only) reads the ground truth from here
+                                 "tools_kwargs": {"search": {"create_kwargs": {"exclude": ["p3"]}},
+                                                  "check_answer": {"create_kwargs": {"target": ["Delta City"],
+                                                                                     "chain": q1.titles}}},
+                                 "need_tools_kwargs": True, "titles": q1.titles, "reference_trace_id": "t1a",
+                                 "step_labels": label_rows(labels_of(t1a, 0.8)), "guidance": None,
+                                 "baselines": None}
     first = next(tr for tr in traces if tr.trace_id == "t1b").conversation  # sample_index 0
     assert row["prompt"] == [{"role": m.role, "content": m.content} for m in first.messages[:2]]
     assert json.loads(row["tools"]) == TOOL_SCHEMAS

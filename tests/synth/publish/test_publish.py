@@ -914,3 +914,33 @@ def test_the_card_states_effective_depth_from_the_questions_report():
     assert "## Effective depth" in text and "Of the 199 questions kept" in text and "100% need every hop" in text
     assert "the ratio was 0.9347 and 70.8% needed every hop" in text
     assert _depth_section({}) == []  # a run without the measure says nothing of it
+
+
+def test_the_card_describes_the_step_labels_and_rl_fields_the_published_rows_hold(tmp_path, secrets):
+    from synth.publish.signals import LABEL_FIELDS, RL_FIELDS
+    from synth.rollout.labels import evidence_states
+
+    cfg = run_config()
+    build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    publish(tmp_path / "run", f"local:{pub}", cfg)
+    card = (pub / "README.md").read_text()
+    section = card.split("## Step labels and RL signals", 1)[1].split("\n## ", 1)[0]
+    sft = pq.read_table(sorted((pub / "data" / "sft").glob("*.parquet"))).to_pylist()
+    rl_files = sorted((pub / "data" / "rl_pool").glob("*.parquet"))
+    rl_type = pq.read_schema(rl_files[0]).field("extra_info").type
+    label_names = [f.name for f in pq.read_schema(sorted((pub / "data" / "sft").glob("*.parquet"))[0])
+                   .field("step_labels").type.value_type]
+    # every label the card names is a field of the published rows, and every field is described
+    assert [name for name, _ in LABEL_FIELDS] == label_names
+    for name, _ in LABEL_FIELDS + RL_FIELDS:
+        assert f"`{name}`" in section
+    for name, _ in RL_FIELDS:
+        head, _, sub = name.partition(".")
+        field_type = rl_type.field(head).type
+        assert not sub or field_type.get_field_index(sub) >= 0
+    assert "`rubric`" in section and "positive-only" in section and "rho_pf^N" in section
+    # the published SFT rows carry their traces' labels: E_t from the traces' gold_first_seen
+    for row in sft:  # (sft_table's traces are make_trace's, with its gold_first_seen)
+        t = make_trace(row["trace_id"], row["question_id"])
+        assert [lab["evidence_state"] for lab in row["step_labels"]] == evidence_states(t.gold_first_seen, t.n_turns)

@@ -96,7 +96,8 @@ def test_verl_dataset_loads_rl_pool_with_the_students_tokenizer(dataset, rl_rows
         assert list(item["raw_prompt"]) == row["prompt"]
         assert item["reward_model"]["ground_truth"]["target"] == [q["answer"], *q["answer_aliases"]]
         assert item["index"] == row["extra_info"]["index"] and item["extra_info"]["split"] == "rl"
-        assert item["tools_kwargs"] == {"search": {"create_kwargs": {"exclude": [q["answer_page_id"]]}}}
+        assert item["tools_kwargs"]["search"] == {"create_kwargs": {"exclude": [q["answer_page_id"]]}}
+        assert item["tools_kwargs"]["check_answer"]["create_kwargs"]["target"] == [q["answer"], *q["answer_aliases"]]
         # The prompt tokens RL starts from are those SFT trained after: the SFT system prompt and tools,
         # the question as the user turn, under the student's template.
         rl_text = tokenizer.apply_chat_template(item["raw_prompt"], tools=dataset.tool_schemas,

@@ -1,0 +1,97 @@
+"""The seeds' RL reward signals, as formulas: what each mode of :mod:`filters.reward` computes.
+
+Each function is one published formula; :func:`filters.reward.compute_score` picks them by
+``reward_kwargs.mode`` and composes them with the format gate and the optional terms.
+
+- **em** (hopforge's default): ``acc``, 1 when the answer matches the answer or an alias by the
+  correctness filter's rule (:func:`filters.correctness.grade_answer`), else 0.
+- **f1** (MultiSearch): ``r_ans = 2·n_int / (n_pred + n_truth)`` over the normalised words of the
+  answer and the best gold (:func:`synth.text.answers.f1_score`, SQuAD/HotpotQA normalisation;
+  equal to ``2PR / (P + R)``).
+- **rubric** (the KG-walk seed's entity rubric, positive-only, group-normalised):
+  ``r = r_oc + λ·r̂_rb`` when ``r_oc > 0``, else ``r_oc``; ``r_rb`` is the share of the path's
+  entities the response names (:func:`entity_share`) and ``r̂_rb = r_rb / max_group r_rb`` over the
+  responses of one GRPO group (the same question).  Positive-only: a wrong answer gets no rubric
+  credit however many entities it lists, so listing entity-like words never pays.
+- **gain** (the planner/answerer dual reward): ``R = ½ + S(a, gt) − ½·max(S(a_I, gt), S(a_R, gt))``,
+  ``a_I`` the closed-book answer and ``a_R`` the naive-RAG answer of the question, stored in
+  ``extra_info.baselines``; planning is rewarded for what it adds over answering directly.
+- **step penalty** (PiCA, optional with any mode): ``λ·α^(t−3)`` for each tool call ``t ≥ 3``
+  (counting from 1), so the first two calls are free and the cost of each further one grows
+  when ``α > 1``; the trajectory pays the sum.
+- **privileged feedback** (CAPF, optional): the return is multiplied by ``ρ_PF^N``, N the number of
+  ``check_answer`` calls (the trajectory-level form of CAPF's ``R(τ)·ρ_PF^{N_t}``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from synth.text.answers import f1_score, mentions
+
+from filters.bestofn import title_variants
+from filters.solution import Solution
+
+MODES = ("em", "f1", "rubric", "gain")
+
+
+def answer_f1(answer: str | None, golds: Sequence[str]) -> float:
+    """MultiSearch's answer reward: token F1 against the best of the golds (0.0 without an answer)."""
+    if not answer or not golds:
+        return 0.0
+    return max(f1_score(answer, g) for g in golds)
+
+
+def entity_share(sol: Solution, path: Sequence[str], titles: Sequence[str]) -> float:
+    """``r_rb``: the share of the path's intermediate entities (``path[1:-1]``) the response engages with.
+
+    An entity counts when the student's own text (its reasoning, its tool-call arguments and its
+    answer; never an observation) names it as a whole normalised phrase, its title or its title
+    without a "(qualifier)", or when the rollout read its page (``open`` / ``find``).  The start
+    entity is described by the question and the answer is graded apart, so, as in best-of-n
+    (:mod:`filters.bestofn`), only the bridge entities count; a path without one scores 1."""
+    inner = list(range(1, len(path) - 1))
+    if not inner:
+        return 1.0
+    read = set(sol.read_page_ids)
+    hits = 0
+    for j in inner:
+        variants = title_variants(titles[j]) if j < len(titles) and titles[j] else []
+        if path[j] in read or any(mentions(sol.student_text, v) for v in variants):
+            hits += 1
+    return hits / len(inner)
+
+
+def rubric_rewards(outcomes: Sequence[float], shares: Sequence[float], weight: float) -> list[float]:
+    """The rubric mode over one GRPO group: ``r_oc + weight·r_rb / max_group(r_rb)`` where ``r_oc > 0``.
+
+    The group maximum is taken over the responses whose outcome is positive (the rubric is
+    positive-only: a wrong response's entities neither earn credit nor set the scale); 0 when no
+    correct response names any entity."""
+    top = max((s for o, s in zip(outcomes, shares) if o > 0), default=0.0)
+    return [o + weight * (s / top if top > 0 else 0.0) if o > 0 else o for o, s in zip(outcomes, shares)]
+
+
+def gain_reward(score: float, closed_book: float, rag: float) -> float:
+    """The dual reward's outcome gain: ``½ + S(a) − ½·max(S(a_I), S(a_R))``, in [0, 1.5]."""
+    return 0.5 + score - 0.5 * max(closed_book, rag)
+
+
+def step_penalty(tool_calls: int, weight: float, alpha: float) -> float:
+    """PiCA's penalty summed over a trajectory: ``Σ_{t=3..T} weight·alpha^(t−3)`` for T tool calls."""
+    return sum(weight * alpha ** (t - 3) for t in range(3, tool_calls + 1))
+
+
+def feedback_factor(check_calls: int, rho_pf: float) -> float:
+    """CAPF's attenuation ``ρ_PF^N`` for N ``check_answer`` calls (1.0 without any)."""
+    return rho_pf ** check_calls
+
+
+def group_ids(extra_infos: Iterable[dict | None]) -> list[str]:
+    """The GRPO group of each response: its question (``extra_info.question_id``, what a group's responses
+    share); a response without one is a group of its own."""
+    return [str((e or {}).get("question_id") or f"#{i}") for i, e in enumerate(extra_infos)]
+
+
+__all__ = ["MODES", "answer_f1", "entity_share", "feedback_factor", "gain_reward", "group_ids", "rubric_rewards",
+           "step_penalty"]
