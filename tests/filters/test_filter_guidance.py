@@ -89,7 +89,8 @@ def test_an_all_wrong_band_gets_the_teachers_tool_calls_as_guidance(tmp_path) ->
         cfg = config()
         cfg.rl.guidance = guidance
         ctx = StageContext(filt, cfg, store, f"test-{guidance}")
-        counts, extra = _write_rl_pool(ctx, questions, per_q, False, {"q1": ref})
+        extra = _write_rl_pool(ctx, questions, per_q, False, "teacher", {"q1": ref})
+        counts = extra["bands"]
         rows = ds.dataset(ctx.out("rl_pool")).to_table().to_pylist()
         assert {r["extra_info"]["question_id"] for r in rows} == expected
         assert counts["all_wrong"] == 2
