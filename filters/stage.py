@@ -28,17 +28,16 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from synth.engine.stage import StageContext, StageResult
-from synth.engine.records import RL_SCHEMA, SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
+from synth.engine.records import SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
 
-from filters.band import BANDS, band, band_counts, band_model_name, pass_stats, prompt_messages, rl_row
+from filters.band import pass_stats, prompt_messages
 from filters.base import HELD_OUT, NOT_BEST, FilterContext, FilterRunner, build_chain
 from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
 from filters.correctness import CorrectnessFilter, grade, run_judge
-from filters.curriculum import write_curriculum
 from filters.grounded import ungrounded_steps
-from filters.rlconfig import TEACHER
 from filters.guidance import Reference, keep_best, reference_of
+from filters.pool import write_rl_pool
 from filters.sftrows import sft_messages, sft_row
 
 BATCH_ROWS = 512
@@ -342,8 +341,8 @@ def run_filter(ctx: StageContext) -> StageResult:
     rejects.write(pending)
     rejects.close()
     _write_verdicts(ctx, verdicts)
-    band_report = _write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
-                                 references)
+    band_report = write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
+                                references, lambda: _teacher(ctx))
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
@@ -426,87 +425,6 @@ def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
     w = ctx.writer("filter/verdicts", VERDICT_SCHEMA)
     w.write(list(verdicts.values()))
     w.close()
-
-
-def _write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, _PerQuestion],
-                   share_sft: bool, band_by: str, references: dict[str, Reference]) -> dict[str, Any]:
-    """Band every question with rollouts and, when the teacher measures the band (``rl.band_by``), write
-    the ``rl_pool`` rows: rl questions in the band, and sft ones too when ``share_sft``; with ``rl.guidance``
-    also the all-wrong ones that have a correct rollout (ACTGUIDE-RL).
-
-    Returns the report's band figures, each counted over exactly what its name says, so none disagrees
-    with the table: ``bands`` over the questions ``rl_pool`` draws from, ``bands_by_split`` over every
-    split, ``band_model`` the teacher model(s) that measured them, ``rl_pool_rows`` the rows written (0
-    under ``band_by: student``, whose pool the ``rl_band`` stage writes; ``bands["rl_pool"]`` plus the
-    guided rows otherwise), ``guidance`` (and, with ``rl.baselines``, ``baselines``) counts.
-    """
-    pool_splits = {Split.RL, Split.SFT} if share_sft else {Split.RL}
-    counts = {b: 0 for b in BANDS}
-    facts: list[tuple[str, int, int]] = []
-    models: set[str] = set()
-    unknown = 0
-    guided = {"rows": 0, "without_correct_rollout": 0}
-    rl_cfg = ctx.cfg.rl
-    rows = []
-    for qid in sorted(per_q):
-        p, q = per_q[qid], questions.get(qid)
-        if q is None:
-            unknown += 1
-            continue
-        facts.append((q.split, p.n, p.c))
-        if q.split not in pool_splits:
-            continue
-        b = band(p.c, p.n)
-        counts[b] += 1
-        models |= p.models
-        if band_by != TEACHER:
-            continue
-        ref = references.get(qid)
-        guidance = None
-        if b == "all_wrong" and rl_cfg.guidance:
-            if ref is None:
-                guided["without_correct_rollout"] += 1
-                continue
-            guidance = ref.calls
-            guided["rows"] += 1
-        elif b != "rl_pool":
-            continue
-        prompt = p.prompt or [{"role": "user", "content": q.question}]
-        # Each row names the teacher model(s) of its own rollouts; the report names them all.
-        rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows),
-                           band_model=band_model_name(TEACHER, p.models),
-                           reference=ref.as_reference() if ref else None, guidance=guidance))
-    out: dict[str, Any] = {"band_by": band_by, "band_model": band_model_name(TEACHER, models), "bands": counts,
-                           "bands_of_splits": sorted(str(x) for x in pool_splits), "bands_by_split": band_counts(facts),
-                           "rl_pool_rows": len(rows), "guidance": guided}
-    if band_by == TEACHER:
-        if rl_cfg.baselines and rows:
-            out["baselines"] = _add_baselines(ctx, questions, rows)
-        w = ctx.writer("rl_pool", RL_SCHEMA)
-        w.write(rows)
-        w.close()
-        curriculum = write_curriculum(ctx, rows, {q.question_id: len(q.hops) for q in questions.values()},
-                                      rl_cfg.curriculum, RL_SCHEMA)
-        if curriculum:
-            out["curriculum"] = curriculum
-    if unknown:
-        out["unknown_question"] = unknown
-    return out
-
-
-def _add_baselines(ctx: StageContext, questions: dict[str, Question], rows: list[dict]) -> dict[str, int]:
-    """Ask the teacher each row's closed-book and naive-RAG answers (:mod:`filters.baselines`) into its
-    ``extra_info.baselines``; returns the counts."""
-    from filters.baselines import compute_baselines
-    from synth.tools.search import SearchIndex
-
-    cfg = ctx.cfg
-    index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
-    asked = [questions[r["extra_info"]["question_id"]] for r in rows]
-    found, counts = compute_baselines(_teacher(ctx), asked, index, cfg.tools, cfg.rl.rag_k, cfg.filters.min_f1)
-    for r in rows:
-        r["extra_info"]["baselines"] = found.get(r["extra_info"]["question_id"])
-    return counts
 
 
 def _judge_agreement(verdicts) -> dict[str, int]:

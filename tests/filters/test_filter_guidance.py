@@ -2,7 +2,7 @@
 
 The band here is the teacher's (the stage's default), so a question the teacher never answered has no
 correct rollout to guide it by: it stays out and is counted.  A band measured on another model (the
-student) can call a question all-wrong that the teacher did answer; ``_write_rl_pool`` takes the band
+student) can call a question all-wrong that the teacher did answer; ``filters.pool.write_rl_pool`` takes the band
 counts as data, so the last test hands it such counts.
 """
 
@@ -72,7 +72,8 @@ def test_without_rl_guidance_no_all_wrong_question_is_counted(tmp_path) -> None:
 def test_an_all_wrong_band_gets_the_teachers_tool_calls_as_guidance(tmp_path) -> None:
     """A band measured on a model that failed q1 every time (as a student-measured band may): with
     ``rl.guidance`` q1 enters with the tool calls of the teacher's best correct rollout, in order."""
-    from filters.stage import _PerQuestion, _write_rl_pool, load_questions
+    from filters.pool import write_rl_pool
+    from filters.stage import _PerQuestion, load_questions
     from synth.engine.stage import StageContext
     from synth.engine.store import Store
 
@@ -89,7 +90,7 @@ def test_an_all_wrong_band_gets_the_teachers_tool_calls_as_guidance(tmp_path) ->
         cfg = config()
         cfg.rl.guidance = guidance
         ctx = StageContext(filt, cfg, store, f"test-{guidance}")
-        extra = _write_rl_pool(ctx, questions, per_q, False, "teacher", {"q1": ref})
+        extra = write_rl_pool(ctx, questions, per_q, False, "teacher", {"q1": ref}, lambda: None)
         counts = extra["bands"]
         rows = ds.dataset(ctx.out("rl_pool")).to_table().to_pylist()
         assert {r["extra_info"]["question_id"] for r in rows} == expected
