@@ -9,10 +9,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ if importlib.util.find_spec("verl") is None:
 
 from omegaconf import OmegaConf  # noqa: E402
 
+from helpers.verlloop import call_tool, tool_loop  # noqa: E402
 from synth.tools.config import ToolsConfig  # noqa: E402
 from synth.tools.server import start_server  # noqa: E402
 
@@ -110,24 +109,6 @@ def test_the_rubric_mode_runs_in_verls_batch_reward_manager(tokenizer, deep_rows
         assert out["reward_tensor"][i, len(ids) - 1].item() == pytest.approx(scores[i])
 
 
-def _tool_loop(tools: list):
-    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
-
-    loop = ToolAgentLoop.__new__(ToolAgentLoop)
-    loop.tools = {t.name: t for t in tools}
-    loop.max_tool_response_length = 16384
-    loop.tool_response_truncate_side = "middle"
-    return loop
-
-
-def _call(loop, name: str, args: dict, tools_kwargs: dict) -> str:
-    from verl.experimental.agent_loop.tool_parser import FunctionCall
-
-    response, _, _ = asyncio.run(loop._call_tool(FunctionCall(name=name, arguments=json.dumps(args)), tools_kwargs,
-                                                 types.SimpleNamespace()))
-    return response.text
-
-
 def test_check_answer_runs_through_verls_tool_registry(rl_run, rl_rows, rl_questions, monkeypatch) -> None:
     from verl.tools.tool_registry import initialize_tools_from_config
 
@@ -137,30 +118,30 @@ def test_check_answer_runs_through_verls_tool_registry(rl_run, rl_rows, rl_quest
     assert [t.name for t in tools] == ["search", "open", "find", "check_answer"]
     schema = tools[-1].tool_schema.model_dump()
     assert schema["function"]["parameters"]["required"] == ["answer"]
-    loop = _tool_loop(tools)
+    loop = tool_loop(tools)
     for row in rl_rows:
         q = rl_questions[row["extra_info"]["question_id"]]
         kwargs = row["extra_info"]["tools_kwargs"]
-        assert _call(loop, "check_answer", {"answer": q["answer"]}, kwargs).startswith("Correct")
-        assert _call(loop, "check_answer", {"answer": q["answer"].upper() + "."}, kwargs).startswith("Correct")
-        wrong = _call(loop, "check_answer", {"answer": "Nowhere In Particular"}, kwargs)
+        assert call_tool(loop, "check_answer", {"answer": q["answer"]}, kwargs).startswith("Correct")
+        assert call_tool(loop, "check_answer", {"answer": q["answer"].upper() + "."}, kwargs).startswith("Correct")
+        wrong = call_tool(loop, "check_answer", {"answer": "Nowhere In Particular"}, kwargs)
         assert wrong.startswith("Incorrect")
         # a bridge entity of the chain: partially right, and which step it is; the answer is never revealed
         for j in range(1, len(q["titles"]) - 1):
-            text = _call(loop, "check_answer", {"answer": q["titles"][j]}, kwargs)
+            text = call_tool(loop, "check_answer", {"answer": q["titles"][j]}, kwargs)
             assert text.startswith("Partially right") and f"step {j} of {len(q['titles']) - 1}" in text
             assert q["answer"] not in text
-        start = _call(loop, "check_answer", {"answer": q["titles"][0]}, kwargs)
+        start = call_tool(loop, "check_answer", {"answer": q["titles"][0]}, kwargs)
         assert start.startswith("Partially right") and "starts from" in start
     # another question's ground truth gives another verdict: the tool reads tools_kwargs, nothing else
     first, second = rl_rows[0], rl_rows[1]
     other = rl_questions[second["extra_info"]["question_id"]]["answer"]
     if other != rl_questions[first["extra_info"]["question_id"]]["answer"]:
-        assert not _call(loop, "check_answer", {"answer": other},
+        assert not call_tool(loop, "check_answer", {"answer": other},
                          first["extra_info"]["tools_kwargs"]).startswith("Correct")
     # no ground truth (a row without tools_kwargs): an error the agent reads, not a verdict
-    assert "no ground truth" in _call(loop, "check_answer", {"answer": "x"}, {})
-    assert "error" in json.loads(_call(loop, "check_answer", {"candidate": "x"}, first["extra_info"]["tools_kwargs"]))
+    assert "no ground truth" in call_tool(loop, "check_answer", {"answer": "x"}, {})
+    assert "error" in json.loads(call_tool(loop, "check_answer", {"candidate": "x"}, first["extra_info"]["tools_kwargs"]))
 
 
 def test_the_readme_command_lines_compose_into_the_modes_and_the_capf_tools(tmp_path) -> None:

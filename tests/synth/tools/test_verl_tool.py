@@ -14,7 +14,6 @@ import asyncio
 import importlib.util
 import json
 import sys
-import types
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -29,6 +28,7 @@ if importlib.util.find_spec("verl") is None:
 import verl  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402  (verl brings omegaconf)
 
+from helpers.verlloop import call_tool, tool_loop  # noqa: E402
 from synth.tools.config import ToolsConfig  # noqa: E402
 from synth.tools.search import SearchIndex  # noqa: E402
 from synth.tools.server import start_server  # noqa: E402
@@ -171,25 +171,6 @@ def test_other_data_sources_go_to_verls_default_reward() -> None:
 # ---- the tools ---------------------------------------------------------------------------------------
 
 
-def _tool_loop(tools: list):
-    """verl's ToolAgentLoop as far as one tool call goes (``_call_tool``), with these tools."""
-    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
-
-    loop = ToolAgentLoop.__new__(ToolAgentLoop)
-    loop.tools = {t.name: t for t in tools}
-    loop.max_tool_response_length = 16384
-    loop.tool_response_truncate_side = "middle"
-    return loop
-
-
-def _call(loop, name: str, args: dict, tools_kwargs: dict) -> str:
-    from verl.experimental.agent_loop.tool_parser import FunctionCall
-
-    call = FunctionCall(name=name, arguments=json.dumps(args))
-    response, _, _ = asyncio.run(loop._call_tool(call, tools_kwargs, types.SimpleNamespace()))
-    return response.text
-
-
 def test_verl_instantiates_the_tools_and_runs_them_against_the_tool_server(tools_url, dataset, rl_rows, rl_questions,
                                                                            index) -> None:
     from verl.tools.tool_registry import initialize_tools_from_config
@@ -199,7 +180,7 @@ def test_verl_instantiates_the_tools_and_runs_them_against_the_tool_server(tools
     assert all(t.url == tools_url for t in tools)
     schemas = [t.tool_schema.model_dump(exclude_unset=True, exclude_none=True) for t in tools]
     assert json.dumps(schemas, ensure_ascii=False) == rl_rows[0]["tools"]  # the SFT JSON, key for key
-    loop = _tool_loop(tools)
+    loop = tool_loop(tools)
     item = dataset[0]
     q = rl_questions[item["extra_info"]["question_id"]]
     answer_id = q["answer_page_id"]
@@ -207,29 +188,29 @@ def test_verl_instantiates_the_tools_and_runs_them_against_the_tool_server(tools
     query = q["answer"]
 
     # search: the question's answer page is masked, exactly as the rollout's Toolbox masked it
-    text = _call(loop, "search", {"query": query, "k": 10}, item["tools_kwargs"])
+    text = call_tool(loop, "search", {"query": query, "k": 10}, item["tools_kwargs"])
     assert text == masked.call("search", {"query": query, "k": 10})[0]
     assert answer_id not in [r["page_id"] for r in json.loads(text)]
-    unmasked = _call(loop, "search", {"query": query, "k": 10}, {})
+    unmasked = call_tool(loop, "search", {"query": query, "k": 10}, {})
     assert answer_id in [r["page_id"] for r in json.loads(unmasked)]  # (so the mask is what hid it)
     # the model cannot lift the mask with an `exclude` of its own: the Toolbox's error, word for word
-    sneaky = _call(loop, "search", {"query": query, "exclude": []}, item["tools_kwargs"])
+    sneaky = call_tool(loop, "search", {"query": query, "exclude": []}, item["tools_kwargs"])
     assert sneaky == masked.call("search", {"query": query, "exclude": []})[0]
     assert "unknown argument(s) exclude" in sneaky
 
     # open and find read the answer page once its name is known, as in the rollouts
-    opened = _call(loop, "open", {"page": answer_id}, item["tools_kwargs"])
+    opened = call_tool(loop, "open", {"page": answer_id}, item["tools_kwargs"])
     assert opened == masked.call("open", {"page": answer_id})[0]
     assert json.loads(opened)["page_id"] == answer_id
     word = json.loads(opened)["text"].split()[-1].strip(".,;:()\"'")
-    found = _call(loop, "find", {"page": q["answer"], "text": word}, item["tools_kwargs"])
+    found = call_tool(loop, "find", {"page": q["answer"], "text": word}, item["tools_kwargs"])
     assert found == masked.call("find", {"page": q["answer"], "text": word})[0]
     assert json.loads(found)["page_id"] == answer_id and json.loads(found)["total"] >= 1
 
     # a call the agent got wrong is an observation it can read, the Toolbox's words
-    missing = _call(loop, "open", {"page": "No such page at all"}, {})
+    missing = call_tool(loop, "open", {"page": "No such page at all"}, {})
     assert missing == masked.call("open", {"page": "No such page at all"})[0] and "error" in json.loads(missing)
-    assert _call(loop, "find", {"page": answer_id}, {}) == masked.call("find", {"page": answer_id})[0]
+    assert call_tool(loop, "find", {"page": answer_id}, {}) == masked.call("find", {"page": answer_id})[0]
 
 
 def test_the_tools_refuse_a_server_with_other_tools_settings(rl_run, monkeypatch) -> None:
