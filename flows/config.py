@@ -60,7 +60,6 @@ class Config(RootConfig):
     publish: PublishConfig = Field(default_factory=PublishConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
-    rl: RLConfig = Field(default_factory=RLConfig)
 
     @model_validator(mode="after")
     def _checks_see_what_agents_see(self) -> "Config":
