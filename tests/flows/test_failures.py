@@ -274,8 +274,9 @@ def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
     out = _copy(walked, tmp_path)
     ledger = out / "cache" / "ledger.jsonl"
     env = dict(os.environ, COLUMNS="200")
-    # policy fixed: every question's n rollouts, calls enough to interrupt the run in the middle of them
-    fixed = ["--set", "rollout.policy=fixed"]
+    # policy fixed and n = 6: every question's 6 rollouts, calls enough to interrupt the run in the middle of
+    # them (SMALL's 12 walks give 2 or 3 questions whose every clue no search of the agents' tool enters)
+    fixed = ["--set", "rollout.policy=fixed", "--set", "rollout.n=6"]
     p = subprocess.Popen([*hopforge_command(), "run", "--out", str(out), *SMALL, *fixed, "--until", "rollout",
                           "--set", "teacher.concurrency=2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True,
