@@ -20,7 +20,7 @@ if importlib.util.find_spec("verl") is None:
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from helpers.verlloop import call_tool, tool_loop  # noqa: E402
+from helpers.verlloop import call_tool, response_ids, tool_loop  # noqa: E402
 from synth.tools.config import ToolsConfig  # noqa: E402
 from synth.tools.server import start_server  # noqa: E402
 
@@ -46,15 +46,7 @@ def deep_rows(rl_rows) -> list[dict]:
 def _response(tokenizer, row: dict, answer: str, names: list[str]) -> list[int]:
     """A rollout's response tokens under the student's template: one search naming ``names``, an answer."""
     text = f"I follow {' and then '.join(names)}." if names else "Let me search."
-    turns = [{"role": "assistant", "content": text, "tool_calls": [
-                 {"id": "c0", "type": "function", "function": {"name": "search", "arguments": {"query": "x"}}}]},
-             {"role": "tool", "tool_call_id": "c0", "content": json.dumps([{"page_id": "1", "title": "X",
-                                                                             "snippet": "..."}])},
-             {"role": "assistant", "content": f"Found it. <answer>{answer}</answer>"}]
-    tools = json.loads(row["tools"])
-    prompt = tokenizer.apply_chat_template(row["prompt"], tools=tools, add_generation_prompt=True, tokenize=False)
-    full = tokenizer.apply_chat_template(row["prompt"] + turns, tools=tools, tokenize=False)
-    return tokenizer(full[len(prompt):], add_special_tokens=False)["input_ids"]
+    return response_ids(tokenizer, row, answer, content=text)
 
 
 def test_the_rubric_mode_runs_in_verls_batch_reward_manager(tokenizer, deep_rows) -> None:

@@ -28,7 +28,7 @@ if importlib.util.find_spec("verl") is None:
 import verl  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402  (verl brings omegaconf)
 
-from helpers.verlloop import call_tool, tool_loop  # noqa: E402
+from helpers.verlloop import call_tool, response_ids, tool_loop  # noqa: E402
 from synth.tools.config import ToolsConfig  # noqa: E402
 from synth.tools.search import SearchIndex  # noqa: E402
 from synth.tools.server import start_server  # noqa: E402
@@ -123,18 +123,7 @@ def test_verl_dataset_loads_rl_pool_with_the_students_tokenizer(dataset, rl_rows
 def _solution(tokenizer, row: dict, answer: str, *, call: dict | None = None) -> str:
     """A rollout's response as verl's reward manager decodes it: one tool call, its observation, an answer,
     rendered by the student's template, tokenized, and decoded with ``skip_special_tokens=True``."""
-    call = call or {"name": "search", "arguments": {"query": "x"}}
-    turns = [{"role": "assistant", "content": "Let me search.",
-              "tool_calls": [{"id": "c0", "type": "function", "function": call}]},
-             {"role": "tool", "tool_call_id": "c0", "content": json.dumps([{"page_id": "1", "title": "X",
-                                                                             "snippet": "..."}])},
-             {"role": "assistant", "content": f"Found it. <answer>{answer}</answer>"}]
-    tools = json.loads(row["tools"])
-    prompt = tokenizer.apply_chat_template(row["prompt"], tools=tools, add_generation_prompt=True, tokenize=False)
-    full = tokenizer.apply_chat_template(row["prompt"] + turns, tools=tools, tokenize=False)
-    assert full.startswith(prompt)
-    response_ids = tokenizer(full[len(prompt):], add_special_tokens=False)["input_ids"]
-    return tokenizer.decode(response_ids, skip_special_tokens=True)
+    return tokenizer.decode(response_ids(tokenizer, row, answer, call=call), skip_special_tokens=True)
 
 
 @pytest.mark.parametrize("path", ["pkg://filters.reward", str(ROOT / "filters" / "reward.py")])
