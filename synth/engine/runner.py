@@ -33,6 +33,7 @@ from synth.engine.errors import StageFailed
 from synth.engine.faults import crash_point
 from synth.engine.stage import FAILED_LISTED, STOP, ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
 from synth.engine.store import MissingInput, RunLock, Store, atomic_write_json
+from synth.engine.workers import CpuPool
 
 log = logging.getLogger("hopforge")
 
@@ -109,11 +110,13 @@ class Pipeline:
 
     # ---- one stage -----------------------------------------------------------------------------
     def run_stage(self, stage: Stage, cfg: Any, store: Store, force: bool = False, progress: bool | None = None,
-                  executor: ShardExecutor | None = None) -> StageOutcome:
+                  executor: ShardExecutor | None = None, cpu_pool: CpuPool | None = None) -> StageOutcome:
         """Run one stage unless its content key is unchanged; commit its outputs atomically.
 
         A sharded stage runs its shards through ``executor`` (default: ``runner.shard_workers``
-        threads); the Prefect flow passes one that submits each shard as a task.
+        threads); the Prefect flow passes one that submits each shard as a task.  The stage's CPU-bound
+        work runs on ``cpu_pool`` (the flow's Dask cluster) when given, else in ``runner.cpu_workers``
+        local processes (:mod:`synth.engine.workers`).
         """
         t0 = time.monotonic()
         key, parts = self.stage_key(stage, cfg, store)
@@ -139,7 +142,7 @@ class Pipeline:
             shutil.rmtree(final, ignore_errors=True)
             shutil.rmtree(store.partial_dir(stage.name, key), ignore_errors=True)
         _prepare_partial(store.partial_dir(stage.name, key), sharded=stage.sharded)
-        ctx = StageContext(stage, cfg, store, key, progress=progress)
+        ctx = StageContext(stage, cfg, store, key, progress=progress, cpu_pool=cpu_pool)
         log.info("%s: running (key %s)", stage.name, key)
         try:
             if stage.sharded:
