@@ -121,6 +121,10 @@ class Stage:
     sharded: bool = False
     must_produce: bool = False  # an empty output from a non-empty input is a failure, not a result
     by_content: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    # The shards' work is CPU-bound Python (the questions validators): `hopforge run` runs them in runner.cpu_workers
+    # processes instead of threads, each with 1/N of these global limits (dotted operational fields of the config).
+    cpu_shards: bool = False
+    per_process_limits: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.by_content) - set(self.reads) - set(self.optional_reads)

@@ -184,6 +184,24 @@ def _failed(work: CpuWork, i: int, item: Any, e: Exception) -> Exception:
     return WorkerFailed(f"{where} failed: {type(e).__name__}: {e}")
 
 
+def divide_limits(config: dict, fields: Iterable[str], processes: int) -> dict:
+    """``config`` (a dumped root config) with each dotted field of ``fields`` divided by ``processes`` (at least 1;
+    unset fields stay unset): N processes that each take 1/N keep a global limit (the teacher's concurrency,
+    rpm, tpm) global.  Such fields are operational, so neither keys nor outputs change."""
+    if processes <= 1:
+        return config
+    out = dict(config)
+    for dotted in fields:
+        *parents, leaf = dotted.split(".")
+        node = out
+        for part in parents:
+            node[part] = dict(node.get(part) or {})
+            node = node[part]
+        if node.get(leaf):
+            node[leaf] = max(1, int(node[leaf]) // processes)
+    return out
+
+
 def submit_on_dask(client: Any, work: CpuWork, item: Any) -> Future:
     """Submit one item to a Dask client (used by the flow's :class:`DaskPool`)."""
     return client.submit(_step, work, item, pure=False)
@@ -208,4 +226,4 @@ class DaskPool:
             self.client.cancel(futures)
 
 
-__all__ = ["CpuPool", "CpuWork", "DaskPool", "WorkerFailed", "cpu_map", "processes_for"]
+__all__ = ["CpuPool", "CpuWork", "DaskPool", "WorkerFailed", "cpu_map", "divide_limits", "processes_for"]
