@@ -129,7 +129,9 @@ class RunnerConfig(Section):
         "cluster, or `dask_address`), or `ray` (prefect-ray, installed separately).", "threads")
     dask_address: str | None = operational("Scheduler address of an existing Dask cluster; None: start a local one.", None)
     dask_workers: int = operational("Workers of the local Dask cluster.", 2, ge=1)
-    shard_workers: int = operational("Shards run at once (threads) by `hopforge run` and the threads runner.", 4, ge=1)
+    shard_workers: int = operational(
+        "Shards run at once (threads) by `hopforge run` and the threads runner; a stage whose shards are CPU-bound "
+        "Python (questions) runs them in `cpu_workers` processes instead.", 4, ge=1)
     cpu_workers: int = operational(
         "Worker processes for the CPU-bound Python of the filter, assemble and report stages and the questions "
         "stage's validators (`synth/engine/workers.py`): 0: one per core this process may use; 1: no worker "

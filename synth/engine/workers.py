@@ -91,18 +91,21 @@ def _step(work: CpuWork, item: Any) -> Any:
 
 
 def _local_step(token: str, item: Any) -> Any:
-    """A local pool's worker: the work was set up by the initializer, only the item travels."""
+    """A local pool's worker: the work came with the initializer, only the item travels.  The state is built
+    on the first item, so an error there (a missing input) is that item's error, not a broken pool."""
     work = _WORK[token]
-    return work.step(_STATE[token], item)
+    return work.step(_state(work), item)
 
 
 _WORK: dict[str, CpuWork] = {}
 
 
-def _init_local(work: CpuWork) -> None:
+def _init_local(work: CpuWork, run_pid: int) -> None:
+    from synth.engine import faults
+
+    faults.RUN_PID = run_pid
     _WORK.clear()
     _WORK[work.token] = work
-    _state(work)
 
 
 # ---- in the stage ------------------------------------------------------------------------------
@@ -125,16 +128,17 @@ def cpu_map(work: CpuWork, items: Iterable[Any], workers: int, pool: CpuPool | N
         state = work.setup(*work.args)
         for i, item in enumerate(items):
             try:
-                yield work.step(state, item)
+                result = work.step(state, item)
             except Exception as e:
                 raise _failed(work, i, item, e) from e
+            yield result
         return
     if pool is not None:
         yield from _windowed(work, items, 2 * workers, lambda item: pool.submit(work, item), pool.cancel)
         return
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_init_local,
-                             initargs=(work,)) as ex:
+                             initargs=(work, os.getpid())) as ex:
         try:
             yield from _windowed(work, items, 2 * workers, lambda item: ex.submit(_local_step, work.token, item),
                                  lambda fs: [f.cancel() for f in fs])
@@ -161,7 +165,15 @@ def _windowed(work: CpuWork, items: Iterable[Any], window: int, submit: Callable
 
     try:
         for i, item in enumerate(items):
-            flight.append((i, item, submit(item)))
+            try:
+                fut = submit(item)
+            except BrokenProcessPool as e:  # a worker died on an item in flight: that one is named
+                while flight:
+                    yield first()
+                raise WorkerFailed(f"stage {work.stage}: a worker process died (killed, or out of memory?) "
+                                   f"before {work.describe(i, item)}; nothing is committed, and the same command "
+                                   "runs the stage again") from e
+            flight.append((i, item, fut))
             if len(flight) >= window:
                 yield first()
         while flight:

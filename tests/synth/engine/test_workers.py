@@ -12,13 +12,15 @@ from flows.config import load_config
 from synth.engine.errors import InputError
 from synth.engine.runner import run_stage
 from synth.engine.stage import Shards, Stage, StageResult
-from synth.engine.store import Store, write_parquet_atomic
+from synth.engine.store import MissingInput, Store, write_parquet_atomic
 from synth.engine.workers import CpuWork, WorkerFailed, cpu_map, divide_limits, processes_for
 
 PARENT = os.getpid()
 
 
 def _setup(offset: int) -> dict:
+    if offset == 4:
+        raise MissingInput("tokenizer not found in DIR (run `hopforge tokenizer --out DIR` first)")
     return {"offset": offset, "pid": os.getpid()}
 
 
@@ -58,6 +60,12 @@ def test_the_users_own_errors_keep_their_type(workers: int) -> None:
     with pytest.raises(InputError, match="line 5: not JSON") as info:
         list(cpu_map(_work(2), range(10), workers=workers))
     assert "(in stage toy: item 5 (number 5))" in info.value.__notes__
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_setup_that_fails_in_a_worker_says_why(workers: int) -> None:
+    with pytest.raises(MissingInput, match="run `hopforge tokenizer"):
+        list(cpu_map(_work(4), range(10), workers=workers))
 
 
 def test_a_worker_that_dies_is_reported_with_its_item() -> None:
