@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import sys
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -103,9 +105,24 @@ _WORK: dict[str, CpuWork] = {}
 def _init_local(work: CpuWork, run_pid: int) -> None:
     from synth.engine import faults
 
+    _die_with(run_pid)
     faults.RUN_PID = run_pid
     _WORK.clear()
     _WORK[work.token] = work
+
+
+def _die_with(run_pid: int) -> None:
+    """End this worker when the run's main process ends, however it ends (a kill -9 included): a forked worker
+    holds both ends of its task pipe, so it would otherwise wait for work forever, holding the run's stdout."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != run_pid:  # the main process ended before this worker could ask
+        os._exit(1)
 
 
 # ---- in the stage ------------------------------------------------------------------------------

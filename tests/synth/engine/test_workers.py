@@ -123,3 +123,38 @@ def test_cpu_bound_shards_run_in_processes_and_write_the_same_table(tmp_path) ->
     assert reports[1]["pids"] == [PARENT] and reports[1]["concurrency"] == [8]  # threads of this process
     assert PARENT not in reports[2]["pids"] and reports[2]["concurrency"] == [4]  # 2 processes, half each
     assert tables[1].num_rows == 15 and tables[1].equals(tables[2])
+
+
+PROBE = """
+import os, sys, time
+from synth.engine.workers import CpuWork, cpu_map
+
+
+def setup():
+    return None
+
+
+def step(state, item):
+    if item == 0:  # one worker kills the run's main process; its sibling must not outlive it
+        os.kill(os.getppid(), 9)
+    time.sleep(0.05)
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    for pid in cpu_map(CpuWork("toy", "t", setup, (), step), range(100), workers=2):
+        print(pid, flush=True)
+"""
+
+
+def test_workers_end_with_the_run(tmp_path) -> None:
+    """A run killed with SIGKILL leaves no worker behind holding its output pipes."""
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    # Without PR_SET_PDEATHSIG the orphaned worker keeps stdout open, and this waits until the timeout.
+    p = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == -9, p.stderr[-2000:]
