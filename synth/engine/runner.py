@@ -234,8 +234,7 @@ class Pipeline:
         and one bar counts finished shards (the shards draw none of their own)."""
         stage = ctx.stage
         config = divide_limits(ctx.cfg.model_dump(mode="json"), stage.per_process_limits, workers)
-        work = ctx.cpu_work(_shards_setup, (self, type(ctx.cfg).model_validate(config)), _shard_step,
-                            lambda i, job: f"shard {job.index} ({json.dumps(job.desc)})")
+        work = ctx.cpu_work(_shards_setup, (self, type(ctx.cfg).model_validate(config)), _shard_step, _shard_name)
 
         def run(jobs: Sequence[ShardJob]) -> list[dict]:
             jobs = [dataclasses.replace(j, config=config, progress=False) for j in jobs]
@@ -378,6 +377,10 @@ def _shards_setup(pipeline: Pipeline, cfg: Any) -> tuple[Pipeline, Any]:
 def _shard_step(state: tuple[Pipeline, Any], job: ShardJob) -> dict:
     pipeline, cfg = state
     return pipeline.run_shard(job, cfg)
+
+
+def _shard_name(i: int, job: ShardJob) -> str:
+    return f"shard {job.index} ({json.dumps(job.desc)})"
 
 
 def _top(counts: dict[str, int], items: Sequence[dict] = ()) -> str:

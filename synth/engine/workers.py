@@ -174,9 +174,11 @@ def _windowed(work: CpuWork, items: Iterable[Any], window: int, submit: Callable
         try:
             return fut.result()
         except BrokenProcessPool as e:
-            raise WorkerFailed(f"stage {work.stage}: a worker process died (killed, or out of memory?) while "
-                               f"working on {work.describe(i, item)}; nothing is committed, and the same "
-                               "command runs the stage again") from e
+            # The pool cannot say which worker held which item: every item in flight is named.
+            held = "; ".join(work.describe(j, it) for j, it, _ in [(i, item, fut), *flight])
+            raise WorkerFailed(f"stage {work.stage}: a worker process died (killed, or out of memory?) while it "
+                               f"worked on one of: {held}; nothing is committed, and the same command runs the "
+                               "stage again") from e
         except Exception as e:
             raise _failed(work, i, item, e) from e
 
