@@ -262,16 +262,21 @@ def _chunks(items: list, n: int) -> Iterator[list]:
         yield items[i:i + n]
 
 
-# Passes: at least this many questions each, at most about PASSES of them (so worker processes share the work),
-# and no more row text than PASS_TEXT_BYTES per pass (a worker hands a pass's rows back at once).
-PASSES, MIN_PASS, PASS_TEXT_BYTES = 32, 8, 64 << 20
+# With worker processes: about PASSES_PER_WORKER passes a worker, at least MIN_PASS questions each.  Always: no more
+# row text than PASS_TEXT_BYTES per pass (a worker hands a pass's rows back at once).
+PASSES_PER_WORKER, MIN_PASS, PASS_TEXT_BYTES = 4, 8, 64 << 20
 
 
-def pass_size(cfg: AssembleConfig, n_questions: int) -> int:
-    """Questions per pass: ``questions_per_pass`` at most; never a function of the worker count, so the
-    tables (their row order included) are the same however many processes assemble them."""
-    by_text = max(1, PASS_TEXT_BYTES // (4 * sum(cfg.lengths)))  # about 4 bytes a token
-    return max(1, min(cfg.questions_per_pass, by_text, max(MIN_PASS, -(-n_questions // PASSES))))
+def pass_size(cfg: AssembleConfig, n_questions: int, workers: int = 1) -> int:
+    """Questions per pass: ``questions_per_pass`` at most, fewer so that ``workers`` processes share the passes.
+
+    The tables do not depend on it: a question's rows and rejects depend on the question alone (its random
+    pages are a permutation seeded by its id, drawn in order however many a pass loads), and a pass writes
+    them in question order, so only the number of corpus scans changes."""
+    size = min(cfg.questions_per_pass, max(1, PASS_TEXT_BYTES // (4 * sum(cfg.lengths))))  # about 4 bytes a token
+    if workers > 1:
+        size = min(size, max(MIN_PASS, -(-n_questions // (PASSES_PER_WORKER * workers))))
+    return max(1, size)
 
 
 @dataclass
@@ -323,6 +328,10 @@ def _pass_step(asm: Assembler, item: tuple[list[dict], dict[str, list[str]]]) ->
                 out.dropped[kind] += 1
                 out.rejects.append(rec)
     asm.end_pass()
+    # In question order, then length order, as one pass of all the questions would write them.
+    order = {(q["question_id"], length): k for k, (q, length) in enumerate(
+        (q, length) for q in questions for length in lengths)}
+    out.rejects.sort(key=lambda r: order[(r["source_id"], int(r["record_id"].rsplit("-", 1)[1]))])
     out.pairs = len(jobs) * len(lengths)
     out.stats = asm.stats - stats0
     out.pages_counted, out.corpus_scans = asm.packer.pages_counted - counted0, asm.corpus.loads - scans0
@@ -337,17 +346,20 @@ def _pass_name(i: int, item: tuple[list[dict], dict]) -> str:
 def run_assemble(ctx: StageContext) -> StageResult:
     """Assemble ``longctx`` from the accepted questions; see the module docstring.
 
-    The passes run in worker processes (:mod:`synth.engine.workers`) and are written in pass order."""
+    The passes run in worker processes (:mod:`synth.engine.workers`) and are written in pass order, so the
+    rows come in question order however many processes there are (:func:`pass_size`)."""
     cfg: AssembleConfig = ctx.cfg.assemble
     store = ctx.store
     load_tokenizer(store)  # a missing tokenizer stops the stage here, before any worker starts
     questions, source = accepted_questions(store, cfg)
     retrieved = retrieved_pages(store, {q["question_id"] for q in questions}, cfg.tier1_from)
     lengths = sorted(cfg.lengths)
-    passes = list(_chunks(questions, pass_size(cfg, len(questions))))
+    n = len(questions)
+    workers = ctx.cpu_workers(max(-(-n // pass_size(cfg, n)), -(-n // MIN_PASS)))
+    passes = list(_chunks(questions, pass_size(cfg, n, workers)))
+    workers = min(workers, max(1, len(passes)))
     items = ((chunk, {q["question_id"]: retrieved[q["question_id"]] for q in chunk if q["question_id"] in retrieved})
              for chunk in passes)
-    workers = ctx.cpu_workers(len(passes))
     work = ctx.cpu_work(_pass_setup, (ctx.cfg, str(store.root)), _pass_step, _pass_name)
     out = ctx.writer("longctx", LONGCTX_SCHEMA, rows_per_shard=4096)
     rejects = ctx.writer("rejects/assemble", REJECT_SCHEMA)

@@ -202,11 +202,12 @@ def _table_bytes(root: Path, rel: str) -> dict[str, bytes]:
 
 
 def test_worker_processes_write_the_same_tables_as_one_process(built, tmp_path):
-    """One pass per question, so two processes share the passes: the tables are the same files, byte for byte."""
-    kw = dict(lengths=[700, 1500, 60000], slack=64, questions_per_pass=1)
+    """One pass of every question in one process; one pass per question shared by two processes: the tables
+    are the same files, byte for byte (a question's rows depend on it alone, and come in question order)."""
+    kw = dict(lengths=[700, 1500, 60000], slack=64)
     one = _run(built, tmp_path / "one", cpu_workers=1, **kw)
-    two = _run(built, tmp_path / "two", cpu_workers=2, **kw)
-    assert one[2]["workers"] == 1 and two[2]["workers"] == 2 and one[2]["passes"] == two[2]["passes"] == 4
+    two = _run(built, tmp_path / "two", cpu_workers=2, questions_per_pass=1, **kw)
+    assert one[2]["workers"] == 1 and one[2]["passes"] == 1 and two[2]["workers"] == 2 and two[2]["passes"] == 4
     assert one[0] and one[1] and one[:2] == two[:2]
     for rel in ("longctx", "rejects/assemble"):
         assert _table_bytes(tmp_path / "one" / "out", rel) == _table_bytes(tmp_path / "two" / "out", rel), rel
