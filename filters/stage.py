@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -236,46 +236,22 @@ def _tokenizer_path(root: Path) -> Path:
     return tok_path
 
 
-# ---- worker processes ------------------------------------------------------------------------
-_WORKER: _PassOne | None = None
+# ---- worker processes (synth.engine.workers) -------------------------------------------------
+def _pass_one_setup(cfg: Any, root: str) -> _PassOne:
+    return _PassOne(cfg, root)
 
 
-def _worker_init(cfg: Any, root: str) -> None:
-    global _WORKER
-    _WORKER = _PassOne(cfg, root)
+def _pass_one_step(one: _PassOne, batch: pa.RecordBatch) -> _BatchOut:
+    return one(batch, flush=True)  # a worker's token counts are on disk when its batch is handed back
 
 
-def _worker_batch(batch: pa.RecordBatch) -> _BatchOut:
-    assert _WORKER is not None
-    return _WORKER(batch, flush=True)
-
-
-def _batches_in_workers(ctx: StageContext, batches: Iterator[pa.RecordBatch], workers: int) -> Iterator[_BatchOut]:
-    """Pass one of every batch in ``workers`` processes, yielded in batch order (at most 2 per worker in flight)."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_worker_init,
-                             initargs=(ctx.cfg, str(ctx.store.root))) as ex:
-        window: deque = deque()
-        try:
-            for batch in batches:
-                window.append(ex.submit(_worker_batch, batch))
-                if len(window) >= 2 * workers:
-                    yield window.popleft().result()
-            while window:
-                yield window.popleft().result()
-        except BaseException:
-            for f in window:
-                f.cancel()
-            raise
+def _batch_name(i: int, batch: pa.RecordBatch) -> str:
+    ids = batch.column("trace_id")
+    return f"batch {i} of traces ({batch.num_rows} traces, {ids[0]} .. {ids[-1]})" if batch.num_rows else f"batch {i}"
 
 
 def run_filter(ctx: StageContext) -> StageResult:
     """Filter traces into ``sft`` (best-of-n) and ``rl_pool`` (difficulty band); see the module docstring."""
-    from synth.engine.config import cpu_workers
-
     fcfg = ctx.cfg.filters
     questions = load_questions(ctx.store)
     traces = ctx.store.dataset("traces", hint="rollout")
@@ -288,12 +264,8 @@ def run_filter(ctx: StageContext) -> StageResult:
         _reject_row(trace, reason, detail)))
 
     total = traces.count_rows()
-    # The judge is a teacher call of this process, so with it every batch runs here; so does a stage run in a
-    # daemonic process (a Dask worker), which may not start processes of its own.
-    import multiprocessing as mp
-
-    alone = fcfg.judge or mp.current_process().daemon
-    workers = 1 if alone else min(cpu_workers(ctx.cfg.runner.cpu_workers), max(1, -(-total // 16)))
+    # The judge is a teacher call of this process, so with it every batch runs here.
+    workers = 1 if fcfg.judge else ctx.cpu_workers(max(1, -(-total // 16)))
     batch_rows = BATCH_ROWS if workers == 1 else max(16, min(BATCH_ROWS, -(-total // (4 * workers))))
     teacher = snap = None
     judge_counts: Counter[str] = Counter()
@@ -311,7 +283,8 @@ def run_filter(ctx: StageContext) -> StageResult:
     try:
         batches = traces.to_batches(batch_size=batch_rows)
         if workers > 1:
-            outs = _batches_in_workers(ctx, batches, workers)
+            work = ctx.cpu_work(_pass_one_setup, (ctx.cfg, str(ctx.store.root)), _pass_one_step, _batch_name)
+            outs = ctx.cpu_map(work, batches, workers)
         else:
             local = _PassOne(ctx.cfg, ctx.store.root)
             judge = None if not fcfg.judge else (

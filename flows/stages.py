@@ -59,13 +59,18 @@ EXPAND = Stage("expand", "synth.graph.expand:run_expand", reads=("ingest", "grap
 # Only the pages and the code shape the index; tools.* act at query time.
 INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs=("index",), command="index")
 
+# The teacher's limits are global: N processes that run a stage's shards each take 1/N of them.
+TEACHER_LIMITS = ("teacher.concurrency", "teacher.rpm", "teacher.tpm")
+
 QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, must_produce=True,
                   # the index: shortcut checks; the graph: skippable and ambiguous hops (every pipeline has it,
                   # since walks need it; a store made by hand may not, and then corpus/links stands in)
                   reads=("ingest", "walks"), optional_reads=("expand", "index", "graph"),
                   # key_extra: the bytes of the benchmark files (questions.decontaminate) and, with them, filters.ngram
                   sections=("questions", "teacher", "tools.search_max_k"), outputs=("questions", "rejects/questions"),
-                  command="questions", key_extra=_questions_identity)
+                  command="questions", key_extra=_questions_identity,
+                  # the validators (and the offline teacher) are Python: shards run in processes, sharing the limits
+                  cpu_shards=True, per_process_limits=TEACHER_LIMITS)
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
                 optional_reads=("expand",), outputs=("traces",),

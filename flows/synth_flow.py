@@ -9,7 +9,9 @@ each (named after the stage), with the task runner the config asks for
 picks it from the config and starts the child with ``.with_options(task_runner=...)``.
 
 A sharded stage (questions, rollout) submits every shard as a task (``<stage>-shard``)
-to that runner: threads in this process, Dask workers, or Ray.  hopforge's content keys
+to that runner: threads in this process, Dask workers, or Ray.  Under Dask the CPU-bound work of the
+other stages (the filter's batches, assemble's passes, the report's trace views) runs on the Dask
+workers too (:class:`synth.engine.workers.DaskPool`).  hopforge's content keys
 decide what is reused, so the tasks cache nothing themselves (``NO_CACHE``): a rerun
 with unchanged inputs reuses every stage, and a run that died resumes from its
 finished shards.  The teacher's ``concurrency`` / ``rpm`` / ``tpm`` are global: when
@@ -32,10 +34,11 @@ from prefect.futures import wait
 
 from flows.config import Config, ConfigError, load_config
 from flows.stages import (ASSEMBLE, EVAL, EXPAND, FILTER, GRAPH, INDEX, INGEST, PIPELINE, QUESTIONS, REPORT, RL_BAND,
-                          ROLLOUT, SFT, TOKENIZER, WALKS)
+                          ROLLOUT, SFT, TEACHER_LIMITS, TOKENIZER, WALKS)
 from synth.engine.errors import InputError, StageFailed
 from synth.engine.stage import ShardJob, Stage, StageOutcome
 from synth.engine.store import MissingInput, Store
+from synth.engine.workers import DaskPool, divide_limits
 
 from flows.runlogs import attach_in_worker, hopforge_logs_to_run, run_logger
 
@@ -92,13 +95,7 @@ def split_teacher_limits(job: ShardJob, processes: int) -> ShardJob:
     """
     if processes <= 1:
         return job
-    config = dict(job.config)
-    teacher = dict(config.get("teacher") or {})
-    for field in ("concurrency", "rpm", "tpm"):
-        value = teacher.get(field)
-        if value:
-            teacher[field] = max(1, int(value) // processes)
-    config["teacher"] = teacher
+    config = divide_limits(job.config, TEACHER_LIMITS, processes)
     return dataclasses.replace(job, config=config, progress=False)
 
 
@@ -151,12 +148,22 @@ class PrefectShardExecutor:
         return [f.result() for f in futures]
 
 
+def cpu_pool() -> DaskPool | None:
+    """The flow's Dask cluster, where a stage's CPU-bound work runs (:mod:`synth.engine.workers`); None under
+    the other task runners (the stage then uses ``runner.cpu_workers`` processes of this machine)."""
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    runner = ctx.task_runner if ctx is not None else None
+    return DaskPool(runner.client) if type(runner).__name__ == "DaskTaskRunner" else None
+
+
 @task(cache_policy=NO_CACHE, persist_result=False)
 def stage_task(stage_name: str, cfg: Config, out: str) -> StageOutcome:
     """Run one stage (reused when its content key is unchanged), its shards as tasks."""
     stage = PIPELINE[stage_name]
     executor = PrefectShardExecutor() if stage.sharded else None
-    outcome = PIPELINE.run_stage(stage, cfg, Store(out), progress=False, executor=executor)
+    outcome = PIPELINE.run_stage(stage, cfg, Store(out), progress=False, executor=executor, cpu_pool=cpu_pool())
     r = outcome.report
     run_logger().info("%s: %s in %.1fs: %s in, %s out, %s dropped, %d teacher calls", stage_name,
                       "reused" if outcome.reused else "ran", outcome.seconds, r.get("input", "?"),

@@ -68,7 +68,8 @@ class AssembleConfig(Section):
         description="The block after the documents (field {question}); the completion (the answer) follows it.",
     )
     questions_per_pass: int = operational(
-        "Questions assembled per pass over the corpus (bounds the page text held in memory).", 4096, ge=1
+        "Questions assembled per pass over the corpus, at most (bounds the page text held in memory); passes are "
+        "smaller when that spreads the questions over the worker processes (`runner.cpu_workers`) better.", 4096, ge=1
     )
     tokenize_batch: int = operational("Pages tokenized per batch call of the fast tokenizer.", 1024, ge=1)
     verify_batch: int = operational("Rows whose rendered text is re-tokenized per batch call.", 32, ge=1)

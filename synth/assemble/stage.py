@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -261,63 +262,135 @@ def _chunks(items: list, n: int) -> Iterator[list]:
         yield items[i:i + n]
 
 
-def run_assemble(ctx: StageContext) -> StageResult:
-    """Assemble ``longctx`` from the accepted questions; see the module docstring."""
-    cfg: AssembleConfig = ctx.cfg.assemble
-    store = ctx.store
-    tokenizer = load_tokenizer(store)
-    questions, source = accepted_questions(store, cfg)
-    retrieved = retrieved_pages(store, {q["question_id"] for q in questions}, cfg.tier1_from)
+# With worker processes: about PASSES_PER_WORKER passes a worker, at least MIN_PASS questions each.  Always: no more
+# row text than PASS_TEXT_BYTES per pass (a worker hands a pass's rows back at once).
+PASSES_PER_WORKER, MIN_PASS, PASS_TEXT_BYTES = 4, 8, 64 << 20
+
+
+def pass_size(cfg: AssembleConfig, n_questions: int, workers: int = 1) -> int:
+    """Questions per pass: ``questions_per_pass`` at most, fewer so that ``workers`` processes share the passes.
+
+    The tables do not depend on it: a question's rows and rejects depend on the question alone (its random
+    pages are a permutation seeded by its id, drawn in order however many a pass loads), and a pass writes
+    them in question order, so only the number of corpus scans changes."""
+    size = min(cfg.questions_per_pass, max(1, PASS_TEXT_BYTES // (4 * sum(cfg.lengths))))  # about 4 bytes a token
+    if workers > 1:
+        size = min(size, max(MIN_PASS, -(-n_questions // (PASSES_PER_WORKER * workers))))
+    return max(1, size)
+
+
+@dataclass
+class _PassOut:
+    """One pass's rows and rejects, in the order one process writes them, and what it counted."""
+
+    rows: list[dict]
+    rejects: list[dict]
+    dropped: Counter
+    stats: Counter
+    pairs: int
+    pages_counted: int
+    corpus_scans: int
+
+
+def _pass_setup(cfg: Any, root: str) -> Assembler:
+    """A process's assembler: the tokenizer, the BM25 index and the page population, loaded once."""
+    store = Store(root)
     index = None
-    if cfg.tier2_bm25_k > 0:
+    if cfg.assemble.tier2_bm25_k > 0:
         from synth.tools.search import SearchIndex
 
         index = SearchIndex.open(store.path("index"))
     corpus = Corpus(store.dataset("corpus/pages", hint="ingest"))
-    asm = Assembler(cfg, ctx.cfg.seed, tokenizer, corpus, index)
+    return Assembler(cfg.assemble, cfg.seed, load_tokenizer(store), corpus, index)
+
+
+def _pass_step(asm: Assembler, item: tuple[list[dict], dict[str, list[str]]]) -> _PassOut:
+    """Assemble one pass of questions: every row and reject depends on its question only (seeded by its id)."""
+    questions, retrieved = item
+    stats0, counted0, scans0 = Counter(asm.stats), asm.packer.pages_counted, asm.corpus.loads
+    lengths = sorted(asm.cfg.lengths)
+    out = _PassOut([], [], Counter(), Counter(), 0, 0, 0)
+    jobs = asm.jobs(questions, retrieved)
+    pairs = []
+    for job in jobs:
+        for length in lengths:
+            if job.gold:
+                pairs.append((job, length))
+            else:
+                out.dropped["missing_gold"] += 1
+                out.rejects.append(asm.reject(job, length, "missing_gold", None))
+    asm.prefetch(pairs)
+    for batch in _chunks(pairs, asm.cfg.verify_batch):
+        for kind, rec in asm.rows(batch):
+            if kind == "row":
+                out.rows.append(rec)
+            else:
+                out.dropped[kind] += 1
+                out.rejects.append(rec)
+    asm.end_pass()
+    # In question order, then length order, as one pass of all the questions would write them.
+    order = {(q["question_id"], length): k for k, (q, length) in enumerate(
+        (q, length) for q in questions for length in lengths)}
+    out.rejects.sort(key=lambda r: order[(r["source_id"], int(r["record_id"].rsplit("-", 1)[1]))])
+    out.pairs = len(jobs) * len(lengths)
+    out.stats = asm.stats - stats0
+    out.pages_counted, out.corpus_scans = asm.packer.pages_counted - counted0, asm.corpus.loads - scans0
+    return out
+
+
+def _pass_name(i: int, item: tuple[list[dict], dict]) -> str:
+    qs = item[0]
+    return f"pass {i} ({len(qs)} questions, {qs[0]['question_id']} .. {qs[-1]['question_id']})" if qs else f"pass {i}"
+
+
+def run_assemble(ctx: StageContext) -> StageResult:
+    """Assemble ``longctx`` from the accepted questions; see the module docstring.
+
+    The passes run in worker processes (:mod:`synth.engine.workers`) and are written in pass order, so the
+    rows come in question order however many processes there are (:func:`pass_size`)."""
+    cfg: AssembleConfig = ctx.cfg.assemble
+    store = ctx.store
+    load_tokenizer(store)  # a missing tokenizer stops the stage here, before any worker starts
+    questions, source = accepted_questions(store, cfg)
+    retrieved = retrieved_pages(store, {q["question_id"] for q in questions}, cfg.tier1_from)
     lengths = sorted(cfg.lengths)
+    n = len(questions)
+    workers = ctx.cpu_workers(max(-(-n // pass_size(cfg, n)), -(-n // MIN_PASS)))
+    passes = list(_chunks(questions, pass_size(cfg, n, workers)))
+    workers = min(workers, max(1, len(passes)))
+    items = ((chunk, {q["question_id"]: retrieved[q["question_id"]] for q in chunk if q["question_id"] in retrieved})
+             for chunk in passes)
+    work = ctx.cpu_work(_pass_setup, (ctx.cfg, str(store.root)), _pass_step, _pass_name)
     out = ctx.writer("longctx", LONGCTX_SCHEMA, rows_per_shard=4096)
     rejects = ctx.writer("rejects/assemble", REJECT_SCHEMA)
     dropped: Counter = Counter()
-    n_rows = 0
+    st: Counter = Counter()
+    n_rows = pages_counted = corpus_scans = 0
     with ctx.bar("rows", len(questions) * len(lengths), "rows") as bar:
-        for chunk in _chunks(questions, cfg.questions_per_pass):
-            jobs = asm.jobs(chunk, retrieved)
-            pairs = []
-            for job in jobs:
-                for length in lengths:
-                    if job.gold:
-                        pairs.append((job, length))
-                    else:
-                        dropped["missing_gold"] += 1
-                        rejects.write([asm.reject(job, length, "missing_gold", None)])
-                        bar.update(1)
-            asm.prefetch(pairs)
-            for batch in _chunks(pairs, cfg.verify_batch):
-                rows = []
-                for kind, rec in asm.rows(batch):
-                    if kind == "row":
-                        rows.append(rec)
-                    else:
-                        dropped[kind] += 1
-                        rejects.write([rec])
-                out.write(rows)
-                n_rows += len(rows)
-                bar.update(len(batch))
-            asm.end_pass()
+        for done in ctx.cpu_map(work, items, workers):
+            rejects.write(done.rejects)
+            out.write(done.rows)
+            n_rows += len(done.rows)
+            dropped.update(done.dropped)
+            st.update(done.stats)
+            pages_counted += done.pages_counted
+            corpus_scans += done.corpus_scans
+            bar.update(done.pairs)
     out.close()
     rejects.close()
-    st = asm.stats
     log.info("assemble: %d rows, %d tokens, dropped %s, %d retries", n_rows, st["tokens"], dict(dropped), st["retries"])
     extra = {
         "accepted_from": source,
         "questions": len(questions),
         "tokens": st["tokens"],
-        "pages_counted": asm.packer.pages_counted,
-        "corpus_scans": corpus.loads,
         "rows_cut": st["rows_cut"],
         "retries": st["retries"],
         "tier1_unusable": st["tier1_unusable"],
+        # Operational (not part of the tables): how the work was spread; each process counts the pages it needs.
+        "passes": len(passes),
+        "workers": workers,
+        "pages_counted": pages_counted,
+        "corpus_scans": corpus_scans,
     }
     return StageResult(input=len(questions) * len(lengths), output=n_rows, dropped=dict(dropped), extra=extra)
 

@@ -97,9 +97,13 @@ _REPR.maxstring = _REPR.maxother = MAX_ERROR_VALUE_CHARS
 
 
 def cpu_workers(requested: int) -> int:
-    """``runner.cpu_workers`` as a process count: 0 means one per core this process may use."""
+    """``runner.cpu_workers`` as a process count: 0 means one per core this process may use (its CPU
+    affinity, e.g. a container's or ``taskset``'s share, not every core of the machine)."""
     if requested > 0:
         return requested
+    count = getattr(os, "process_cpu_count", None)  # Python 3.13+
+    if count is not None:
+        return max(1, count() or 1)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
@@ -125,10 +129,14 @@ class RunnerConfig(Section):
         "cluster, or `dask_address`), or `ray` (prefect-ray, installed separately).", "threads")
     dask_address: str | None = operational("Scheduler address of an existing Dask cluster; None: start a local one.", None)
     dask_workers: int = operational("Workers of the local Dask cluster.", 2, ge=1)
-    shard_workers: int = operational("Shards run at once (threads) by `hopforge run` and the threads runner.", 4, ge=1)
+    shard_workers: int = operational(
+        "Shards run at once (threads) by `hopforge run` and the threads runner; a stage whose shards are CPU-bound "
+        "Python (questions) runs them in `cpu_workers` processes instead.", 4, ge=1)
     cpu_workers: int = operational(
-        "Worker processes of the stages whose work is CPU-bound Python (the filter); 0: one per core of this "
-        "machine.  The tables are the same whatever the count.", 0, ge=0)
+        "Worker processes for the CPU-bound Python of the filter, assemble and report stages and the questions "
+        "stage's validators (`synth/engine/workers.py`): 0: one per core this process may use; 1: no worker "
+        "processes, everything in this process.  Under the Prefect flow with `task_runner: dask` the Dask "
+        "cluster's workers do this work instead.  The tables are the same whatever the count.", 0, ge=0)
     allow_empty: bool = operational(
         "Commit a teacher stage whose every item was dropped (by default that is an error: a broken prompt or "
         "endpoint must not become a finished, empty stage that later runs reuse).", False)

@@ -16,8 +16,16 @@ import os
 import signal
 
 
+# The run's main process when this is one of its local worker processes (synth.engine.workers): a crash there
+# takes the whole run down, as a machine going down would.
+RUN_PID: int | None = None
+
+
 def crash_point(name: str) -> None:
-    """SIGKILL this process if ``HOPFORGE_CRASH_AT`` names ``name``."""
+    """SIGKILL this process (and, in a worker process, the run's main process) if ``HOPFORGE_CRASH_AT`` names
+    ``name``."""
     spec = os.environ.get("HOPFORGE_CRASH_AT")
     if spec and name in spec.split(","):
+        if RUN_PID is not None:
+            os.kill(RUN_PID, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -19,6 +19,7 @@ run lock), and it keeps
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -33,6 +34,7 @@ from synth.engine.errors import StageFailed
 from synth.engine.faults import crash_point
 from synth.engine.stage import FAILED_LISTED, STOP, ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
 from synth.engine.store import MissingInput, RunLock, Store, atomic_write_json
+from synth.engine.workers import CpuPool, divide_limits
 
 log = logging.getLogger("hopforge")
 
@@ -109,11 +111,13 @@ class Pipeline:
 
     # ---- one stage -----------------------------------------------------------------------------
     def run_stage(self, stage: Stage, cfg: Any, store: Store, force: bool = False, progress: bool | None = None,
-                  executor: ShardExecutor | None = None) -> StageOutcome:
+                  executor: ShardExecutor | None = None, cpu_pool: CpuPool | None = None) -> StageOutcome:
         """Run one stage unless its content key is unchanged; commit its outputs atomically.
 
         A sharded stage runs its shards through ``executor`` (default: ``runner.shard_workers``
-        threads); the Prefect flow passes one that submits each shard as a task.
+        threads); the Prefect flow passes one that submits each shard as a task.  The stage's CPU-bound
+        work runs on ``cpu_pool`` (the flow's Dask cluster) when given, else in ``runner.cpu_workers``
+        local processes (:mod:`synth.engine.workers`).
         """
         t0 = time.monotonic()
         key, parts = self.stage_key(stage, cfg, store)
@@ -139,7 +143,7 @@ class Pipeline:
             shutil.rmtree(final, ignore_errors=True)
             shutil.rmtree(store.partial_dir(stage.name, key), ignore_errors=True)
         _prepare_partial(store.partial_dir(stage.name, key), sharded=stage.sharded)
-        ctx = StageContext(stage, cfg, store, key, progress=progress)
+        ctx = StageContext(stage, cfg, store, key, progress=progress, cpu_pool=cpu_pool)
         log.info("%s: running (key %s)", stage.name, key)
         try:
             if stage.sharded:
@@ -224,6 +228,25 @@ class Pipeline:
 
         return run
 
+    def process_executor(self, ctx: StageContext, workers: int) -> ShardExecutor:
+        """Run shards in ``workers`` processes (:mod:`synth.engine.workers`), for a stage whose shards are
+        CPU-bound Python (``Stage.cpu_shards``): each process takes 1/N of the stage's ``per_process_limits``,
+        and one bar counts finished shards (the shards draw none of their own)."""
+        stage = ctx.stage
+        config = divide_limits(ctx.cfg.model_dump(mode="json"), stage.per_process_limits, workers)
+        work = ctx.cpu_work(_shards_setup, (self, type(ctx.cfg).model_validate(config)), _shard_step, _shard_name)
+
+        def run(jobs: Sequence[ShardJob]) -> list[dict]:
+            jobs = [dataclasses.replace(j, config=config, progress=False) for j in jobs]
+            out = []
+            with ctx.bar("shards", len(jobs), "shards") as bar:
+                for summary in ctx.cpu_map(work, jobs, workers):
+                    out.append(summary)
+                    bar.update(1)
+            return out
+
+        return run
+
     def _run_sharded(self, ctx: StageContext, shards: Shards, executor: ShardExecutor | None) -> StageResult:
         """Plan, run the shards not done yet (each marked done atomically), then finish."""
         descs = shards.plan(ctx)
@@ -242,7 +265,9 @@ class Pipeline:
         config = ctx.cfg.model_dump(mode="json")
         jobs = [ShardJob(ctx.stage.name, config, str(ctx.store.root), ctx.key, i, d, ctx.progress)
                 for i, d in enumerate(descs) if i not in done]
-        run = executor or self.thread_executor(ctx.cfg, ctx.cfg.runner.shard_workers)
+        workers = ctx.cpu_workers(len(jobs)) if ctx.stage.cpu_shards and executor is None else 1
+        run = executor or (self.process_executor(ctx, workers) if workers > 1 else
+                           self.thread_executor(ctx.cfg, ctx.cfg.runner.shard_workers))
         try:
             fresh = run(jobs)
         finally:
@@ -343,6 +368,19 @@ class Run:
 def run_stage(stage: Stage, cfg: Any, store: Store, **kw: Any) -> StageOutcome:
     """Run one stage on its own (outside any pipeline table); see :meth:`Pipeline.run_stage`."""
     return Pipeline([stage]).run_stage(stage, cfg, store, **kw)
+
+
+def _shards_setup(pipeline: Pipeline, cfg: Any) -> tuple[Pipeline, Any]:
+    return pipeline, cfg
+
+
+def _shard_step(state: tuple[Pipeline, Any], job: ShardJob) -> dict:
+    pipeline, cfg = state
+    return pipeline.run_shard(job, cfg)
+
+
+def _shard_name(i: int, job: ShardJob) -> str:
+    return f"shard {job.index} ({json.dumps(job.desc)})"
 
 
 def _top(counts: dict[str, int], items: Sequence[dict] = ()) -> str:

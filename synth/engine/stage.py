@@ -13,10 +13,11 @@ import importlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from synth.engine.progress import Bar
 from synth.engine.store import ShardWriter, Store
+from synth.engine.workers import CpuPool, CpuWork, cpu_map, processes_for
 
 
 # How many failed items a stage report names one by one (the counts by reason are always whole).
@@ -120,6 +121,10 @@ class Stage:
     sharded: bool = False
     must_produce: bool = False  # an empty output from a non-empty input is a failure, not a result
     by_content: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    # The shards' work is CPU-bound Python (the questions validators): `hopforge run` runs them in runner.cpu_workers
+    # processes instead of threads, each with 1/N of these global limits (dotted operational fields of the config).
+    cpu_shards: bool = False
+    per_process_limits: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.by_content) - set(self.reads) - set(self.optional_reads)
@@ -147,11 +152,13 @@ class StageContext:
     """Everything a running stage may touch: config, store, its staging folder, progress, and
     resources shared by the stage run (a teacher client, say), closed when it ends."""
 
-    def __init__(self, stage: Stage, cfg: Any, store: Store, key: str, progress: bool | None = None):
+    def __init__(self, stage: Stage, cfg: Any, store: Store, key: str, progress: bool | None = None,
+                 cpu_pool: CpuPool | None = None):
         self.stage, self.cfg, self.store, self.key = stage, cfg, store, key
         self.staging = store.partial_dir(stage.name, key)
         self.staging.mkdir(parents=True, exist_ok=True)
         self.progress = progress
+        self.cpu_pool = cpu_pool  # where CPU work runs instead of local processes (the flow's Dask cluster)
         self._lock = threading.Lock()
         self._resources: dict[str, Any] = {}
 
@@ -176,6 +183,21 @@ class StageContext:
             if k not in _BARS:
                 _BARS[k] = self.bar(desc, total, unit)
             return _BARS[k]
+
+    def cpu_work(self, setup: Callable[..., Any], args: tuple, step: Callable[[Any, Any], Any],
+                 name: Callable[[int, Any], str] | None = None) -> CpuWork:
+        """This stage run's CPU-bound work (:mod:`synth.engine.workers`): ``setup(*args)`` once per process,
+        then ``step(state, item)`` per item."""
+        token = f"{self.store.root}:{self.stage.name}:{self.key}:{setup.__module__}.{setup.__qualname__}"
+        return CpuWork(self.stage.name, token, setup, args, step, name)
+
+    def cpu_workers(self, items: int | None = None) -> int:
+        """How many processes this stage's CPU work runs in (``runner.cpu_workers``, or the Dask cluster's)."""
+        return processes_for(self.cfg.runner.cpu_workers, items, self.cpu_pool)
+
+    def cpu_map(self, work: CpuWork, items: Iterable[Any], workers: int) -> Iterator[Any]:
+        """``work`` over ``items`` in ``workers`` processes, results in item order (:func:`cpu_map`)."""
+        return cpu_map(work, items, workers, self.cpu_pool)
 
     def shard_out(self, rel: str, i: int) -> Path:
         """Where shard ``i`` writes its part of table ``rel`` (one Parquet file)."""

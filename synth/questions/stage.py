@@ -8,7 +8,9 @@ attempted and passed per reason (``repairs``), and how varied the phrasing is
 
 The stage is sharded (``questions.shard_size`` sources a shard): each shard runs its
 rounds of teacher calls concurrently through :meth:`Teacher.map`, which keeps input
-order, and the shards share one teacher, so ``teacher.concurrency`` is global.
+order.  Its validators are CPU-bound Python, so the shards run in ``runner.cpu_workers``
+worker processes (``cpu_shards`` in the stage table; Dask workers under the flow), each
+process with 1/N of ``teacher.concurrency``, ``rpm`` and ``tpm``, so the limits stay global.
 Duplicates are removed across shards at the end, the first in source order kept, so
 the table depends on neither concurrency nor sharding.  Every source ends either in
 ``questions`` or in ``rejects/questions`` with a counted reason.

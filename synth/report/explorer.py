@@ -337,14 +337,21 @@ class _Spill:
         self._buf.clear()
         self._bytes = 0
 
+    def path(self, shard: int) -> Path:
+        return self.folder / f"{shard:05d}.jsonl"
+
     def read(self, shard: int) -> Iterator[list]:
-        p = self.folder / f"{shard:05d}.jsonl"
-        if not p.exists():
-            return
-        with open(p, "rb") as f:
-            for line in f:
-                yield orjson.loads(line)
-        p.unlink()
+        return _read_spill(self.path(shard))
+
+
+def _read_spill(p: Path) -> Iterator[list]:
+    """The lines of one spill file, then the file is removed."""
+    if not p.exists():
+        return
+    with open(p, "rb") as f:
+        for line in f:
+            yield orjson.loads(line)
+    p.unlink()
 
 
 def _dataset(store: Store, rel: str) -> ds.Dataset | None:
@@ -362,6 +369,13 @@ def _batches(data: ds.Dataset | None, columns: list[str], batch_size: int = 4096
     a dataset scan does) would hold a row group's conversations, often hundreds of MB, in memory.
     ``keep = (column, values)`` keeps only the rows whose ``column`` is one of ``values``.
     """
+    for batch in _record_batches(data, columns, batch_size, keep):
+        yield batch.to_pylist()
+
+
+def _record_batches(data: ds.Dataset | None, columns: list[str], batch_size: int = 4096,
+                    keep: tuple[str, pa.Array] | None = None) -> Iterator[pa.RecordBatch]:
+    """:func:`_batches` as Arrow record batches (what a worker process is handed)."""
     if data is None:
         return
     for path in data.files:
@@ -371,7 +385,7 @@ def _batches(data: ds.Dataset | None, columns: list[str], batch_size: int = 4096
             if keep is not None:
                 batch = batch.filter(pc.is_in(batch.column(keep[0]), value_set=keep[1]))
             if batch.num_rows:
-                yield batch.to_pylist()
+                yield batch
 
 
 def _figure_captions(out: Path) -> dict[str, str]:
@@ -397,13 +411,17 @@ def _scalars(summary: dict | None) -> dict[str, Any]:
 
 def write_explorer(store: Store, out: Path, figures: list[str], summary: dict | None = None, *,
                    shard_size: int = SHARD_SIZE, shard_bytes: int = SHARD_BYTES, min_f1: float = 0.8,
-                   max_text: int = MAX_TEXT) -> dict:
+                   max_text: int = MAX_TEXT, ctx: Any = None) -> dict:
     """Write ``out/index.html`` and its data (``out/explorer/``) for the run in ``store``.
 
     ``figures`` are PNG file names already in ``out`` (the report's); ``summary`` the report's
     summary numbers (its ``funnel`` rows are shown when present, else the funnel is read from
     ``reports/``).  ``min_f1`` grades answers only when the filter stage has not run.  Returns
     what was written: counts, files and bytes.
+
+    With ``ctx`` (the report stage's context) the trace views and the shards' JSON are made in its
+    worker processes (:mod:`synth.engine.workers`), batch by batch and bucket by bucket, and used in
+    order, so the files are the same for any worker count.
     """
     t0 = time.monotonic()
     out = Path(out)
@@ -412,7 +430,7 @@ def write_explorer(store: Store, out: Path, figures: list[str], summary: dict | 
     chain = _chain(reports)
     work = Path(tempfile.mkdtemp(dir=out, prefix=".explorer-"))
     try:
-        counts, index = _write_data(store, work, chain, shard_size, shard_bytes, min_f1, max_text)
+        counts, index = _write_data(store, work, chain, shard_size, shard_bytes, min_f1, max_text, ctx)
         captions = _figure_captions(out)
         figs = [{"file": f, "caption": captions.get(f, "")} for f in figures
                 if f == Path(f).name and not f.startswith(".") and (out / f).is_file()]
@@ -440,8 +458,53 @@ def write_explorer(store: Store, out: Path, figures: list[str], summary: dict | 
             "seconds": round(time.monotonic() - t0, 3)}
 
 
+# ---- the work worker processes do (synth.engine.workers) ----------------------------------------
+def _spread(ctx: Any, setup: Any, args: tuple, step: Any, items: Iterator, n: int | None, name: Any) -> Iterator:
+    """``step(setup(*args), item)`` of each item, in order: in ``ctx``'s worker processes, or here without one."""
+    if ctx is None:
+        state = setup(*args)
+        return (step(state, item) for item in items)
+    return ctx.cpu_map(ctx.cpu_work(setup, args, step, name), items, ctx.cpu_workers(n))
+
+
+def _views_setup(max_text: int) -> tuple:
+    return (max_text,)
+
+
+def _bucket_setup(chain: list[str]) -> tuple:
+    return (chain,)
+
+
+def _views_step(state: tuple, batch: pa.RecordBatch) -> list[tuple[str, Any, dict]]:
+    """(question id, final answer, view) of every trace of a batch."""
+    (max_text,) = state
+    return [(r["question_id"], r.get("final_answer"), trace_view(r, max_text)) for r in batch.to_pylist()]
+
+
+def _views_name(i: int, batch: pa.RecordBatch) -> str:
+    ids = batch.column("trace_id") if "trace_id" in batch.schema.names else None
+    return f"batch {i} of traces ({batch.num_rows} traces{f', {ids[0]} .. {ids[-1]}' if ids else ''})"
+
+
+def _bucket_step(state: tuple, item: tuple) -> list[str]:
+    """The JSON of each question of one bucket of positions, from its spill file and its index columns."""
+    (chain,) = state
+    spill, lo, hi, heads = item
+    details = _assemble(_read_spill(Path(spill)), lo, hi, chain)
+    parts = []
+    for d, (qid, st, reason, label, c, n) in zip(details, heads):
+        d.update(id=qid, status=st, reason=reason, label=label, c=c, n=n)
+        parts.append(js_json(d))
+    return parts
+
+
+def _bucket_name(i: int, item: tuple) -> str:
+    _, lo, hi, heads = item
+    return f"questions {lo}..{hi - 1} ({heads[0][0]} .. {heads[-1][0]})" if heads else f"questions {lo}..{hi - 1}"
+
+
 def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, shard_bytes: int, min_f1: float,
-                max_text: int) -> tuple[dict, dict]:
+                max_text: int, ctx: Any = None) -> tuple[dict, dict]:
     """Stream the tables into spill files, then write the shards; returns (counts, index columns)."""
     questions = _dataset(store, "questions")
     qrejects = _dataset(store, "rejects/questions")
@@ -523,16 +586,16 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
                 spill.add("d", p, [r["trace_id"], r["detail"]])
     trace_cols = [c for c in (traces.schema.names if traces is not None else []) if c != "tools"]
     n_trace_rows = 0
-    for rows in _batches(traces, trace_cols, BATCH_ROWS):
-        for r in rows:
-            p = pos.get(r["question_id"])
-            if p is None:
-                continue
+    n_trace_batches = None if traces is None else -(-traces.count_rows() // BATCH_ROWS)
+    batches = _record_batches(traces, trace_cols, BATCH_ROWS, keep=("question_id", pa.array(list(pos), pa.string())))
+    for views in _spread(ctx, _views_setup, (max_text,), _views_step, batches, n_trace_batches, _views_name):
+        for qid, final_answer, view in views:
+            p = pos[qid]
             n_trace_rows += 1
             n_traces[p] += 1
             if golds is not None:
-                n_correct[p] += is_correct(r.get("final_answer"), golds.get(p, []), min_f1)
-            spill.add("t", p, trace_view(r, max_text))
+                n_correct[p] += is_correct(final_answer, golds.get(p, []), min_f1)
+            spill.add("t", p, view)
     golds = None
 
     for rel, id_col, kind, path_col, links_col in (("walks", "walk_id", "walk", "path", "hops"),
@@ -597,18 +660,22 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
     out_dir.mkdir()
     spill.flush()
     starts: list[int] = []
-    for b in range((n + shard_size - 1) // shard_size):
+    n_buckets = (n + shard_size - 1) // shard_size
+
+    def bucket(b: int) -> tuple:
         lo, hi = b * shard_size, min(n, (b + 1) * shard_size)
-        details = _assemble(spill.read(b), lo, hi, chain)
+        heads = [(ids[p], status[p], reasons[reason_ix[p]] if reason_ix[p] >= 0 else None, labels[label_ix[p]],
+                  n_correct[p], max(n_traces[p], n_verdicts[p])) for p in range(lo, hi)]
+        return str(spill.path(b)), lo, hi, heads
+
+    buckets = (bucket(b) for b in range(n_buckets))
+    for b, made in enumerate(_spread(ctx, _bucket_setup, (chain,), _bucket_step, buckets, n_buckets, _bucket_name)):
+        lo, hi = b * shard_size, min(n, (b + 1) * shard_size)
         parts: list[str] = []
         size = 0
         first = lo
         for p in range(lo, hi):
-            d = details[p - lo]
-            d.update(id=ids[p], status=status[p], reason=reasons[reason_ix[p]] if reason_ix[p] >= 0 else None,
-                     label=labels[label_ix[p]], c=n_correct[p], n=max(n_traces[p], n_verdicts[p]))
-            part = js_json(d)
-            details[p - lo] = None  # type: ignore[call-overload]
+            part = made[p - lo]
             if parts and size + len(part) > shard_bytes:
                 _write_shard(out_dir, len(starts), first, ids[first:p], parts)
                 starts.append(first)

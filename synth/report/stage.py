@@ -327,12 +327,14 @@ class Report:
 
 
 def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls: int | None = None,
-                 max_tool_calls: int | None = None, price: Price | None = None, explorer: bool = True) -> Report:
+                 max_tool_calls: int | None = None, price: Price | None = None, explorer: bool = True,
+                 ctx: StageContext | None = None) -> Report:
     """Write ``out/index.md`` and its PNG figures from the run in ``store``, and (``explorer``) the
     browsable ``out/index.html`` (:mod:`synth.report.explorer`).
 
     ``min_tool_calls`` / ``max_tool_calls`` (T_min, T_max of the low-step filter) are marked on the
     tool-call histogram; ``price`` (``teacher.price_per_mtok``) prices the recorded teacher tokens.
+    With ``ctx`` (the report stage's) the explorer's per-trace work runs in its worker processes.
     """
     import synth.report.plots as plots
 
@@ -384,7 +386,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
                "[index.html](index.html) (a static page: open it from disk).", ""]
     (out / "index.md").write_text("\n".join(md).rstrip() + "\n")
     if explorer:
-        rep.explorer = write_explorer(store, out, rep.figures, rep.summary, min_f1=min_f1)
+        rep.explorer = write_explorer(store, out, rep.figures, rep.summary, min_f1=min_f1, ctx=ctx)
     return rep
 
 
@@ -576,7 +578,7 @@ def run_report(ctx: StageContext) -> StageResult:
     """The ``report`` stage: every trace is reported; writes ``report/index.md``, its figures and the explorer."""
     fcfg = ctx.cfg.filters
     rep = build_report(ctx.store, ctx.out("report"), fcfg.min_f1, min_tool_calls=fcfg.min_tool_calls,
-                       max_tool_calls=fcfg.max_tool_calls, price=ctx.cfg.teacher.price_per_mtok)
+                       max_tool_calls=fcfg.max_tool_calls, price=ctx.cfg.teacher.price_per_mtok, ctx=ctx)
     n = rep.summary.get("traces", 0)
     return StageResult(input=n, output=n, extra={"figures": rep.figures, "skipped": rep.skipped,
                                                  "explorer": {k: rep.explorer.get(k) for k in ("questions", "traces",

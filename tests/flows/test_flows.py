@@ -23,8 +23,41 @@ TABLES = ["questions", "traces", "sft"]
 SECRET = "sk-hopforge-test-secret-0123456789"
 
 
+# Every table the stages with worker processes write (filter, assemble; questions' shards), and the ids they
+# are compared by; and overrides that give each of those stages several items to spread.
+ALL_TABLES = {"questions": "question_id", "rejects/questions": "record_id", "traces": "trace_id", "sft": "trace_id",
+              "rl_pool": "extra_info", "filter/verdicts": "trace_id", "rejects/filter": "trace_id",
+              "longctx": "sample_id", "rejects/assemble": "record_id"}
+SPREAD = ["questions.shard_size=4", "rollout.shard_size=4", "assemble.questions_per_pass=1"]
+
+
 def read(out: Path, table: str):
     return ds.dataset(out / table).to_table()
+
+
+def by_id(out: Path, table: str) -> list[dict]:
+    key = ALL_TABLES[table]
+    return sorted(read(out, table).to_pylist(), key=lambda r: json.dumps(r[key], sort_keys=True, default=str))
+
+
+def same_tables(a: Path, b: Path) -> None:
+    """Every table of ALL_TABLES holds the same rows in ``a`` and ``b``, sorted by id and as written."""
+    for table in ALL_TABLES:
+        assert by_id(a, table) == by_id(b, table), table
+        assert read(a, table).equals(read(b, table)), table
+    assert by_id(a, "longctx") and by_id(a, "sft") and by_id(a, "rejects/questions")
+    # The explorer's data: its question shards byte for byte, its index but for the run's name and timings (meta).
+    shards = sorted(p.name for p in (a / "report" / "explorer").glob("shard-*.js"))
+    assert shards and all((a / "report/explorer" / n).read_bytes() == (b / "report/explorer" / n).read_bytes()
+                          for n in shards)
+
+    def index(out: Path) -> dict:
+        text = (out / "report" / "explorer" / "index-data.js").read_text()
+        data = json.loads(text[text.index("(") + 1:text.rindex(")")])
+        data.pop("meta")
+        return data
+
+    assert index(a) == index(b)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +92,18 @@ def plain(tmp_path_factory, overrides) -> Path:
 
     out = tmp_path_factory.mktemp("plain")
     PIPELINE.run(PIPELINE, load_config(CONFIG, overrides), Store(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory, overrides) -> Path:
+    """The pipeline in this process alone: shards on threads, no worker processes (runner.cpu_workers=1)."""
+    from flows.config import load_config
+    from flows.stages import PIPELINE
+    from synth.engine.store import Store
+
+    out = tmp_path_factory.mktemp("one")
+    PIPELINE.run(PIPELINE.upto("report"), load_config(CONFIG, [*overrides, *SPREAD, "runner.cpu_workers=1"]), Store(out))
     return out
 
 
@@ -101,17 +146,33 @@ def test_flow_matches_plain_runner_and_rerun_reuses_every_stage(flow_run, plain)
     assert all(s["reused"] and s["teacher_calls"] == 0 for s in run["stages"].values())
 
 
-# ---- 2. Dask workers give the same tables ---------------------------------------------------
-def test_dask_runner_gives_the_same_tables(harness, tmp_path, overrides, plain) -> None:
+# ---- 2. worker processes and Dask workers give the same tables ---------------------------------
+def test_worker_processes_give_the_tables_of_one_process(tmp_path, overrides, one_process) -> None:
+    """Questions' shards, the filter's batches and assemble's passes in 2 processes: the one-process tables."""
+    from flows.config import load_config
+    from flows.stages import PIPELINE
+    from synth.engine.store import Store
+
+    out = tmp_path / "processes"
+    PIPELINE.run(PIPELINE.upto("report"), load_config(CONFIG, [*overrides, *SPREAD, "runner.cpu_workers=2"]), Store(out))
+    assert json.loads((out / "reports" / "assemble.json").read_text())["workers"] == 2
+    assert json.loads((one_process / "reports" / "assemble.json").read_text())["workers"] == 1
+    same_tables(one_process, out)
+
+
+def test_dask_runner_gives_the_same_tables(harness, tmp_path, overrides, plain, one_process) -> None:
     from flows.synth_flow import synth_flow
 
     out = tmp_path / "dask"
-    # Small shards, so questions and rollout spread over both worker processes.
-    extra = ["runner.task_runner=dask", "runner.dask_workers=2", "questions.shard_size=4", "rollout.shard_size=4"]
+    # Small shards and passes, so questions, rollout, the filter and assemble spread over both Dask workers.
+    extra = ["runner.task_runner=dask", "runner.dask_workers=2", *SPREAD]
     summary = synth_flow(config=CONFIG, overrides=[*overrides, *extra], out=str(out))
     assert summary["teacher_calls"] > 0
     for table in TABLES:
         assert read(plain, table).equals(read(out, table)), table
+    # Assemble's passes ran on the cluster's 2 workers, not in this process.
+    assert json.loads((out / "reports" / "assemble.json").read_text())["workers"] == 2
+    same_tables(one_process, out)
 
 
 def test_shards_split_the_teacher_limits_across_processes() -> None:

@@ -119,7 +119,7 @@ def built(tmp_path_factory):
     return {"root": root, "pages": {p["page_id"]: p for p in pages}, "tok": tok, "bm25_k": bm25_k}
 
 
-def _run(built, tmp_path, seed: int = 0, **kw):
+def _run(built, tmp_path, seed: int = 0, cpu_workers: int = 0, **kw):
     """Run the stage into a fresh store that links the fixture's inputs; returns (rows, rejects, report)."""
     root = tmp_path / "out"
     root.mkdir(parents=True, exist_ok=True)
@@ -129,6 +129,7 @@ def _run(built, tmp_path, seed: int = 0, **kw):
     kw.setdefault("tier2_bm25_k", built["bm25_k"])
     kw.setdefault("verify_batch", 3)
     cfg = _Cfg(seed=seed, assemble=AssembleConfig(**kw))
+    cfg.runner.cpu_workers = cpu_workers
     store = Store(root)
     outcome = run_stage(STAGE, cfg, store, force=True, progress=False)
     rows = store.read("longctx").to_pylist()
@@ -193,6 +194,45 @@ def test_same_seed_same_rows_other_seed_other_order(built, tmp_path):
     assert a == b
     assert [r["doc_page_ids"] for r in a] != [r["doc_page_ids"] for r in c]
     _check_rows(built, c, 64)
+
+
+def _table_bytes(root: Path, rel: str) -> dict[str, bytes]:
+    folder = next((root / ".stages" / "assemble").glob("*[!l]"))  # the committed folder, not a .partial
+    return {p.name: p.read_bytes() for p in sorted((folder / rel).glob("*.parquet"))}
+
+
+def test_worker_processes_write_the_same_tables_as_one_process(built, tmp_path):
+    """One pass of every question in one process; one pass per question shared by two processes: the tables
+    are the same files, byte for byte (a question's rows depend on it alone, and come in question order)."""
+    kw = dict(lengths=[700, 1500, 60000], slack=64)
+    one = _run(built, tmp_path / "one", cpu_workers=1, **kw)
+    two = _run(built, tmp_path / "two", cpu_workers=2, questions_per_pass=1, **kw)
+    assert one[2]["workers"] == 1 and one[2]["passes"] == 1 and two[2]["workers"] == 2 and two[2]["passes"] == 4
+    assert one[0] and one[1] and one[:2] == two[:2]
+    for rel in ("longctx", "rejects/assemble"):
+        assert _table_bytes(tmp_path / "one" / "out", rel) == _table_bytes(tmp_path / "two" / "out", rel), rel
+    by_id = lambda rows, k: sorted(rows, key=lambda r: r[k])  # noqa: E731
+    assert by_id(one[0], "sample_id") == by_id(two[0], "sample_id")
+    assert by_id(one[1], "record_id") == by_id(two[1], "record_id")
+    _check_rows(built, two[0], 64)
+
+
+def test_a_failed_pass_names_its_questions(built, tmp_path, monkeypatch):
+    import synth.assemble.stage as stage
+    from synth.engine.workers import WorkerFailed
+
+    real = stage.Assembler.jobs
+
+    def jobs(self, questions, retrieved):
+        if any(q["question_id"] == "q3" for q in questions):
+            raise ValueError("a bad page")
+        return real(self, questions, retrieved)
+
+    monkeypatch.setattr(stage.Assembler, "jobs", jobs)  # the workers are forked: they see it too
+    with pytest.raises(WorkerFailed, match=r"stage assemble: pass 2 \(1 questions, q3 \.\. q3\) failed: "
+                                           r"ValueError: a bad page"):
+        _run(built, tmp_path, cpu_workers=2, lengths=[1500], slack=64, questions_per_pass=1)
+    assert not list((tmp_path / "out" / ".stages" / "assemble").glob("*[!l]"))  # nothing committed
 
 
 def test_shuffle_is_seeded_by_question_and_length(built):

@@ -417,3 +417,35 @@ def test_an_empty_run(tmp_path: Path) -> None:
     index, _ = load(tmp_path / "out")
     assert info["questions"] == 0 and index["n"] == 0 and index["shard_starts"] == []
     assert (tmp_path / "out" / "index.html").stat().st_size > 1000
+
+
+def test_worker_processes_write_the_same_files(run, tmp_path: Path, monkeypatch) -> None:
+    """The trace views and the shards' JSON made in 2 worker processes: every file the same bytes as in one."""
+    import os
+
+    import synth.report.explorer as mod
+    from flows.config import load_config
+    from synth.engine.stage import Stage, StageContext
+
+    monkeypatch.setattr(mod, "BATCH_ROWS", 4)  # several batches of traces, and (shard_size 3) several buckets
+    marks = tmp_path / "pids"
+    marks.mkdir()
+    real = mod._views_step
+
+    def views(state, batch):  # leaves a mark of the process that made the views (the workers are forked)
+        (marks / str(os.getpid())).touch()
+        return real(state, batch)
+
+    monkeypatch.setattr(mod, "_views_step", views)
+    files, pids = {}, {}
+    for workers in (1, 2):
+        ctx = StageContext(Stage("report", "synth.report.stage:run_report"),
+                           load_config(None, [f"runner.cpu_workers={workers}"]), run, f"test-{workers}")
+        out = tmp_path / f"w{workers}"
+        write_explorer(run, out, [], shard_size=3, ctx=ctx)
+        files[workers] = {p.name: p.read_bytes() for p in sorted((out / "explorer").iterdir())}
+        pids[workers] = {int(p.name) for p in marks.iterdir()}
+        for p in marks.iterdir():
+            p.unlink()
+    assert len(files[1]) > 3 and files[1] == files[2]
+    assert pids[1] == {os.getpid()} and pids[2] and os.getpid() not in pids[2]
