@@ -70,6 +70,13 @@ def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, m
     from jinja2 import TemplateError
     from trl.data_utils import _tokenize
 
+    known = example.get("known_n_tokens")  # the rendered length an earlier stage counted (sft.train.prepare)
+    if max_length is not None and known is not None and known > max_length:
+        # Dropped, never truncated, and not tokenized again: the cached count is exact under this tokenizer and
+        # template (synth.tokenizer.counts keys it by both).
+        return {"input_ids": [], "assistant_masks": [], "n_tokens": int(known), "too_long": True, "n_trained": 0,
+                "n_tool_tokens": 0, "tool_trained": 0, "prompt_trained": 0, "assistant_turns": 0, "eot_untrained": 0,
+                "missing_tools": 0, "problem": ""}
     messages, tools = [dict(m) for m in example["messages"]], parse_tools(example["tools"])
     markers = has_generation_markers(chat_template)
     try:
