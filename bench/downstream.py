@@ -66,7 +66,9 @@ GOAL_GIB = 4.0
 GOAL_RATIO = 0.8
 CONFIG = "configs/demo.yaml"
 RECIPE = "configs/sft/tiny.yaml"
-GEN_VERSION = 1  # bump when the generated folder changes shape
+GEN_VERSION = 2  # bump when the generated folder changes shape
+QUESTIONS_PER_FILE = 256  # as the stages write them: one Parquet file per shard (questions.shard_size)
+ROLLOUT_SHARD = 32  # questions per rollout shard (rollout.shard_size), whose traces are one Parquet file
 COPIED = ("ingest", "index", "tokenizer")  # stages taken from the demo run as they are
 ANCHOR = '"role": "assistant", "content": "'
 ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -134,11 +136,13 @@ def generate(run: Path, demo: Path, n_q: int, n_t: int, params: dict) -> dict:
     counts = _per_question(n_q, n_t)
 
     q_key, r_key = _stage_key("questions", params), _stage_key("rollout", params)
-    qw = ShardWriter(store.stage_dir("questions", q_key) / "questions", Question.SCHEMA, rows_per_shard=50_000)
-    tw = ShardWriter(store.stage_dir("rollout", r_key) / "traces", Trace.SCHEMA, rows_per_shard=5_000)
+    # Files of the size the sharded stages write (a file per shard), so readers meet the real layout.
+    qw = ShardWriter(store.stage_dir("questions", q_key) / "questions", Question.SCHEMA,
+                     rows_per_shard=QUESTIONS_PER_FILE)
+    tw = ShardWriter(store.stage_dir("rollout", r_key) / "traces", Trace.SCHEMA, rows_per_shard=1)
     msgs = traces.column("messages").to_pylist()
     t_ids, t_qs = traces.column("trace_id").to_pylist(), traces.column("question_id").to_pylist()
-    chunk = 2_000  # questions per write
+    chunk = ROLLOUT_SHARD  # questions per write: one rollout shard, one traces file
     split_counts: dict[str, int] = {}
     for start in range(0, n_q, chunk):
         rows = range(start, min(n_q, start + chunk))
@@ -163,7 +167,7 @@ def generate(run: Path, demo: Path, n_q: int, n_t: int, params: dict) -> dict:
             t = t.set_column(t.schema.get_field_index(name), name, col)
         for v, c in zip(*pc.value_counts(t.column("split")).flatten()):
             split_counts[v.as_py()] = split_counts.get(v.as_py(), 0) + c.as_py()
-        tw.write(t)
+        tw.write(t)  # rows_per_shard=1: every write is its own file
     qw.close()
     tw.close()
 
