@@ -117,13 +117,14 @@ def generate(run: Path, demo: Path, n_q: int, n_t: int, params: dict) -> dict:
     run.mkdir(parents=True)
     store = Store(run)
     manifest = json.loads((demo / "manifest.json").read_text())["stages"]
-    for name in COPIED:
-        entry = manifest[name]
-        shutil.copytree(demo / ".stages" / name / entry["key"], store.stage_dir(name, entry["key"]), symlinks=True)
-        report = json.loads((demo / "reports" / f"{name}.json").read_text())
-        from flows.stages import BY_NAME
+    from flows.stages import BY_NAME
 
-        store.commit(name, entry["key"], BY_NAME[name].outputs, entry, report)
+    for name in COPIED:
+        entry = manifest.get(name)
+        if entry is None:  # a hand-made folder without a corpus: only the stages that read none run on it
+            continue
+        shutil.copytree(demo / ".stages" / name / entry["key"], store.stage_dir(name, entry["key"]), symlinks=True)
+        store.commit(name, entry["key"], BY_NAME[name].outputs, entry, _report(demo, name))
 
     questions = ds.dataset(demo / "questions", format="parquet").to_table()
     traces = ds.dataset(demo / "traces", format="parquet").to_table()
@@ -174,14 +175,19 @@ def generate(run: Path, demo: Path, n_q: int, n_t: int, params: dict) -> dict:
     for name, key, outputs, extra in (
             ("questions", q_key, ("questions",), {}),
             ("rollout", r_key, ("traces",), {"questions": n_q, "samples_by_split": split_counts})):
-        entry = dict(manifest[name], key=key, finished_at=time.time(),
-                     inputs={k: v for k, v in manifest[name]["inputs"].items() if k in COPIED})
-        report = json.loads((demo / "reports" / f"{name}.json").read_text())
+        inputs = {k: v for k, v in manifest[name].get("inputs", {}).items() if k in COPIED and k in manifest}
+        entry = dict(manifest[name], key=key, finished_at=time.time(), inputs=inputs)
+        report = _report(demo, name)
         report.update(key=key, input=n_q if name == "questions" else n_q, output=n_q if name == "questions" else n_t,
                       dropped={}, **extra)
         store.commit(name, key, outputs, entry, report)
     (run / "bench.json").write_text(json.dumps(params))
     return params
+
+
+def _report(demo: Path, name: str) -> dict:
+    p = demo / "reports" / f"{name}.json"
+    return json.loads(p.read_text()) if p.exists() else {"stage": name}
 
 
 # ---- the floors (each run as its own process: ``--floor KIND DIR``) -----------------------------
