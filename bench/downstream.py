@@ -34,7 +34,9 @@ time and the peak RSS of its whole process tree (:mod:`bench.measure`).
 conversation read, rendered through the chat template with its tools (the sft floor through the
 training template) and tokenized by ``encode_batch_fast`` in batches; for the others a plain
 pyarrow read of the tables the stage reads and a write of them to a scratch folder.  Each
-stage's ratio is floor seconds over its seconds (1.0: the stage costs no more than its floor).
+stage's ratio is floor seconds over its seconds (1.0: the stage costs no more than its floor); the
+CPU ratio (floor CPU seconds over the stage's, children included) is printed beside it, as the
+steadier figure when other processes share the cores.
 
 Goals: the filter and the sft row building at >= 0.8 of their floor; every stage's peak RSS
 <= 4 GiB.  The load average is printed at the start and the end; each figure is the median
@@ -306,6 +308,10 @@ def measure(stage: str, run: Path, work: Path, repeats: int) -> dict:
             "peak_rss_gib": round(gib(max(s.peak for s in ours)), 3),
             "peak_pss_gib": round(gib(max(s.peak_pss for s in ours)), 3),
             "floor_s": round(floor, 2), "floor_runs_s": [round(s.wall_s, 2) for s in floors],
+            "floor_cpu_s": round(statistics.median(s.cpu_s for s in floors), 1),
+            # CPU seconds, floor over stage: steadier than wall time when other processes share the cores.
+            "cpu_ratio": round(statistics.median(s.cpu_s for s in floors) / max(statistics.median(
+                s.cpu_s for s in ours), 1e-9), 3),
             "floor_peak_rss_gib": round(gib(max(s.peak for s in floors)), 3),
             "ratio": round(floor / wall, 3), "report": ours[-1].report, "floor": floors[-1].report}
 
@@ -390,12 +396,14 @@ def summarise(args, results: dict, loadavg: tuple) -> dict:
     print(f"\ndownstream: {args.questions:,} questions, {args.traces:,} traces; median of {args.repeats}; "
           f"load average {loadavg[0]:.2f} {loadavg[1]:.2f} {loadavg[2]:.2f} at the start, "
           f"{loadavg[3]:.2f} {loadavg[4]:.2f} {loadavg[5]:.2f} at the end; {os.cpu_count()} cores\n")
-    print("| stage | wall s | CPU s | peak RSS GiB (PSS) | throughput | floor | floor s | floor / stage |")
+    print("| stage | wall s | CPU s | peak RSS GiB (PSS) | throughput | floor | floor s (CPU s) | floor / stage: "
+          "wall (CPU) |")
     print("| --- | ---: | ---: | ---: | --- | --- | ---: | ---: |")
     for stage, m in results.items():
         kind = "raw tokenizer, all cores" if stage in TOKENIZING else "pyarrow read + write"
         print(f"| {stage} | {m['wall_s']:,.1f} | {m['cpu_s']:,.1f} | {m['peak_rss_gib']:.2f} ({m['peak_pss_gib']:.2f}) | "
-              f"{throughput(stage, m)} | {kind} | {m['floor_s']:,.1f} | {m['ratio']:.2f} |")
+              f"{throughput(stage, m)} | {kind} | {m['floor_s']:,.1f} ({m['floor_cpu_s']:,.1f}) | {m['ratio']:.2f} "
+              f"({m['cpu_ratio']:.2f}) |")
     peak = max(m["peak_rss_gib"] for m in results.values())
     print(f"\npeak RSS <= {GOAL_GIB:.0f} GiB at every stage: {'met' if peak <= GOAL_GIB else 'NOT met'} "
           f"(max {peak:.2f} GiB)")
