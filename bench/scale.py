@@ -34,49 +34,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.measure import GIB, Step, run_step  # noqa: E402
+from bench.measure import gib as _gib  # noqa: E402
+from bench.measure import timeline as _timeline  # noqa: E402
 from synth.corpus.synthetic import write_synthetic_kilt  # noqa: E402
 
-GIB = 1 << 30
 GOAL_GIB = 4.0
-POLL_S = 0.05
 FULL_PAGES = 5_903_530
 FULL_BYTES = 34.8 * GIB
 FULL_EDGES = 100_000_000
 CONFIG = "configs/demo.yaml"
-
-
-@dataclass
-class Step:
-    """One measured CLI command and what it reported."""
-
-    name: str  # the stage name (reports/<name>.json)
-    argv: list[str]
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    peak_tree: int = 0  # bytes, polled sum over the process tree
-    peak_kernel: int = 0  # bytes, ru_maxrss of the child
-    peak_at_s: float = 0.0  # when the polled peak was seen, seconds after start
-    samples: list[tuple[float, int]] = field(default_factory=list)
-    report: dict = field(default_factory=dict)
-
-    @property
-    def peak(self) -> int:
-        """The true peak: the larger of the polled tree sum and the kernel's high-water mark."""
-        return max(self.peak_tree, self.peak_kernel)
 
 
 def _hopforge() -> list[str]:
@@ -84,73 +59,8 @@ def _hopforge() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "flows.cli"]
 
 
-def _tree_rss(proc: psutil.Process) -> int:
-    """RSS of ``proc`` plus every live descendant (a child that exits mid-poll counts as 0)."""
-    total = 0
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    for p in procs:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
-
-
-def run_step(step: Step, log_path: Path) -> None:
-    """Run ``step.argv`` from the repo root; fill in wall time, CPU time and peak RSS.  Raises on a non-zero exit."""
-    env = dict(os.environ, COLUMNS="160", NO_COLOR="1")
-    with open(log_path, "wb") as log:
-        t0 = time.monotonic()
-        child = subprocess.Popen(step.argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        proc = psutil.Process(child.pid)
-        done = threading.Event()
-
-        def poll() -> None:
-            while not done.is_set():
-                rss = _tree_rss(proc)
-                now = time.monotonic() - t0
-                step.samples.append((now, rss))
-                if rss > step.peak_tree:
-                    step.peak_tree, step.peak_at_s = rss, now
-                done.wait(POLL_S)
-
-        watcher = threading.Thread(target=poll, daemon=True)
-        watcher.start()
-        # wait4 rather than Popen.wait: it also returns the child's rusage, whose ru_maxrss
-        # (KiB on Linux) is the kernel's high-water mark of its RSS.
-        _, status, usage = os.wait4(child.pid, 0)
-        step.wall_s = time.monotonic() - t0
-        done.set()
-        watcher.join()
-        child.returncode = os.waitstatus_to_exitcode(status)
-    step.peak_kernel = usage.ru_maxrss * 1024
-    step.cpu_s = usage.ru_utime + usage.ru_stime
-    if child.returncode != 0:
-        tail = log_path.read_text(errors="replace")[-4000:]
-        raise RuntimeError(f"{' '.join(step.argv[1:])} exited {child.returncode}:\n{tail}")
-
-
 def _rate(x: float, s: float) -> float:
     return x / max(s, 1e-9)
-
-
-def _gib(b: float) -> float:
-    return b / GIB
-
-
-def _timeline(step: Step, points: int = 12) -> str:
-    """A coarse RSS-over-time line (GiB at evenly spaced moments), to see which phase holds the peak."""
-    if not step.samples:
-        return ""
-    out = []
-    for k in range(points):
-        t = step.wall_s * (k + 1) / points
-        rss = max((r for s, r in step.samples if step.wall_s * k / points <= s < t), default=0)
-        out.append(f"{_gib(rss):.1f}")
-    return " ".join(out)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -40,6 +40,10 @@ from synth.tokenizer.turns import conversation_turns
 from sft.rows import parse_tools
 
 MAX_FAILURES_LISTED = 20
+# Rows each map process holds before writing them to its cache file.  A checked row of a demo-sized trace
+# (~14k tokens: ids, masks, offsets as Python lists) holds about 0.85 MB until written, so datasets' default
+# of 1,000 rows grows each process by ~0.85 GB; 64 keeps it near 55 MB.
+WRITER_ROWS = 64
 
 
 def missing_tool_schemas(prompt: str, tools: list[dict] | None) -> list[str]:
@@ -70,6 +74,13 @@ def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, m
     from jinja2 import TemplateError
     from trl.data_utils import _tokenize
 
+    known = example.get("known_n_tokens")  # the rendered length an earlier stage counted (sft.train.prepare)
+    if max_length is not None and known is not None and known > max_length:
+        # Dropped, never truncated, and not tokenized again: the cached count is exact under this tokenizer and
+        # template (synth.tokenizer.counts keys it by both).
+        return {"input_ids": [], "assistant_masks": [], "n_tokens": int(known), "too_long": True, "n_trained": 0,
+                "n_tool_tokens": 0, "tool_trained": 0, "prompt_trained": 0, "assistant_turns": 0, "eot_untrained": 0,
+                "missing_tools": 0, "problem": ""}
     messages, tools = [dict(m) for m in example["messages"]], parse_tools(example["tools"])
     markers = has_generation_markers(chat_template)
     try:
@@ -157,7 +168,8 @@ def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length
     chat_template = chat_template or tokenizer.chat_template
     processed = dataset.map(analyse_row, fn_kwargs={"tokenizer": tokenizer, "chat_template": chat_template,
                                                     "eot": eot, "max_length": max_length},
-                            num_proc=num_proc if num_proc and num_proc > 1 else None, desc="Checking loss masks")
+                            num_proc=num_proc if num_proc and num_proc > 1 else None, desc="Checking loss masks",
+                            writer_batch_size=WRITER_ROWS)
     cols = processed.select_columns(["trace_id", "question_id", "n_tokens", "too_long", "n_trained", "n_tool_tokens",
                                      "tool_trained", "prompt_trained", "assistant_turns", "eot_untrained", "missing_tools",
                                      "problem"])

@@ -315,9 +315,14 @@ def prepare(script_args, training_args, model_args) -> Prepared:
                  "renders", template_name)
         assistant_only_loss = False
     held = held_out_questions(data["question_id"], script_args.eval_fraction)
+    counts, digests, known = _cached_lengths(data, tokenizer, script_args.data_dir)
+    if any(n is not None for n in known):
+        data = data.add_column("known_n_tokens", known)
     with training_args.main_process_first(desc="loss-mask check"):
         processed, mask_report = validate(data, tokenizer, template, eot, training_args.max_length,
                                           num_proc=training_args.dataset_num_proc, template_name=template_name)
+    mask_report["token_counts"] = _record_lengths(counts, digests, known, processed["n_tokens"],
+                                                  training_args.process_index == 0)
     out = Path(training_args.output_dir)
     if training_args.process_index == 0:
         write_report(mask_report, out / "mask_report.json")
@@ -343,6 +348,43 @@ def prepare(script_args, training_args, model_args) -> Prepared:
         train_tokens=sum(n_tok[i] for i in train_idx), train_trained=sum(n_tr[i] for i in train_idx),
         eos_token=new_eos, assistant_only_loss=assistant_only_loss,
     )
+
+
+def _cached_lengths(data, tokenizer, data_dir: str | None) -> tuple[Any, list[bytes], list[int | None]]:
+    """Each row's rendered length as an earlier stage counted it (the length filter), from the run's token-count
+    cache: ``(TokenCounts or None, digests, counts or None)``.
+
+    The cache is keyed by the tokenizer's serialisation and its chat template, here the training template, so a
+    count is found only where the filter rendered with the very template trained on: the same number as
+    ``len(apply_chat_template(messages, tools=tools, tokenize=True))``.  A row counted longer than
+    ``max_length`` is then dropped without being tokenized again.
+    """
+    if not data_dir:
+        return None, [], [None] * len(data)
+    from synth.tokenizer.counts import TokenCounts, conversation_digest
+
+    from sft.rows import parse_tools
+
+    counts = TokenCounts(tokenizer, data_dir)
+    digests = [conversation_digest(m, parse_tools(t)) for batch in
+               data.select_columns(["messages", "tools"]).iter(batch_size=1_000)
+               for m, t in zip(batch["messages"], batch["tools"])]
+    return counts, digests, counts.known(digests)
+
+
+def _record_lengths(counts, digests: list[bytes], known: list[int | None], n_tokens: list[int], write: bool) -> dict:
+    """Add the lengths this stage tokenized to the cache (the main process writes them); check the cached ones
+    it tokenized again against what it counted.  Returns the figures for ``mask_report.json``."""
+    if counts is None:
+        return {"cached": 0, "recorded": 0}
+    # A too-long row dropped on its cached count carries that count, so any difference is a tokenized row.
+    wrong = [(d.hex(), k, n) for d, k, n in zip(digests, known, n_tokens) if k is not None and n != k]
+    if wrong:
+        log.warning("%d cached token count(s) differ from the sft stage's own tokenization (first: digest %s, "
+                    "cached %d, tokenized %d); the tokenized lengths are used", len(wrong), *wrong[0])
+    counts.add(digests, [n if k is None else None for k, n in zip(known, n_tokens)])
+    recorded = counts.flush() if write else 0
+    return {"cached": sum(k is not None for k in known), "recorded": recorded}
 
 
 def main(script_args, training_args, model_args, collator_wrapper=PaddingCounter) -> dict:

@@ -111,6 +111,21 @@ class TokenCounts:
                 continue
             self._known.update(zip(t.column("digest").to_pylist(), t.column("n_tokens").to_pylist()))
 
+    def known(self, digests: Sequence[bytes]) -> list[int | None]:
+        """The cached count of each conversation digest (:func:`conversation_digest`), None where none is known.
+
+        For a stage that tokenizes the conversations itself anyway (the sft stage needs the ids): it reads
+        what an earlier stage counted, and :meth:`add` records what it counts in turn."""
+        out = [self._known.get(d, self._new.get(d)) for d in digests]
+        self.hits += sum(n is not None for n in out)
+        return out
+
+    def add(self, digests: Sequence[bytes], counts: Sequence[int | None]) -> None:
+        """Record counts computed elsewhere (exact, by the same tokenizer and template); :meth:`flush` writes them."""
+        for d, n in zip(digests, counts):
+            if n is not None and d not in self._known:
+                self._new[d] = int(n)
+
     def render(self, messages: list[dict], tools: list[dict] | None) -> str:
         """The conversation as the chat template writes it (what training tokenizes)."""
         return self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False)

@@ -225,3 +225,55 @@ def test_lora_on_a_pretrained_checkpoint_is_merged(run, tmp_path):
     assert not any("lora" in k for k in merged.state_dict())
     q = "model.layers.0.self_attn.q_proj.weight"
     assert not torch.equal(merged.state_dict()[q], base.state_dict()[q])  # the adapter was merged in
+
+
+def _validate(d: Path, out: Path) -> dict:
+    from sft.train import main
+
+    main(*_args(d, out, "--validate_only", "true"))
+    return json.loads((out / "mask_report.json").read_text())
+
+
+def test_rows_counted_by_the_filter_are_not_counted_again(run, tmp_path, monkeypatch):
+    """The token counts the length filter cached (same tokenizer, same template) are the sft stage's lengths:
+    a row they put over max_length is dropped without being tokenized, and the figures are those of a stage
+    that tokenizes every row, which records its exact lengths for the next stage in turn."""
+    import shutil
+
+    import pyarrow.dataset as ds
+    import trl.data_utils
+
+    from sft.rows import parse_tools
+    from synth.tokenizer.chat_templates import load_template
+    from synth.tokenizer.counts import TokenCounts, conversation_digest
+    from synth.tokenizer.tokens import load_tokenizer
+
+    d, _, _ = run
+    rows = ds.dataset(d / "sft", format="parquet").to_table(columns=["messages", "tools"]).to_pylist()
+    items = [(r["messages"], parse_tools(r["tools"])) for r in rows]
+    tok = load_tokenizer(d / "tokenizer")
+    tok.chat_template = load_template("tiny")  # the recipe's training template
+    exact = [len(tok.apply_chat_template(m, tools=t, tokenize=True, return_dict=True)["input_ids"]) for m, t in items]
+    too_long = sum(n > 3072 for n in exact)
+    assert too_long >= 1 and len(rows) - too_long >= 20
+
+    # Without a cache: every row is tokenized, and its exact length recorded.
+    cold = shutil.copytree(d, tmp_path / "cold", ignore=shutil.ignore_patterns(".cache", "student", "runs"))
+    report = _validate(cold, tmp_path / "o1")
+    assert report["token_counts"] == {"cached": 0, "recorded": len(rows)}
+    recorded = TokenCounts(tok, cold)
+    assert recorded.known([conversation_digest(m, t) for m, t in items]) == exact
+
+    # The filter's way: counted in a batch, cached under the same tokenizer and template.
+    warm = shutil.copytree(d, tmp_path / "warm", ignore=shutil.ignore_patterns(".cache", "student", "runs"))
+    counts = TokenCounts(tok, warm)
+    assert counts.count(items) == exact
+    counts.flush()
+    calls = []
+    real = trl.data_utils._tokenize
+    monkeypatch.setattr(trl.data_utils, "_tokenize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = _validate(warm, tmp_path / "o2")
+    assert len(calls) == len(rows) - too_long  # the long rows were dropped on their cached count
+    assert again["token_counts"] == {"cached": len(rows), "recorded": 0}
+    same = {k: v for k, v in report.items() if k != "token_counts"}
+    assert {k: v for k, v in again.items() if k != "token_counts"} == same and same["too_long"] == too_long

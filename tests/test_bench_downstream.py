@@ -1,0 +1,46 @@
+"""``bench/downstream.py`` at toy size: the folder it generates, and one stage measured against its floor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+from bench.downstream import ANCHOR, generate, measure
+from helpers.filterstore import make_store
+from helpers.traces import call, make_question, make_trace
+from synth.tokenizer.counts import conversation_digest
+
+CALLS = [call("search", query="Alpha Station"), call("open", page="p1"), call("search", query="Delta City")]
+
+
+def test_the_generated_folder_replicates_every_trace_distinctly_and_the_filter_runs_on_it(tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    questions = [make_question("q1"), make_question("q2", split="rl")]
+    traces = [make_trace("a", "q1", calls=CALLS), make_trace("b", "q1", sample_index=1, calls=CALLS, answer="Echo"),
+              make_trace("c", "q2", calls=CALLS, split="rl")]
+    assert all(ANCHOR in t.messages for t in traces)
+    make_store(demo, questions, traces)
+    run = tmp_path / "run"
+    generate(run, demo, 7, 24, {"toy": True})
+
+    q = ds.dataset(run / "questions", format="parquet").to_table().to_pylist()
+    t = ds.dataset(run / "traces", format="parquet").to_table().to_pylist()
+    assert len(q) == 7 and len({r["question_id"] for r in q}) == 7
+    assert len(t) == 24 and len({r["trace_id"] for r in t}) == 24
+    per_q = {r["question_id"]: 0 for r in q}
+    for r in t:
+        per_q[r["question_id"]] += 1  # every trace names a generated question
+    assert sorted(per_q.values()) == [3, 3, 3, 3, 4, 4, 4]
+    # No two conversations are the same text (the token-count cache is keyed by content), and each keeps its size.
+    assert len({conversation_digest(json.loads(r["messages"]), None) for r in t}) == 24
+    base = {x.trace_id: len(x.messages) for x in traces}
+    assert all(len(r["messages"]) - base[r["trace_id"].split("-")[0]] < 16 for r in t)
+    manifest = json.loads((run / "manifest.json").read_text())["stages"]
+    assert {"questions", "rollout", "tokenizer"} <= set(manifest)
+
+    work = tmp_path / "work"
+    m = measure("filter", run, work, 1)
+    assert m["report"]["input"] == 24 and m["floor"]["rows"] == 24 and m["floor"]["tokens"] > 24 * 50
+    assert m["peak_rss_gib"] > 0 and m["floor_peak_rss_gib"] > 0 and m["ratio"] > 0
