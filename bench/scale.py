@@ -10,13 +10,15 @@ types them::
 
     hopforge ingest --kilt FILE --out DIR
     hopforge graph  --out DIR
-    hopforge index  --out DIR
     hopforge walk   --out DIR --set walk.num_walks=100000
     hopforge expand --out DIR --set expand.num_subgraphs=2000
     hopforge walk   --out DIR --set walk.num_walks=1000000
+    hopforge index  --out DIR
 
 with ``configs/demo.yaml`` and a few ``--set`` overrides (a changed ``walk.num_walks``
 changes the walk stage's key, so the second walk runs again rather than being reused).
+A step after the graph that fails (walk, expand, index: nothing else reads them) is reported
+as FAILED with its time and peak up to the failure, and the others still run.
 The child processes run this checkout's code (``python -m flows.cli`` with the repo root
 first on ``PYTHONPATH``), not whatever ``hopforge`` script the interpreter has installed.
 
@@ -102,6 +104,7 @@ class Step:
     out_after: int = 0  # bytes in the whole output folder when it ended
     samples: list[tuple[float, int]] = field(default_factory=list)
     report: dict = field(default_factory=dict)
+    error: str = ""  # the failure's last line, when the command exited non-zero
 
     @property
     def peak(self) -> int:
@@ -331,8 +334,6 @@ def main(argv: list[str] | None = None) -> dict:
         hf = _hopforge()
         steps = [Step("ingest", "ingest", [*hf, "ingest", "--kilt", str(src), *common]),
                  Step("graph", "graph", [*hf, "graph", *common])]
-        if args.index:
-            steps.append(Step("index", "index", [*hf, "index", *common]))
         walk_steps = [Step("walks", f"walk {_count(n)}", [*hf, "walk", *common, "--set", f"walk.num_walks={n}"])
                       for n in args.walks]
         steps.append(walk_steps[0])
@@ -340,10 +341,22 @@ def main(argv: list[str] | None = None) -> dict:
             steps.append(Step("expand", "expand",
                               [*hf, "expand", *common, "--set", f"expand.num_subgraphs={args.subgraphs}"]))
         steps.extend(walk_steps[1:])  # after expand, which reads the graph, not the walks
+        if args.index:  # last: the longest step, and one nothing above reads
+            steps.append(Step("index", "index", [*hf, "index", *common]))
 
         for step in steps:
             print(f"running: hopforge {' '.join(step.argv[len(hf):])}", file=sys.stderr)
-            run_step(step, logs / f"{step.label.replace(' ', '_')}.log", out)
+            try:
+                run_step(step, logs / f"{step.label.replace(' ', '_')}.log", out)
+            except RuntimeError as e:
+                if step.name in ("ingest", "graph"):
+                    raise  # every later step reads them
+                # The others read only the corpus and the graph: measure them anyway, and report the failure.
+                step.error = next((x for x in reversed(str(e).splitlines()) if x.strip() and "Error" in x),
+                                  str(e).splitlines()[0])[:300]
+                print(f"  {step.label}: FAILED after {step.wall_s:.1f}s, peak {_gib(step.peak):.2f} GiB: {step.error}",
+                      file=sys.stderr)
+                continue
             step.report = json.loads((out / "reports" / f"{step.name}.json").read_text())
             if step.report.get("key") != json.loads((out / "manifest.json").read_text())["stages"][step.name]["key"]:
                 raise RuntimeError(f"{step.label}: report and manifest disagree")
@@ -366,10 +379,13 @@ def summarise(args, steps: list[Step], src_disk: int, raw_bytes: int | None, gen
     """Print the per-step table and the extrapolation; return (and print, last) the JSON result."""
     by = {s.label: s for s in steps}
     ing, gr = by["ingest"].report, by["graph"].report
+    raw_bytes = raw_bytes or ing.get("bytes")  # a given source: the bytes the ingest read, uncompressed
     pages, links, edges = ing["output"], gr["input"], gr["output"]
 
     def throughput(s: Step) -> str:
         r = s.report
+        if s.error:
+            return f"FAILED: {s.error}"
         if s.name == "ingest":
             return f"{_rate(pages, s.wall_s):,.0f} pages/s, {_rate((raw_bytes or src_disk) / 1e6, s.wall_s):,.1f} MB/s"
         if s.name == "graph":
@@ -395,7 +411,7 @@ def summarise(args, steps: list[Step], src_disk: int, raw_bytes: int | None, gen
               f"{throughput(s)}")
     print("  disk: the step's output folders when it ended; max: the whole output folder at its largest during it")
     out_peak = max(s.disk_peak for s in steps)
-    index_disk = by["index"].disk if "index" in by else 0
+    index_disk = by["index"].disk if "index" in by and not by["index"].error else 0
     print(f"disk: source {_gib(src_disk):.2f} GiB + output folder at most {_gib(out_peak):.2f} GiB "
           f"(index {_gib(index_disk):.2f} GiB) = {_gib(src_disk + out_peak):.2f} GiB at the fullest")
 
@@ -406,7 +422,8 @@ def summarise(args, steps: list[Step], src_disk: int, raw_bytes: int | None, gen
         "edges": edges,
         "steps": {s.label: {"wall_s": round(s.wall_s, 2), "cpu_s": round(s.cpu_s, 1),
                             "peak_rss_gib": round(_gib(s.peak), 3), "disk_gib": round(_gib(s.disk), 3),
-                            "disk_peak_gib": round(_gib(s.disk_peak), 3)} for s in steps},
+                            "disk_peak_gib": round(_gib(s.disk_peak), 3), **({"error": s.error} if s.error else {})}
+                  for s in steps},
         "source_gib": round(_gib(src_disk), 3),
         "source_raw_gib": round(_gib(raw_bytes or src_disk), 3),
         "index_gib": round(_gib(index_disk), 3),
@@ -429,6 +446,10 @@ def summarise(args, steps: list[Step], src_disk: int, raw_bytes: int | None, gen
         result["extrapolated_full_dump"] = {"wall_s": round(total), "source_gib": round(_gib(src_disk * f_pages), 1),
                                             "output_peak_gib": round(_gib(out_peak * f_pages), 1)}
     peak = max(s.peak for s in steps)
+    failed = [s.label for s in steps if s.error]
+    if failed:
+        print(f"FAILED: {', '.join(failed)} (their figures are up to the failure)")
+        result["failed"] = failed
     print(f"peak RSS goal <= {GOAL_GIB:.0f} GiB at every step: {'met' if peak <= GOAL_GIB * GIB else 'NOT met'} "
           f"(max {_gib(peak):.2f} GiB)")
     print(json.dumps(result))
