@@ -24,6 +24,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
 POLL_S = 0.05
+DISK_POLL_S = 1.0
 PSS_EVERY = 10  # polls between two PSS readings (0.5 s)
 
 
@@ -33,14 +34,22 @@ class Step:
 
     name: str  # the stage name (reports/<name>.json)
     argv: list[str]
+    label: str = ""  # how a table names the step (the stage name when empty)
     wall_s: float = 0.0
     cpu_s: float = 0.0
     peak_tree: int = 0  # bytes, polled sum over the process tree
     peak_kernel: int = 0  # bytes, ru_maxrss of the child
     peak_at_s: float = 0.0  # when the polled peak was seen, seconds after start
     peak_pss: int = 0  # bytes, polled sum of PSS over the tree (shared pages split between their sharers)
+    disk: int = 0  # bytes in the stage's own output folders when it ended (filled in by the caller)
+    disk_peak: int = 0  # bytes: the largest the watched output folder was while the step ran
+    out_after: int = 0  # bytes in the watched output folder when it ended
     samples: list[tuple[float, int]] = field(default_factory=list)
     report: dict = field(default_factory=dict)
+    error: str = ""  # the failure's last line, when a caller measured a failed command and went on
+
+    def __post_init__(self) -> None:
+        self.label = self.label or self.name
 
     @property
     def peak(self) -> int:
@@ -79,11 +88,31 @@ def tree_pss(proc: psutil.Process) -> int:
     return total
 
 
-def run_step(step: Step, log_path: Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
+def du(path: Path) -> int:
+    """Bytes ``path`` (a file or a folder) takes on disk (allocated blocks); 0 when it is missing."""
+    total = 0
+    try:
+        if path.is_file():
+            return path.stat().st_blocks * 512
+        for root, _, files in os.walk(path):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(root, f)).st_blocks * 512
+                except OSError:
+                    pass  # written and removed between the listing and the stat
+    except OSError:
+        pass
+    return total
+
+
+def run_step(step: Step, log_path: Path, env: dict[str, str] | None = None, cwd: Path = ROOT,
+             out: Path | None = None) -> None:
     """Run ``step.argv`` in ``cwd``; fill in wall time, CPU time and peak RSS.  Raises on a non-zero exit.
 
     ``env`` is added to this process's environment.  The CPU time and ``ru_maxrss`` are the child's
-    (``wait4``); the CPU time of grandchildren that the child waited for is in it too.
+    (``wait4``); the CPU time of grandchildren that the child waited for is in it too.  With ``out``,
+    the folder's size on disk is polled once a second as well (``disk_peak``, ``out_after``): a merge
+    or a spill may need more room while it runs than it leaves behind.
     """
     full_env = dict(os.environ, COLUMNS="160", NO_COLOR="1", **(env or {}))
     with open(log_path, "wb") as log:
@@ -105,17 +134,29 @@ def run_step(step: Step, log_path: Path, env: dict[str, str] | None = None, cwd:
                 n += 1
                 done.wait(POLL_S)
 
-        watcher = threading.Thread(target=poll, daemon=True)
-        watcher.start()
+        def poll_disk() -> None:
+            while not done.is_set():
+                step.disk_peak = max(step.disk_peak, du(out))
+                done.wait(DISK_POLL_S)
+
+        watchers = [threading.Thread(target=poll, daemon=True)]
+        if out is not None:
+            watchers.append(threading.Thread(target=poll_disk, daemon=True))
+        for w in watchers:
+            w.start()
         # wait4 rather than Popen.wait: it also returns the child's rusage, whose ru_maxrss
         # (KiB on Linux) is the kernel's high-water mark of its RSS.
         _, status, usage = os.wait4(child.pid, 0)
         step.wall_s = time.monotonic() - t0
         done.set()
-        watcher.join()
+        for w in watchers:
+            w.join()
         child.returncode = os.waitstatus_to_exitcode(status)
     step.peak_kernel = usage.ru_maxrss * 1024
     step.cpu_s = usage.ru_utime + usage.ru_stime
+    if out is not None:
+        step.out_after = du(out)
+        step.disk_peak = max(step.disk_peak, step.out_after)
     if child.returncode != 0:
         tail = log_path.read_text(errors="replace")[-4000:]
         raise RuntimeError(f"{' '.join(step.argv[1:])} exited {child.returncode}:\n{tail}")
@@ -137,4 +178,4 @@ def timeline(step: Step, points: int = 12) -> str:
     return " ".join(out)
 
 
-__all__ = ["GIB", "ROOT", "Step", "gib", "run_step", "timeline", "tree_pss", "tree_rss"]
+__all__ = ["GIB", "ROOT", "Step", "du", "gib", "run_step", "timeline", "tree_pss", "tree_rss"]
