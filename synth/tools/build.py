@@ -22,7 +22,8 @@ characters) is stored whole in a second index, ``index_dir/long`` (``page_id`` a
 ``links`` are the page's out-links, ``[anchor text, page id, title]`` in the order the page
 has them, each target once: ``open`` lists those whose anchor its window shows, as a browser
 shows a page's links.  They come from ``corpus/links`` (joined with the target titles in
-DuckDB, which spills past its memory limit), so a link the ingest could not resolve is none.
+DuckDB, which sorts them by page and spills past its memory limit; the sorted file is then merged with
+the pages as both are read in order), so a link the ingest could not resolve is none.
 
 Positions are not indexed: queries are bags of words (see :mod:`synth.tools.analysis`),
 so positions would only double the index and its build time.  The body is the
@@ -185,35 +186,97 @@ def build_index(
 
 def _batches(pages: ds.Dataset, links: ds.Dataset | None, cols: list[str], batch_rows: int, index_dir: Path,
              memory_limit: str):
-    """The pages' rows in batches, with a ``links`` column (``[anchor, page id, title]`` lists) when
-    ``links`` is given: DuckDB groups the links by page and joins the target titles, spilling to a
-    scratch folder beside the index when the links outgrow ``memory_limit``."""
+    """The pages' rows in batches, in the dataset's order, with a ``links`` column (``[anchor, page id,
+    title]`` lists, in page order) when ``links`` is given.
+
+    Nothing holds all the links grouped at once (a GROUP BY that lists 100M links runs out of memory
+    at the whole dump's size).  Each page gets its position in the scan (the ids and titles alone are
+    held: ~40 bytes a page); DuckDB sorts the links by their source page's position, then paragraph and
+    offset, into a scratch Parquet file beside the index (spilling past ``memory_limit``); the pages are
+    then read in the same order with that file, a merge of two sorted streams, so memory is one batch
+    of each.
+    """
     if links is None or links.count_rows() == 0:
         yield from pages.to_batches(columns=cols, batch_size=batch_rows)
         return
     import duckdb
+    import numpy as np
 
-    tmp = index_dir.parent / (index_dir.name + ".duckdb-tmp")
-    con = duckdb.connect()
+    tmp = index_dir.parent / (index_dir.name + ".links-tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     try:
-        con.execute(f"SET memory_limit='{memory_limit}'")
-        con.execute("SET temp_directory='" + str(tmp).replace("'", "''") + "'")
-        con.execute("SET preserve_insertion_order=false")
-        con.register("pages", pages)
-        con.register("links", links)
-        picked = ", ".join(f'p."{c}"' for c in cols)
-        reader = con.sql(f"""
-            WITH l AS (
-                SELECT l.src_id, coalesce(l.anchor_text, '') AS anchor, l.dst_id, t.title, l.paragraph_id, l.start
-                FROM links l JOIN pages t ON t.page_id = l.dst_id),
-            agg AS (
-                SELECT src_id, list([anchor, dst_id, title] ORDER BY paragraph_id, start) AS links
-                FROM l GROUP BY src_id)
-            SELECT {picked}, agg.links FROM pages p LEFT JOIN agg ON agg.src_id = p.page_id""").to_arrow_reader(batch_rows)
-        yield from reader
+        ids = pages.to_table(columns=["page_id", "title"])
+        titles = ids.column("title").combine_chunks()
+        pos = pa.table({"page_id": ids.column("page_id"), "pos": pa.array(np.arange(ids.num_rows, dtype=np.int64))})
+        page_ids = ids.column("page_id")
+        del ids
+        sorted_path = tmp / "links.parquet"
+        con = duckdb.connect()
+        try:
+            con.execute(f"SET memory_limit='{memory_limit}'")
+            con.execute("SET temp_directory='" + str(tmp / "duckdb").replace("'", "''") + "'")
+            con.register("pos", pos)
+            con.register("links", links)
+            con.execute(f"""
+                COPY (SELECT s.pos AS src, coalesce(l.anchor_text, '') AS anchor, l.dst_id, t.pos AS dst
+                      FROM links l JOIN pos s ON s.page_id = l.src_id JOIN pos t ON t.page_id = l.dst_id
+                      ORDER BY s.pos, l.paragraph_id, l.start, l.dst_id, anchor)
+                TO '{str(sorted_path).replace("'", "''")}' (FORMAT parquet, ROW_GROUP_SIZE 131072)""")
+        finally:
+            con.close()
+        del pos
+        shutil.rmtree(tmp / "duckdb", ignore_errors=True)
+        linked = _SortedLinks(sorted_path)
+        start = 0
+        for batch in pages.to_batches(columns=cols, batch_size=batch_rows):
+            n = batch.num_rows
+            if not batch.column("page_id").equals(page_ids.slice(start, n).combine_chunks()):
+                raise RuntimeError("index: the pages table read back in another order; rerun the index stage")
+            rows = linked.take_until(start + n)
+            src = rows.column("src").to_numpy() - start
+            m = rows.num_rows
+            offsets = np.zeros(n + 1, dtype=np.int32)
+            np.cumsum(np.bincount(src, minlength=n), out=offsets[1:])
+            anchor = rows.column("anchor").combine_chunks()
+            dst_id = rows.column("dst_id").combine_chunks()
+            title = titles.take(rows.column("dst").combine_chunks())
+            flat = pa.concat_arrays([anchor.cast(pa.string()), dst_id.cast(pa.string()), title.cast(pa.string())])
+            order = np.arange(3 * m, dtype=np.int64).reshape(3, m).T.ravel()  # anchor, id, title of each link
+            triples = pa.ListArray.from_arrays(pa.array(np.arange(0, 3 * m + 1, 3, dtype=np.int32)), flat.take(order))
+            yield batch.append_column("links", pa.ListArray.from_arrays(pa.array(offsets), triples))
+            start += n
     finally:
-        con.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _SortedLinks:
+    """The scratch links file, sorted by source position, read forward in slices."""
+
+    def __init__(self, path: Path):
+        import pyarrow.parquet as pq
+
+        self._file = pq.ParquetFile(path)
+        self._batches = self._file.iter_batches(batch_size=65_536)
+        self._carry: pa.RecordBatch | None = None
+
+    def take_until(self, end: int) -> pa.Table:
+        """The next rows whose source position is below ``end`` (all of them: the file is sorted)."""
+        import numpy as np
+
+        parts = []
+        while True:
+            if self._carry is None:
+                self._carry = next(self._batches, None)
+                if self._carry is None:
+                    break
+            cut = int(np.searchsorted(self._carry.column("src").to_numpy(), end, side="left"))
+            parts.append(self._carry.slice(0, cut))
+            if cut < self._carry.num_rows:
+                self._carry = self._carry.slice(cut)
+                break
+            self._carry = None
+        return pa.Table.from_batches(parts, schema=self._file.schema_arrow)
 
 
 def _first_per_target(links: list[list[str]]) -> list[list[str]]:

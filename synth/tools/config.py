@@ -49,7 +49,7 @@ class ToolsConfig(Section):
         "Indexing threads of the index writer (0: one per core, at most 8).", 0, ge=0, le=64
     )
     index_memory_limit: str = operational(
-        "DuckDB memory limit for grouping the links each page lists (spills to disk past it).", "2GB")
+        "DuckDB memory limit for sorting the links each page lists by page (spills to disk past it).", "2GB")
     max_request_bytes: int = operational(
         "The tool server answers 413 to a request whose URL or body is larger than this (a query, a page "
         "name and a find pattern need a few hundred bytes).", 65_536, ge=1024, le=64 << 20)

@@ -251,3 +251,46 @@ def test_a_match_past_the_bound_shows_the_lead_and_open_reads_the_whole_page(hug
     assert "far past the start" in huge.get_page("900")["paragraphs"][2000]
     one = huge.get_page("One paragraph page")["paragraphs"]
     assert len(one) == 1 and len(one[0]) > 1_000_000 and one[0].startswith("A quasar zebrafish")
+
+
+def test_each_page_lists_its_own_links_across_batches_and_files(tmp_path):
+    """The links are sorted by page and merged with the pages as both stream: with pages and links
+    spread over several files, in no id order, batches far smaller than either, ties in paragraph and
+    offset, and links from or to pages that are not there, every page lists exactly its own links in
+    page order (each target once), as a plain per-page grouping gives them."""
+    import random
+
+    import pyarrow as pa
+
+    from synth.engine.records import LINK_SCHEMA
+    from synth.engine.store import write_parquet_atomic
+
+    rnd = random.Random(7)
+    ids = [str(x) for x in rnd.sample(range(10_000, 99_999), 240)]
+    titles = {i: f"Page {i} title" for i in ids}
+    for f in range(3):
+        part = ids[f * 80:(f + 1) * 80]
+        write_parquet_atomic(pa.Table.from_pylist([{"page_id": i, "title": titles[i], "paragraphs": [titles[i], f"body of {i}"]}
+                                                   for i in part]), tmp_path / "pages" / f"part-{f}.parquet")
+    pool = ids + ["1", "2"]  # two ids that are no page
+    rows = [{"src_id": rnd.choice(pool), "dst_id": rnd.choice(pool), "paragraph_id": rnd.randint(1, 3),
+             "start": rnd.randint(0, 5), "end": 9, "anchor_text": rnd.choice(["a", "b", None])} for _ in range(3000)]
+    for f in range(4):
+        write_parquet_atomic(pa.Table.from_pylist(rows[f::4], schema=LINK_SCHEMA), tmp_path / "links" / f"part-{f}.parquet")
+
+    stats = build_index(tmp_path / "pages", tmp_path / "index", threads=1, heap_mb=32, links=tmp_path / "links",
+                        batch_rows=7, memory_limit="64MB")
+    index = SearchIndex.open(tmp_path / "index")
+    want_total = 0
+    for i in ids:
+        mine = sorted((r for r in rows if r["src_id"] == i and r["dst_id"] in titles),
+                      key=lambda r: (r["paragraph_id"], r["start"], r["dst_id"], r["anchor_text"] or ""))
+        want, seen = [], set()
+        for r in mine:
+            if r["dst_id"] not in seen:
+                seen.add(r["dst_id"])
+                want.append([r["anchor_text"] or "", r["dst_id"], titles[r["dst_id"]]])
+        want_total += len(want)
+        assert index.get_page(i)["links"] == want, i
+    assert stats["links"] == want_total > 0
+    assert not (tmp_path / "index.links-tmp").exists()  # the scratch file goes with the build
