@@ -117,25 +117,48 @@ def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, m
 
 
 def _leaks(out: dict, turns, roles: list[str], offsets, mask) -> list[str]:
-    """Count tool tokens and trained tokens of messages the model only reads; describe the leaks."""
-    ends = [e for _, e in turns.spans]
-    leaked: dict[str, dict[int, int]] = {}  # role -> message index -> trained tokens that must not be
-    for t, (s, e) in enumerate(offsets):
-        if e <= s:
-            continue
-        first, last = bisect.bisect_right(ends, s), bisect.bisect_left(ends, e)
-        for m in range(first, min(last, len(ends) - 1) + 1):
+    """Count tool tokens and trained tokens of messages the model only reads; describe the leaks.
+
+    A token belongs to every message its characters overlap (a token that straddles two messages counts
+    for both).  Vectorized over tokens: the messages a token overlaps are a run of spans found by two
+    binary searches, and most tokens lie inside one message."""
+    import numpy as np
+
+    n_msgs = len(turns.spans)
+    if not offsets or not n_msgs:
+        return []
+    off = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    s, e = off[:, 0], off[:, 1]
+    trained = np.asarray(mask, dtype=np.int64)
+    spans = np.asarray(turns.spans, dtype=np.int64)
+    ends = spans[:, 1]
+    real = e > s
+    first = np.searchsorted(ends, s, side="right")
+    last = np.minimum(np.searchsorted(ends, e, side="left"), n_msgs - 1)
+    kind = np.array([2 if r == "tool" else 0 if r == "assistant" else 1 for r in roles], dtype=np.int8)
+    hits = np.zeros(n_msgs, dtype=np.int64)  # trained tokens per message the model only reads
+    one = real & (first == last)  # the common case: one message; the spans cover the text, so it overlaps
+    m1 = first[one]
+    k1, t1 = kind[m1], trained[one]
+    out["n_tool_tokens"] += int(np.count_nonzero(k1 == 2))
+    out["tool_trained"] += int(t1[k1 == 2].sum())
+    out["prompt_trained"] += int(t1[k1 == 1].sum())
+    np.add.at(hits, m1[(k1 != 0) & (t1 != 0)], 1)
+    for t in np.flatnonzero(real & (first < last)).tolist():  # tokens across a boundary: rare
+        for m in range(int(first[t]), int(last[t]) + 1):
             a, b = turns.spans[m]
-            if not (e > a and s < b):
+            if not (e[t] > a and s[t] < b):
                 continue
-            if roles[m] == "tool":
+            if kind[m] == 2:
                 out["n_tool_tokens"] += 1
-                out["tool_trained"] += mask[t]
-            elif roles[m] != "assistant":
-                out["prompt_trained"] += mask[t]
-            if roles[m] != "assistant" and mask[t]:
-                leaked.setdefault(roles[m], {}).setdefault(m, 0)
-                leaked[roles[m]][m] += 1
+                out["tool_trained"] += int(trained[t])
+            elif kind[m] == 1:
+                out["prompt_trained"] += int(trained[t])
+            if kind[m] != 0 and trained[t]:
+                hits[m] += 1
+    leaked: dict[str, dict[int, int]] = {}  # role -> message index -> trained tokens that must not be
+    for m in np.flatnonzero(hits).tolist():
+        leaked.setdefault(roles[m], {})[m] = int(hits[m])
     return [f"{sum(per.values())} token(s) of {role} message(s) {sorted(per)} are trained"
             for role, per in sorted(leaked.items(), key=lambda kv: kv[0] != "tool")]
 

@@ -63,6 +63,68 @@ def _render_prefix(tokenizer, messages: list[dict], tools, chat_template: str | 
         return None
 
 
+class PrefixRenderer:
+    """Renders ``messages[:n]`` of one conversation, for any ``n``, as :func:`render` does, but converts the
+    conversation, the tools and the template's variables once rather than at every prefix.
+
+    ``apply_chat_template`` converts the whole conversation to plain data on every call (most of the time
+    of a short render), which made locating the messages of a 50-message conversation, ~75 prefix
+    renders, quadratic in that conversion.  The fast path renders with the template transformers
+    compiles (its own cache) and the same conversions done once; it is used only when it renders the
+    whole conversation exactly as ``apply_chat_template`` does (checked once per conversation), and
+    otherwise (another transformers, tools given as functions) every render goes through
+    ``apply_chat_template``.
+    """
+
+    use_fast = True  # False: every render through apply_chat_template
+
+    def __init__(self, tokenizer, messages: list[dict], tools, chat_template: str | None, full: str | None = None):
+        self.tokenizer, self.messages, self.tools, self.chat_template = tokenizer, messages, tools, chat_template
+        self.full = full if full is not None else render(tokenizer, messages, tools, chat_template)
+        self._fast = None
+        try:
+            from transformers.utils import chat_template_utils as ctu
+
+            if not self.use_fast:
+                raise RuntimeError("the fast path is off")
+            if tools is not None and not all(isinstance(t, dict) for t in tools):
+                raise TypeError("tools given as functions")
+            compiled = ctu._compile_jinja_template(tokenizer.get_chat_template(chat_template, tools))
+            chat = ctu._alias_reasoning_fields(ctu._plain_template_data(ctu._normalize_chat_messages(messages)))
+            variables = ctu._plain_template_data(dict(tokenizer.special_tokens_map))
+            plain_tools = ctu._plain_template_data(tools)
+
+            def fast(n: int, add_generation_prompt: bool) -> str:
+                return compiled.render(messages=chat[:n], tools=plain_tools, documents=None,
+                                       add_generation_prompt=add_generation_prompt, **variables)
+
+            if messages and fast(len(messages), False) == self.full:
+                self._fast = fast
+        except Exception:  # noqa: BLE001 - any failure of the fast path leaves the exact one
+            self._fast = None
+
+    @property
+    def fast(self) -> bool:
+        """Whether prefixes render on the fast path."""
+        return self._fast is not None
+
+    def __call__(self, n: int, add_generation_prompt: bool = False) -> str | None:
+        """The render of ``messages[:n]``, or None when the template refuses it (see :func:`_render_prefix`)."""
+        if n == len(self.messages) and not add_generation_prompt:
+            return self.full
+        if self._fast is None:
+            return _render_prefix(self.tokenizer, self.messages[:n], self.tools, self.chat_template,
+                                  add_generation_prompt)
+        if n == 0:
+            return ""
+        from jinja2 import TemplateError
+
+        try:
+            return self._fast(n, add_generation_prompt)
+        except (TemplateError, ValueError, TypeError, KeyError, IndexError):
+            return None
+
+
 def end_of_turn(tokenizer, chat_template: str | None) -> str | None:
     """The token ``chat_template`` writes to close an assistant turn, or None when it writes none.
 
@@ -131,13 +193,14 @@ def conversation_turns(tokenizer, messages: list[dict], tools, chat_template: st
                        rendered: str | None = None) -> Turns:
     """Locate every message of ``messages`` in its render, and what the model writes of each assistant turn."""
     msgs = [dict(m) for m in messages]
-    full = rendered if rendered is not None else render(tokenizer, msgs, tools, chat_template)
+    prefix = PrefixRenderer(tokenizer, msgs, tools, chat_template, rendered)
+    full = prefix.full
     turns, start = Turns(full), 0
     for i, m in enumerate(msgs):
         if m.get("role") == "assistant":
-            end, written, eot_at = _assistant(tokenizer, msgs, i, tools, chat_template, eot, full, start, turns)
+            end, written, eot_at = _assistant(prefix, i, eot, full, start, turns)
         else:
-            cut = _render_prefix(tokenizer, msgs[: i + 1], tools, chat_template) if i < len(msgs) - 1 else full
+            cut = prefix(i + 1)
             # A prefix the template refuses (Llama's tools need a user message after the system one) ends
             # nowhere: its text goes to the next message, which the model reads all the same.
             end, written, eot_at = max(common_prefix_len(cut or "", full), start), None, None
@@ -150,10 +213,10 @@ def conversation_turns(tokenizer, messages: list[dict], tools, chat_template: st
     return turns
 
 
-def _assistant(tokenizer, msgs, i, tools, chat_template, eot, full, start, turns):
+def _assistant(prefix: PrefixRenderer, i, eot, full, start, turns):
     """``(span end, written region, end-of-turn position)`` of assistant message ``i``."""
-    prompt = _render_prefix(tokenizer, msgs[:i], tools, chat_template, add_generation_prompt=True)
-    alone = _render_prefix(tokenizer, msgs[: i + 1], tools, chat_template)
+    prompt = prefix(i, add_generation_prompt=True)
+    alone = prefix(i + 1)
     if prompt is None or alone is None:
         turns.unattributable.append(i)
         prompt, alone = prompt or "", alone or ""
@@ -172,4 +235,4 @@ def _assistant(tokenizer, msgs, i, tools, chat_template, eot, full, start, turns
     return end, (g, end), None
 
 
-__all__ = ["Turns", "common_prefix_len", "conversation_turns", "end_of_turn", "render"]
+__all__ = ["PrefixRenderer", "Turns", "common_prefix_len", "conversation_turns", "end_of_turn", "render"]

@@ -116,3 +116,91 @@ def test_rows_over_max_length_are_flagged_not_truncated(tok, rows):
     report = check_rows(rows, tok, load_template("tiny"), "<|im_end|>", max_length=limit)
     assert report["too_long"] == sum(1 for n in cut if n > limit) > 0
     assert report["total_tokens"] == sum(n for n in cut if n <= limit)  # kept rows whole, long ones out
+
+
+@pytest.mark.parametrize("name", ["tiny", "qwen2.5", "qwen3", "llama3", "gemma3", "mistral"])
+def test_prefix_renders_match_apply_chat_template(tok, rows, name):
+    """The fast prefix path (the conversation converted once) renders every prefix, with and without the
+    generation prompt, exactly as apply_chat_template does, refusals included."""
+    import json
+
+    from synth.tokenizer.turns import PrefixRenderer, _render_prefix
+
+    template = load_template(name)
+    for row in rows[:3]:
+        msgs, tools = [dict(m) for m in row["messages"]], json.loads(row["tools"])
+        prefix = PrefixRenderer(tok, msgs, tools, template)
+        assert prefix.fast, name
+        for n in range(len(msgs) + 1):
+            for gen in (False, True):
+                assert prefix(n, add_generation_prompt=gen) == _render_prefix(tok, msgs[:n], tools, template, gen), (n, gen)
+
+
+def test_turns_are_the_same_on_the_exact_path(tok, rows, monkeypatch):
+    """With the fast path unavailable (another transformers), every prefix goes through apply_chat_template
+    and the turns found are identical; so are they for a template given tools as functions."""
+    import json
+
+    from synth.tokenizer.turns import PrefixRenderer
+
+    template = load_template("qwen2.5")
+    fast = [conversation_turns(tok, r["messages"], json.loads(r["tools"]), template, "<|im_end|>") for r in rows[:4]]
+
+    monkeypatch.setattr(PrefixRenderer, "use_fast", False)
+    assert not PrefixRenderer(tok, rows[0]["messages"], json.loads(rows[0]["tools"]), template).fast
+    exact = [conversation_turns(tok, r["messages"], json.loads(r["tools"]), template, "<|im_end|>") for r in rows[:4]]
+    assert [(t.text, t.spans, t.written, t.eot_at, t.unattributable) for t in fast] == \
+           [(t.text, t.spans, t.written, t.eot_at, t.unattributable) for t in exact]
+    assert any(w is not None for t in fast for w in t.written)
+    monkeypatch.setattr(PrefixRenderer, "use_fast", True)
+
+    def lookup(query: str) -> str:
+        """Look a page up.
+
+        Args:
+            query: what to look for
+        """
+        return query
+
+    assert not PrefixRenderer(tok, rows[0]["messages"], [lookup], template).fast
+
+
+def test_leak_counts_match_a_token_by_token_count():
+    """The vectorized leak count against the plain definition (a token belongs to every message its
+    characters overlap), on random spans and tokens that straddle message boundaries."""
+    import random
+
+    from sft.masking import _leaks
+    from synth.tokenizer.turns import Turns
+
+    rnd = random.Random(3)
+    for _ in range(200):
+        cuts = sorted(rnd.sample(range(1, 300), rnd.randint(1, 12)))
+        bounds = [0, *cuts, 300]
+        spans = list(zip(bounds, bounds[1:]))
+        roles = [rnd.choice(["system", "user", "assistant", "tool"]) for _ in spans]
+        offsets, at = [], 0
+        while at < 300:
+            step = rnd.randint(0, 9)
+            offsets.append((at, min(at + step, 300)))  # empty tokens too
+            at += max(step, 1)
+        mask = [rnd.randint(0, 1) for _ in offsets]
+        turns = Turns("x" * 300, spans=spans)
+        want = {"n_tool_tokens": 0, "tool_trained": 0, "prompt_trained": 0}
+        leaked: dict[str, dict[int, int]] = {}
+        for t, (s, e) in enumerate(offsets):
+            for m, (a, b) in enumerate(spans):
+                if e > s and e > a and s < b:
+                    if roles[m] == "tool":
+                        want["n_tool_tokens"] += 1
+                        want["tool_trained"] += mask[t]
+                    elif roles[m] != "assistant":
+                        want["prompt_trained"] += mask[t]
+                    if roles[m] != "assistant" and mask[t]:
+                        leaked.setdefault(roles[m], {}).setdefault(m, 0)
+                        leaked[roles[m]][m] += 1
+        got = {"n_tool_tokens": 0, "tool_trained": 0, "prompt_trained": 0}
+        problems = _leaks(got, turns, roles, offsets, mask)
+        assert got == want
+        assert problems == [f"{sum(per.values())} token(s) of {role} message(s) {sorted(per)} are trained"
+                            for role, per in sorted(leaked.items(), key=lambda kv: kv[0] != "tool")]
