@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
@@ -57,8 +58,8 @@ class Step:
         return max(self.peak_tree, self.peak_kernel)
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    """RSS of ``proc`` plus every live descendant (a child that exits mid-poll counts as 0)."""
+def _tree_sum(proc: psutil.Process, read: Callable[[psutil.Process], int]) -> int:
+    """``read(p)`` summed over ``proc`` and every live descendant (one that exits mid-poll counts as 0)."""
     total = 0
     try:
         procs = [proc, *proc.children(recursive=True)]
@@ -66,26 +67,21 @@ def tree_rss(proc: psutil.Process) -> int:
         return 0
     for p in procs:
         try:
-            total += p.memory_info().rss
-        except psutil.Error:
+            total += read(p)
+        except (psutil.Error, AttributeError):
             pass
     return total
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    """RSS of ``proc`` plus every live descendant."""
+    return _tree_sum(proc, lambda p: p.memory_info().rss)
 
 
 def tree_pss(proc: psutil.Process) -> int:
     """PSS of ``proc`` plus every live descendant: unlike the RSS sum, a page that forked workers share with
     their parent (copy-on-write) counts once.  Slower to read than RSS (the kernel walks the page tables)."""
-    total = 0
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    for p in procs:
-        try:
-            total += p.memory_full_info().pss
-        except (psutil.Error, AttributeError):
-            pass
-    return total
+    return _tree_sum(proc, lambda p: p.memory_full_info().pss)
 
 
 def du(path: Path) -> int:
