@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from filters.length import rendered_length
 from filters.sftrows import sft_messages
 from helpers.tinytok import save_tokenizer
 from helpers.traces import call, make_trace
-from synth.tokenizer.counts import CACHE_FOLDER, TokenCounts, compact_cache, tokenizer_key
+from synth.tokenizer.counts import CACHE_FOLDER, TokenCounter, TokenCounts, compact_cache, tokenizer_key
 from synth.tokenizer.tokens import load_tokenizer
 
 
@@ -91,3 +92,93 @@ def test_compaction_keeps_every_count(tok, tmp_path: Path) -> None:
     assert len(list(folder.glob("*.parquet"))) == 1
     c = TokenCounts(tok, tmp_path)
     assert c.count(items) == [rendered_length(tok, m, t) for m, t in items] and c.computed == 0
+
+
+# ---- each distinct piece tokenized once (TokenCounter) --------------------------------------------------------------
+def _whole(counter: TokenCounter, texts: list[str]) -> list[int]:
+    return [len(counter.tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+
+
+def _bpe(tmp_path: Path, pre_tokenizer, specials: list, normalizer=None):
+    """A small BPE tokenizer trained here, with ``specials`` as added tokens (strings or AddedToken)."""
+    from tokenizers import AddedToken, Tokenizer, models, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizer
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>"])
+    tok.train_from_iterator(["Alpha Station Bravo Harbour the river page text answer search open"] * 30, trainer)
+    tok.add_special_tokens([s if isinstance(s, AddedToken) else AddedToken(s, normalized=False) for s in specials])
+    return tok
+
+
+_TEXTS = ["<|user|>\nAlpha Station<|end|>\n<|tool|>\n the river Bravo  Harbour<|end|>",
+          "<|user|>\nAlpha Station<|end|>\n<|tool|>\n the river Bravo  Harbour<|end|>\n<|assistant|>\nanswer",
+          " leading space<|end|>  <|end|><|end|>trailing ", "no added token at all, Ünïcode", "",
+          "<|end|>", "Alpha<|user|>Station<|end|>"]
+
+
+def test_pieces_counted_once_sum_to_the_whole_texts_count(tok) -> None:
+    """Rendered conversations of every shipped template, counted a batch at a time: the same counts as the
+    tokenizer's own encoding of each whole text, with the repeated pieces tokenized only once."""
+    from synth.tokenizer.chat_templates import TEMPLATES, load_template
+
+    items = _items(12)
+    texts = [tok.apply_chat_template(m, tools=t, tokenize=False, chat_template=load_template(name))
+             for name in sorted(TEMPLATES) for m, t in items] + _TEXTS
+    counter = TokenCounter(tok)
+    assert counter.segmented
+    got = [n for i in range(0, len(texts), 7) for n in counter.count(texts[i:i + 7])]
+    assert got == _whole(counter, texts)
+    first = counter.tokenized_chars
+    assert first < 0.75 * sum(map(len, texts))  # the system blocks and questions repeat: tokenized once
+    assert counter.count(texts) == got and counter.tokenized_chars == first  # all remembered: nothing tokenized
+
+
+@pytest.mark.parametrize("scheme", ["always", "never"])
+def test_metaspace_that_prepends_to_every_piece_is_cut(tmp_path: Path, scheme: str) -> None:
+    from tokenizers import pre_tokenizers
+
+    counter = TokenCounter(_bpe(tmp_path, pre_tokenizers.Metaspace(prepend_scheme=scheme), ["<|user|>", "<|end|>",
+                                                                                             "<|tool|>", "<|assistant|>"]))
+    assert counter.segmented
+    assert counter.count(_TEXTS * 2) == _whole(counter, _TEXTS * 2)
+
+
+def test_a_tokenizer_whose_pieces_are_not_independent_counts_whole_texts(tmp_path: Path) -> None:
+    """Metaspace that prepends only at the start of the whole text, or an added token that takes its neighbouring
+    whitespace: a piece cut out would be encoded differently, so nothing is cut, and the counts stay exact."""
+    from tokenizers import AddedToken, pre_tokenizers
+
+    specials = ["<|user|>", "<|end|>", "<|tool|>", "<|assistant|>"]
+    first = TokenCounter(_bpe(tmp_path, pre_tokenizers.Metaspace(prepend_scheme="first"), specials))
+    seq = TokenCounter(_bpe(tmp_path, pre_tokenizers.Sequence([pre_tokenizers.Digits(),
+                                                               pre_tokenizers.Metaspace(prepend_scheme="first")]),
+                            specials))
+    strips = TokenCounter(_bpe(tmp_path, pre_tokenizers.Whitespace(),
+                               specials[:3] + [AddedToken("<|assistant|>", normalized=False, lstrip=True)]))
+    for counter in (first, seq, strips):
+        assert not counter.segmented
+        assert counter.count(_TEXTS) == _whole(counter, _TEXTS)
+    # The check is not vacuous: under "first", the cut pieces would count differently.
+    assert any(sum(len(first.tokenizer.encode(p, add_special_tokens=False)) for p in re.split(r"<\|end\|>", t))
+               + t.count("<|end|>") != n for t, n in zip(_TEXTS, _whole(first, _TEXTS)))
+
+
+def test_a_cut_that_disagrees_with_whole_counts_is_switched_off(tok, caplog) -> None:
+    counter = TokenCounter(tok)
+    counter._pattern = re.compile("( )")  # a wrong cut: spaces belong to the next word's token in byte-level BPE
+    texts = [t for t in _TEXTS if t]
+    with caplog.at_level("WARNING", logger="hopforge.tokenizer"):
+        assert counter.count(texts) == _whole(counter, texts)
+    assert not counter.segmented and "counted whole" in caplog.text
+    assert counter.count(texts) == _whole(counter, texts)
+
+
+def test_the_memory_of_pieces_is_bounded_and_counts_stay_exact(tok) -> None:
+    counter = TokenCounter(tok, memo_chars=64)
+    texts = _TEXTS * 3
+    assert counter.count(texts) == _whole(counter, texts)
+    assert counter._memo_chars <= 64 and len(counter._memo) <= len(texts)
+    assert counter.count(texts) == _whole(counter, texts)
