@@ -182,3 +182,19 @@ def test_the_memory_of_pieces_is_bounded_and_counts_stay_exact(tok) -> None:
     assert counter.count(texts) == _whole(counter, texts)
     assert counter._memo_chars <= 64 and len(counter._memo) <= len(texts)
     assert counter.count(texts) == _whole(counter, texts)
+
+
+def test_a_conversation_orjson_refuses_still_gets_a_digest() -> None:
+    from synth.tokenizer.counts import conversation_digest
+
+    lone = [{"role": "user", "content": "half a pair: \ud800"}]
+    big = [{"role": "user", "content": "x", "n": 2 ** 70}]
+    plain = [{"content": "caf\u00e9", "role": "user"}]
+    digests = {conversation_digest(lone, None), conversation_digest(big, None), conversation_digest(plain, None),
+               conversation_digest(plain, [{"type": "function"}])}
+    assert len(digests) == 4 and all(len(d) == 16 for d in digests)
+    # Key order does not matter, and plain text hashes to the bytes json would write.
+    import hashlib
+    assert conversation_digest([{"role": "user", "content": "caf\u00e9"}], None) == hashlib.blake2b(
+        json.dumps([plain, None], sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode(),
+        digest_size=16).digest()
