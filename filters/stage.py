@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from synth.engine.stage import StageContext, StageResult
+from synth.engine.workers import guided_batches
 from synth.engine.records import SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
 
 from filters.band import pass_stats, prompt_messages
@@ -266,7 +267,6 @@ def run_filter(ctx: StageContext) -> StageResult:
     total = traces.count_rows()
     # The judge is a teacher call of this process, so with it every batch runs here.
     workers = 1 if fcfg.judge else ctx.cpu_workers(max(1, -(-total // 16)))
-    batch_rows = BATCH_ROWS if workers == 1 else max(16, min(BATCH_ROWS, -(-total // (4 * workers))))
     teacher = snap = None
     judge_counts: Counter[str] = Counter()
     if fcfg.judge or ctx.cfg.rl.baselines:
@@ -281,8 +281,9 @@ def run_filter(ctx: StageContext) -> StageResult:
     counted = 0
     local: _PassOne | None = None
     try:
-        batches = traces.to_batches(batch_size=batch_rows)
+        batches = traces.to_batches(batch_size=BATCH_ROWS)
         if workers > 1:
+            batches = guided_batches(batches, total, workers, most=BATCH_ROWS)
             work = ctx.cpu_work(_pass_one_setup, (ctx.cfg, str(ctx.store.root)), _pass_one_step, _batch_name)
             outs = ctx.cpu_map(work, batches, workers)
         else:

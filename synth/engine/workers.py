@@ -99,6 +99,15 @@ def _local_step(token: str, item: Any) -> Any:
     return work.step(_state(work), item)
 
 
+def _local_warm(token: str) -> None:
+    """Build the state before the first item arrives (the pool starts while the stage still reads its first
+    item).  A failing setup is left for the first item to meet again, as that item's error."""
+    try:
+        _state(_WORK[token])
+    except Exception:  # noqa: BLE001 - raised again, with the item named, by the first step
+        pass
+
+
 _WORK: dict[str, CpuWork] = {}
 
 
@@ -154,9 +163,17 @@ def cpu_map(work: CpuWork, items: Iterable[Any], workers: int, pool: CpuPool | N
         yield from _windowed(work, items, 2 * workers, lambda item: pool.submit(work, item), pool.cancel)
         return
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    if method == "fork":
+        # Built once here and inherited by every forked worker: N workers importing the same libraries at once
+        # would spend N times the CPU on it, and the parent has nothing else to do until the first result.
+        _STATE.clear()
+        _STATE[work.token] = work.setup(*work.args)
     with ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_init_local,
                              initargs=(work, os.getpid())) as ex:
         try:
+            for _ in range(workers):  # a spawned worker builds its state now, while the first items are read
+                ex.submit(_local_warm, work.token)
+            _STATE.clear()  # the workers hold their copies; this process needs none
             yield from _windowed(work, items, 2 * workers, lambda item: ex.submit(_local_step, work.token, item),
                                  lambda fs: [f.cancel() for f in fs])
         except BaseException:
@@ -215,6 +232,34 @@ def _failed(work: CpuWork, i: int, item: Any, e: Exception) -> Exception:
     return WorkerFailed(f"{where} failed: {type(e).__name__}: {e}")
 
 
+def guided_batches(batches: Iterable[Any], total: int, workers: int, least: int = 16,
+                   most: int = 512) -> Iterator[Any]:
+    """Arrow record batches re-cut for ``workers`` processes: each about a third of one worker's share of the
+    rows still to come (``least`` to ``most`` rows), so the first batches are large and the last ones small and
+    no worker finishes long after the others.  The rows and their order are unchanged."""
+    import pyarrow as pa
+
+    left, buf, have = total, [], 0
+
+    def size() -> int:
+        return max(least, min(most, -(-max(left, 1) // (3 * workers))))
+
+    for b in batches:
+        if not b.num_rows:
+            continue
+        buf.append(b)
+        have += b.num_rows
+        while buf and have >= size():
+            want = size()
+            table = pa.Table.from_batches(buf)
+            buf = table.slice(want).to_batches()
+            have -= want
+            left -= want
+            yield table.slice(0, want).combine_chunks().to_batches()[0]
+    if have:
+        yield pa.Table.from_batches(buf).combine_chunks().to_batches()[0]
+
+
 def divide_limits(config: dict, fields: Iterable[str], processes: int) -> dict:
     """``config`` (a dumped root config) with each dotted field of ``fields`` divided by ``processes`` (at least 1;
     unset fields stay unset): N processes that each take 1/N keep a global limit (the teacher's concurrency,
@@ -257,4 +302,5 @@ class DaskPool:
             self.client.cancel(futures)
 
 
-__all__ = ["CpuPool", "CpuWork", "DaskPool", "WorkerFailed", "cpu_map", "divide_limits", "processes_for"]
+__all__ = ["CpuPool", "CpuWork", "DaskPool", "WorkerFailed", "cpu_map", "divide_limits", "guided_batches",
+           "processes_for"]

@@ -3,6 +3,7 @@ the user's errors kept, a dead worker reported, and sharded stages whose shards 
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ from synth.engine.errors import InputError
 from synth.engine.runner import run_stage
 from synth.engine.stage import Shards, Stage, StageResult
 from synth.engine.store import MissingInput, Store, write_parquet_atomic
-from synth.engine.workers import CpuWork, WorkerFailed, cpu_map, divide_limits, processes_for
+from synth.engine.workers import CpuWork, WorkerFailed, cpu_map, divide_limits, guided_batches, processes_for
 
 PARENT = os.getpid()
 
@@ -24,14 +25,14 @@ def _setup(offset: int) -> dict:
     return {"offset": offset, "pid": os.getpid()}
 
 
-def _step(state: dict, item: int) -> tuple[int, int]:
+def _step(state: dict, item: int) -> tuple[int, int, int]:
     if item == 7 and state["offset"] == 1:
         raise ValueError("a bad item")
     if item == 5 and state["offset"] == 2:
         raise InputError("line 5: not JSON")
     if item == 3 and state["offset"] == 3:
         os._exit(1)  # a worker killed mid-item
-    return item + state["offset"], state["pid"]
+    return item + state["offset"], state["pid"], os.getpid()
 
 
 def _work(offset: int) -> CpuWork:
@@ -40,17 +41,20 @@ def _work(offset: int) -> CpuWork:
 
 def test_results_come_in_item_order_from_worker_processes() -> None:
     out = list(cpu_map(_work(100), range(40), workers=3))
-    assert [v for v, _ in out] == [i + 100 for i in range(40)]
-    assert PARENT not in {pid for _, pid in out}
+    assert [v for v, _, _ in out] == [i + 100 for i in range(40)]
+    assert PARENT not in {pid for _, _, pid in out}  # the items ran in the workers
+    if "fork" in mp.get_all_start_methods():
+        # The state was built once, in this process, and the forked workers inherited it.
+        assert {state_pid for _, state_pid, _ in out} == {PARENT}
     here = list(cpu_map(_work(100), range(5), workers=1))
-    assert here == [(i + 100, PARENT) for i in range(5)]
+    assert here == [(i + 100, PARENT, PARENT) for i in range(5)]
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_failed_item_is_named_and_what_came_before_is_kept(workers: int) -> None:
     got = []
     with pytest.raises(WorkerFailed, match=r"stage toy: item 7 \(number 7\) failed: ValueError: a bad item"):
-        for v, _ in cpu_map(_work(1), range(20), workers=workers):
+        for v, _, _ in cpu_map(_work(1), range(20), workers=workers):
             got.append(v)
     assert got == list(range(1, 8))  # items 0..6, in order, before the failure
 
@@ -158,3 +162,20 @@ def test_workers_end_with_the_run(tmp_path) -> None:
     # Without PR_SET_PDEATHSIG the orphaned worker keeps stdout open, and this waits until the timeout.
     p = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == -9, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_guided_batches_keep_every_row_in_order_and_end_small(workers: int) -> None:
+    """Batches of uneven files re-cut: the rows and their order unchanged, large batches first and small ones last,
+    so no worker is left with a big last batch while the others wait."""
+    sizes = [60, 46, 56, 61, 12, 0, 48, 54, 52, 93, 1]
+    bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    batches = [pa.record_batch({"x": list(range(a, b))}, schema=pa.schema([("x", pa.int64())]))
+               for a, b in zip(bounds, bounds[1:])]
+    out = list(guided_batches(iter(batches), bounds[-1], workers, least=8, most=100))
+    assert [x for b in out for x in b.column("x").to_pylist()] == list(range(bounds[-1]))
+    rows = [b.num_rows for b in out]
+    assert max(rows) <= 100 and min(rows[:-1]) >= 8 and rows[-1] >= 1
+    assert rows[0] >= rows[-2] >= 8 and rows == sorted(rows[:-1], reverse=True) + rows[-1:]
+    assert rows[0] <= -(-bounds[-1] // (3 * workers)) and len(out) >= 3 * workers
+    assert list(guided_batches(iter([]), 0, workers)) == []
