@@ -16,7 +16,9 @@ advances its progress bar per result.  The work runs
 * in this process, with one worker (``runner.cpu_workers: 1``), a single item, or when this
   process is daemonic (a Dask worker may not start processes of its own);
 * in ``runner.cpu_workers`` local worker processes (0: one per core this process may use), by
-  default;
+  default.  Where processes fork, the state is built once in this process and the workers inherit
+  it (N workers importing the same libraries at once would pay N times for it); a spawned worker
+  builds its own when the pool starts;
 * on the Dask cluster's workers when the run is the Prefect flow with ``runner.task_runner: dask``:
   the flow hands the stage a :class:`DaskPool` (``StageContext.cpu_pool``).  Each Dask worker
   builds the state once and keeps it for the stage run.
