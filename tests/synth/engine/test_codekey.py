@@ -63,3 +63,46 @@ def test_a_prompt_file_is_part_of_the_key(project):
 
 def test_the_key_follows_the_copy_not_the_checkout(project):
     assert code_hash(ROLLOUT.module, project) == code_hash(ROLLOUT.module)
+
+
+def test_parses_are_kept_between_processes_and_redone_for_an_edited_file(project, tmp_path, monkeypatch):
+    """What each file yields is stored in the user's cache folder; a fresh process reads it instead of parsing, an
+    edited file is parsed again (its new import followed), and a damaged store costs only the parse."""
+    import ast
+
+    from synth.engine import codekey
+
+    root = project.resolve()
+    monkeypatch.setattr(codekey, "ROOT", root)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def fresh_process() -> None:
+        codekey._Stored._one = None
+        codekey._parse.cache_clear()
+
+    fresh_process()
+    expected = code_hash(ROLLOUT.module, root)
+    before = {str(f) for f in import_closure(ROLLOUT.module, root)[0]}
+    stored = list((tmp_path / "cache" / "hopforge").glob("codekey-*.json"))
+    assert len(stored) == 1 and "synth/engine/seeding.py" in stored[0].read_text()
+
+    fresh_process()
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: pytest.fail("a stored file was parsed again"))
+    assert code_hash(ROLLOUT.module, root) == expected
+
+    seeding = root / "synth" / "engine" / "seeding.py"
+    seeding.write_text(seeding.read_text() + "\nimport synth.corpus.ingest  # edited\n")
+    parsed = []
+    monkeypatch.setattr(ast, "parse", lambda src, *a, **k: (parsed.append(k.get("filename")), real_parse(src, *a, **k))[1])
+    fresh_process()
+    assert code_hash(ROLLOUT.module, root) != expected
+    # The edited file, then only the files its new import brought in: nothing stored was parsed again.
+    assert parsed[0] == str(seeding) and not set(parsed[1:]) & before and len(parsed) > 1
+    assert "synth/corpus/ingest.py" in _rel(import_closure(ROLLOUT.module, root)[0], root)
+
+    stored[0].write_text("{not json")
+    fresh_process()
+    monkeypatch.setattr(ast, "parse", real_parse)
+    seeding.write_text(seeding.read_text().replace("\nimport synth.corpus.ingest  # edited\n", ""))
+    assert code_hash(ROLLOUT.module, root) == expected
