@@ -128,7 +128,7 @@ class _BatchOut:
     facts: list[_Fact]
     candidates: list[Candidate]
     verdicts: list[dict]
-    rejects: list[dict]
+    rejects: "pa.Table | list[dict]"
     dropped: Counter
     counted: int = 0  # traces whose length was rendered and tokenized (not read from the cache)
     references: list[Reference] = field(default_factory=list)  # correct rollouts of rl questions
@@ -159,9 +159,9 @@ class _PassOne:
             tokenizer = load_tokenizer(_tokenizer_path(root), chat_template=True)
             self.counts = TokenCounts(tokenizer, root)
         self.fctx = FilterContext(self.questions, tokenizer=tokenizer)
-        self.pending: list[dict] = []
+        self.pending: list[tuple[str, str, str | None]] = []  # (trace_id, reason, detail) of this batch's rejects
         self.runner = FilterRunner(chain_of(fcfg), on_reject=lambda trace, reason, detail: self.pending.append(
-            _reject_row(trace, reason, detail)))
+            (trace.trace_id, reason, detail)))
 
     def __call__(self, batch: pa.RecordBatch, judge: Any = None, flush: bool = False) -> _BatchOut:
         fcfg, fctx, questions = self.fcfg, self.fctx, self.questions
@@ -182,11 +182,26 @@ class _PassOne:
             self._one(t, out)
         for v in out.verdicts:
             v["n_tokens"] = fctx.token_counts.get(v["trace_id"])
-        out.rejects, self.pending = self.pending, []
+        out.rejects = self._rejects(batch, recs)
         out.dropped, self.runner.dropped = self.runner.dropped, Counter()
         fctx.measures.clear()
         fctx.token_counts = {}
         return out
+
+    def _rejects(self, batch: pa.RecordBatch, recs: list[Trace]) -> pa.Table | list[dict]:
+        """This batch's rejected traces as rows of ``rejects/filter``: the batch's own Arrow rows, taken in the
+        order they were rejected, with their reason and detail (no trace goes through Python dicts and back)."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return []
+        index = {t.trace_id: i for i, t in enumerate(recs)}
+        names = TRACE_REJECT_SCHEMA.names[:-2]
+        if not set(names) <= set(batch.schema.names):  # an older traces table: through the records
+            return [_reject_row(recs[index[tid]], reason, detail) for tid, reason, detail in pending]
+        taken = pa.Table.from_batches([batch.select(names)]).take(
+            pa.array([index[tid] for tid, _, _ in pending], pa.int64()))
+        return (taken.append_column("reason", pa.array([r for _, r, _ in pending], pa.string()))
+                .append_column("detail", pa.array([d for _, _, d in pending], pa.string())))
 
     def _one(self, trace: Trace, out: _BatchOut) -> None:
         tid, qid = trace.trace_id, trace.question_id

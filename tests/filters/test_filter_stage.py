@@ -96,6 +96,32 @@ def test_rejects_carry_the_full_row_and_its_reason(run) -> None:
     assert by_id["t1f"]["detail"].startswith("4 ungrounded call(s); first: call 1 (search)")
 
 
+def test_a_batchs_rejects_are_its_own_rows_in_the_order_rejected(run) -> None:
+    """Pass one hands back rejected traces as the batch's own Arrow rows (no dicts and back): the same rows the
+    records would give, in the order they were rejected; a batch that lacks a trace column goes through the records."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from filters.stage import _PassOne, _reject_row
+    from synth.engine.records import TRACE_REJECT_SCHEMA, Trace
+
+    _, _, traces = run
+    recs = [Trace.from_row(t.to_row()) for t in traces[:5]]
+    pending = [(recs[3].trace_id, "format", "bad"), (recs[0].trace_id, "too_long", None),
+               (recs[4].trace_id, "ungrounded", "call 1")]
+    expected = [_reject_row(recs[i], r, d) for i, (_, r, d) in zip([3, 0, 4], pending)]
+    batch = pa.RecordBatch.from_pylist([t.to_row() for t in recs])
+    for b in (batch, batch.drop_columns(["tools"])):
+        one = SimpleNamespace(pending=list(pending))
+        got = _PassOne._rejects(one, b, recs)
+        if isinstance(got, pa.Table):
+            got = got.select(TRACE_REJECT_SCHEMA.names).cast(TRACE_REJECT_SCHEMA).to_pylist()
+        assert got == expected and one.pending == []
+    assert isinstance(_PassOne._rejects(SimpleNamespace(pending=list(pending)), batch, recs), pa.Table)
+    assert _PassOne._rejects(SimpleNamespace(pending=[]), batch, recs) == []
+
+
 def test_verdicts_one_row_per_trace(run) -> None:
     store, _, traces = run
     t = ds.dataset(store.path("filter/verdicts")).to_table()
