@@ -10,8 +10,10 @@ Its ``questions`` and ``traces`` are the demo run's own, replicated to ``--quest
 of ``--traces / --questions`` traces each (the demo's adaptive rollout gives 1-4 traces a
 question; here each replica gets the same number, cycling through its question's traces).  Every
 replica gets its own ids, and one word in its first assistant message that names the replica,
-so no two conversations are the same (the token-count cache is keyed by content) while each
-keeps the demo's size: about 47 KB of OpenAI-format JSON and 7,800 tokens, with its real tool
+so no two conversations are the same (the token-count cache is keyed by content); past the first
+copy of each demo question, the replica's question and observations name it too, so replicas share
+no more text than the traces of different questions do (see ``_mark``), while each keeps the
+demo's size: about 47 KB of OpenAI-format JSON and 7,800 tokens, with its real tool
 calls, observations, answers and step labels, so every filter takes the paths it takes on the
 demo.  Both stages are committed to the manifest as the pipeline commits them.
 
@@ -68,7 +70,7 @@ GOAL_GIB = 4.0
 GOAL_RATIO = 0.8
 CONFIG = "configs/demo.yaml"
 RECIPE = "configs/sft/tiny.yaml"
-GEN_VERSION = 2  # bump when the generated folder changes shape
+GEN_VERSION = 4  # bump when the generated folder changes shape (4: copies name themselves in their observations)
 QUESTIONS_PER_FILE = 256  # as the stages write them: one Parquet file per shard (questions.shard_size)
 ROLLOUT_SHARD = 32  # questions per rollout shard (rollout.shard_size), whose traces are one Parquet file
 COPIED = ("ingest", "index", "tokenizer")  # stages taken from the demo run as they are
@@ -97,8 +99,39 @@ def _per_question(n_q: int, n_t: int) -> list[int]:
     return [base + (i < extra) for i in range(n_q)]
 
 
-def _mark(messages: str, word: str) -> str:
-    """The conversation with ``word`` first in its first assistant message (a distinct text, same size)."""
+def _mark(messages: str, word: str, replica: str | None = None) -> str:
+    """The conversation with ``word`` first in its first assistant message (a distinct text, same size).
+
+    With ``replica``, the question and every observation also name the copy (the question's text starts with
+    it; a JSON observation gains a ``"replica"`` key, so it stays the JSON the tools wrote): copies of one demo
+    trace then share no message but the system prompt, while the distinct demo samples of one question,
+    copied together, share what they share in the demo.  Without it, every copy would repeat its demo
+    trace's pages word for word, and a stage that tokenizes each distinct piece once would look faster than
+    it is on a real run."""
+    if replica is not None:
+        import orjson
+
+        conv = orjson.loads(messages)
+        for m in conv:
+            content = m.get("content")
+            if not isinstance(content, str) or m.get("role") not in ("user", "tool"):
+                continue
+            if m["role"] == "user":
+                m["content"] = f"{replica} {content}"
+                continue
+            try:
+                obs = orjson.loads(content)
+            except orjson.JSONDecodeError:
+                m["content"] = f"{replica} {content}"
+                continue
+            if isinstance(obs, list) and obs and isinstance(obs[0], dict):
+                obs[0] = {"replica": replica, **obs[0]}
+            elif isinstance(obs, dict):
+                obs = {"replica": replica, **obs}
+            else:
+                obs = {"replica": replica, "result": obs}
+            m["content"] = json.dumps(obs, ensure_ascii=False)
+        messages = json.dumps(conv, ensure_ascii=False)
     at = messages.find(ANCHOR)
     if at < 0:
         return messages
@@ -163,7 +196,11 @@ def generate(run: Path, demo: Path, n_q: int, n_t: int, params: dict) -> dict:
                 tid.append(f"{t_ids[t]}-{i:06d}-{k}")
                 qid.append(nq)
                 sample.append(k)
-                text.append(_mark(msgs[t], f"r{i}.{k}"))
+                # A copy of a demo trace names its copy in its question and observations: a replica's samples that
+                # are distinct demo samples share their pages as those do, and nothing is shared only for being a
+                # copy.
+                copy = (i // len(bases), k // len(own))
+                text.append(_mark(msgs[t], f"r{i}.{k}", f"r{copy[0]}.{copy[1]}" if copy != (0, 0) else None))
         t = traces.take(pa.array(idx, pa.int64()))
         for name, col in (("trace_id", pa.array(tid, pa.string())), ("question_id", pa.array(qid, pa.string())),
                           ("sample_index", pa.array(sample, pa.int32())), ("messages", pa.array(text, pa.string()))):

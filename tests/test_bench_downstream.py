@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -35,8 +36,18 @@ def test_the_generated_folder_replicates_every_trace_distinctly_and_the_filter_r
     assert sorted(per_q.values()) == [3, 3, 3, 3, 4, 4, 4]
     # No two conversations are the same text (the token-count cache is keyed by content), and each keeps its size.
     assert len({conversation_digest(json.loads(r["messages"]), None) for r in t}) == 24
-    base = {x.trace_id: len(x.messages) for x in traces}
-    assert all(len(r["messages"]) - base[r["trace_id"].split("-")[0]] < 16 for r in t)
+    # Each keeps its demo trace's conversation: without the copy's name, the same messages but one word.
+    base = {x.trace_id: json.loads(x.messages) for x in traces}
+    for r in t:
+        got, want = _unnamed(json.loads(r["messages"])), base[r["trace_id"].split("-")[0]]
+        assert [m for m in got if m["role"] != "assistant"] == [m for m in want if m["role"] != "assistant"]
+        assert sum(a != b for a, b in zip(got, want)) == 1 and len(got) == len(want)
+    # Copies of one demo trace share no question or observation, so no stage gains from their being copies.
+    copies: dict[str, list[set]] = {}
+    for r in t:
+        copies.setdefault(r["trace_id"].split("-")[0], []).append(
+            {m["content"] for m in json.loads(r["messages"]) if m["role"] in ("user", "tool")})
+    assert all(not a & b for c in copies.values() for i, a in enumerate(c) for b in c[i + 1:])
     manifest = json.loads((run / "manifest.json").read_text())["stages"]
     assert {"questions", "rollout", "tokenizer"} <= set(manifest)
 
@@ -44,3 +55,18 @@ def test_the_generated_folder_replicates_every_trace_distinctly_and_the_filter_r
     m = measure("filter", run, work, 1)
     assert m["report"]["input"] == 24 and m["floor"]["rows"] == 24 and m["floor"]["tokens"] > 24 * 50
     assert m["peak_rss_gib"] > 0 and m["floor_peak_rss_gib"] > 0 and m["ratio"] > 0
+
+
+def _unnamed(conv: list[dict]) -> list[dict]:
+    """A generated conversation with its copy's name taken out of the question and the observations."""
+    out = []
+    for m in conv:
+        m = dict(m)
+        if m["role"] == "user" and re.match(r"r\d+\.\d+ ", m["content"]):
+            m["content"] = m["content"].split(" ", 1)[1]
+        elif m["role"] == "tool" and '"replica"' in m["content"]:
+            obs = json.loads(m["content"])
+            (obs[0] if isinstance(obs, list) else obs).pop("replica")
+            m["content"] = json.dumps(obs, ensure_ascii=False)
+        out.append(m)
+    return out
