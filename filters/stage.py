@@ -42,6 +42,9 @@ from filters.pool import write_rl_pool
 from filters.sftrows import sft_messages, sft_row
 
 BATCH_ROWS = 512
+# A worker's batch: each worker holds its batch's conversations decoded several times over (rows, records,
+# messages, renders), about 1 MB a trace; 256 keeps two workers and the parent under 4 GiB together.
+WORKER_BATCH_ROWS = 256
 
 def key_extra(cfg: Any, store: Any) -> str:
     """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, the teacher's
@@ -298,7 +301,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     try:
         batches = traces.to_batches(batch_size=BATCH_ROWS)
         if workers > 1:
-            batches = guided_batches(batches, total, workers, most=BATCH_ROWS)
+            batches = guided_batches(batches, total, workers, most=WORKER_BATCH_ROWS)
             work = ctx.cpu_work(_pass_one_setup, (ctx.cfg, str(ctx.store.root)), _pass_one_step, _batch_name)
             outs = ctx.cpu_map(work, batches, workers)
         else:
