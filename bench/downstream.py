@@ -70,7 +70,7 @@ GOAL_GIB = 4.0
 GOAL_RATIO = 0.8
 CONFIG = "configs/demo.yaml"
 RECIPE = "configs/sft/tiny.yaml"
-GEN_VERSION = 4  # bump when the generated folder changes shape (4: copies name themselves in their observations)
+GEN_VERSION = 5  # bump when the generated folder changes shape (5: copies name themselves in their observations)
 QUESTIONS_PER_FILE = 256  # as the stages write them: one Parquet file per shard (questions.shard_size)
 ROLLOUT_SHARD = 32  # questions per rollout shard (rollout.shard_size), whose traces are one Parquet file
 COPIED = ("ingest", "index", "tokenizer")  # stages taken from the demo run as they are
@@ -102,9 +102,9 @@ def _per_question(n_q: int, n_t: int) -> list[int]:
 def _mark(messages: str, word: str, replica: str | None = None) -> str:
     """The conversation with ``word`` first in its first assistant message (a distinct text, same size).
 
-    With ``replica``, the question and every observation also name the copy (the question's text starts with
-    it; a JSON observation gains a ``"replica"`` key, so it stays the JSON the tools wrote): copies of one demo
-    trace then share no message but the system prompt, while the distinct demo samples of one question,
+    With ``replica``, the question and every observation also name the copy (the question's text and every
+    text of an observation but its page ids start with it, so the observation stays the JSON the tools wrote):
+    copies of one demo trace then share no message and no observed text but the system prompt, while the distinct demo samples of one question,
     copied together, share what they share in the demo.  Without it, every copy would repeat its demo
     trace's pages word for word, and a stage that tokenizes each distinct piece once would look faster than
     it is on a real run."""
@@ -124,19 +124,26 @@ def _mark(messages: str, word: str, replica: str | None = None) -> str:
             except orjson.JSONDecodeError:
                 m["content"] = f"{replica} {content}"
                 continue
-            if isinstance(obs, list) and obs and isinstance(obs[0], dict):
-                obs[0] = {"replica": replica, **obs[0]}
-            elif isinstance(obs, dict):
-                obs = {"replica": replica, **obs}
-            else:
-                obs = {"replica": replica, "result": obs}
-            m["content"] = json.dumps(obs, ensure_ascii=False)
+            m["content"] = json.dumps(_named(obs, replica), ensure_ascii=False)
         messages = json.dumps(conv, ensure_ascii=False)
     at = messages.find(ANCHOR)
     if at < 0:
         return messages
     at += len(ANCHOR)
     return f"{messages[:at]}{word} {messages[at:]}"
+
+
+def _named(obs, replica: str, key: str = ""):
+    """An observation's JSON with ``replica`` before every text in it but page ids (which ``open`` takes as they
+    are): titles, snippets and page text then differ between copies, for the tokenizer and the grounding
+    analysis alike, and still hold every word, in order, the agent acted on."""
+    if isinstance(obs, dict):
+        return {k: _named(v, replica, k) for k, v in obs.items()}
+    if isinstance(obs, list):
+        return [_named(v, replica, key) for v in obs]
+    if isinstance(obs, str) and key != "page_id":
+        return f"{replica} {obs}"
+    return obs
 
 
 def generate(run: Path, demo: Path, n_q: int, n_t: int, params: dict) -> dict:

@@ -45,8 +45,10 @@ def test_the_generated_folder_replicates_every_trace_distinctly_and_the_filter_r
     # Copies of one demo trace share no question or observation, so no stage gains from their being copies.
     copies: dict[str, list[set]] = {}
     for r in t:
+        conv = json.loads(r["messages"])
         copies.setdefault(r["trace_id"].split("-")[0], []).append(
-            {m["content"] for m in json.loads(r["messages"]) if m["role"] in ("user", "tool")})
+            {m["content"] for m in conv if m["role"] == "user"}
+            | {v for m in conv if m["role"] == "tool" for v in _observed(json.loads(m["content"]))})
     assert all(not a & b for c in copies.values() for i, a in enumerate(c) for b in c[i + 1:])
     manifest = json.loads((run / "manifest.json").read_text())["stages"]
     assert {"questions", "rollout", "tokenizer"} <= set(manifest)
@@ -64,9 +66,24 @@ def _unnamed(conv: list[dict]) -> list[dict]:
         m = dict(m)
         if m["role"] == "user" and re.match(r"r\d+\.\d+ ", m["content"]):
             m["content"] = m["content"].split(" ", 1)[1]
-        elif m["role"] == "tool" and '"replica"' in m["content"]:
-            obs = json.loads(m["content"])
-            (obs[0] if isinstance(obs, list) else obs).pop("replica")
-            m["content"] = json.dumps(obs, ensure_ascii=False)
+        elif m["role"] == "tool" and re.search(r'"r\d+\.\d+ ', m["content"]):
+            m["content"] = json.dumps(_unname(json.loads(m["content"])), ensure_ascii=False)
         out.append(m)
     return out
+
+
+def _unname(obs):
+    if isinstance(obs, dict):
+        return {k: _unname(v) for k, v in obs.items()}
+    if isinstance(obs, list):
+        return [_unname(v) for v in obs]
+    return re.sub(r"^r\d+\.\d+ ", "", obs) if isinstance(obs, str) else obs
+
+
+def _observed(obs, key: str = ""):
+    """Every text of an observation but its page ids (what the grounding analysis and the tokenizer read)."""
+    if isinstance(obs, dict):
+        return [t for k, v in obs.items() for t in _observed(v, k)]
+    if isinstance(obs, list):
+        return [t for v in obs for t in _observed(v, key)]
+    return [obs] if isinstance(obs, str) and key != "page_id" else []
