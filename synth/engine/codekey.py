@@ -97,15 +97,20 @@ class _Stored:
     _one: "_Stored | None" = None
 
     def __init__(self) -> None:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hopforge"
+        self.dirty = False
+        self.entries: dict[str, list] = {}
+        try:
+            base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hopforge"
+        except (KeyError, RuntimeError, OSError):  # no home folder to keep it in: every process parses
+            self.path = None
+            return
         tag = hashlib.sha256(f"{ROOT}|{sys.version_info[:2]}".encode()).hexdigest()[:12]
         self.path = base / f"codekey-{tag}.json"
-        self.dirty = False
         try:
             data = json.loads(self.path.read_text())
-            self.entries: dict[str, list] = data if isinstance(data, dict) else {}
+            self.entries = data if isinstance(data, dict) else {}
         except (OSError, ValueError):
-            self.entries = {}
+            pass
 
     @classmethod
     def get(cls) -> "_Stored":
@@ -115,7 +120,7 @@ class _Stored:
 
     def save(self) -> None:
         """Write the entries if any changed (atomically; a folder that cannot be written only costs the parse)."""
-        if not self.dirty:
+        if not self.dirty or self.path is None:
             return
         self.dirty = False
         try:
