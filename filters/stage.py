@@ -12,7 +12,9 @@ to the rejects as ``not_best``.  Memory holds no conversation beyond one batch.
 
 Funnel: input = traces, output = ``sft`` rows, dropped by reason = the chain's reasons
 plus ``not_best``.  ``filter/verdicts`` has one row per trace, with its count of ungrounded
-tool calls (:mod:`filters.grounded`) whichever filter dropped it.
+tool calls (:mod:`filters.grounded`) whichever filter dropped it; a verdict is written as soon as
+it is final (after pass one, or after pass two for a best-of-n candidate), so the parent holds
+none beyond the candidates'.
 """
 
 from __future__ import annotations
@@ -292,7 +294,12 @@ def run_filter(ctx: StageContext) -> StageResult:
         teacher = _teacher(ctx)
         snap = teacher.stats.snapshot()
 
+    # A trace's verdict is final after pass one unless it is a best-of-n candidate (pass two adds its rubric and
+    # whether it was kept): the others go to the table at once, as Arrow rows, so the parent holds no dict per
+    # trace of a large run; the candidates' wait for pass two.
+    verdict_rows = ctx.writer("filter/verdicts", VERDICT_SCHEMA)
     verdicts: dict[str, dict] = {}
+    tally: Counter[str] = Counter()  # correctness and judge agreement over every verdict
     per_q: dict[str, _PerQuestion] = {}
     candidates: list[Candidate] = []
     references: dict[str, Reference] = {}
@@ -315,7 +322,11 @@ def run_filter(ctx: StageContext) -> StageResult:
                     per_q.setdefault(fact.question_id, _PerQuestion()).add(fact)
                 candidates.extend(out.candidates)
                 keep_best(references, out.references)
-                verdicts.update((v["trace_id"], v) for v in out.verdicts)
+                waiting = {c.trace_id for c in out.candidates}
+                for v in out.verdicts:
+                    _count(tally, v)
+                verdict_rows.write([v for v in out.verdicts if v["trace_id"] not in waiting])
+                verdicts.update((v["trace_id"], v) for v in out.verdicts if v["trace_id"] in waiting)
                 runner.dropped.update(out.dropped)
                 counted += out.counted
                 rejects.write(out.rejects)
@@ -332,7 +343,8 @@ def run_filter(ctx: StageContext) -> StageResult:
     kept = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending)
     rejects.write(pending)
     rejects.close()
-    _write_verdicts(ctx, verdicts)
+    verdict_rows.write(list(verdicts.values()))
+    verdict_rows.close()
     band_report = write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
                                 references, lambda: _teacher(ctx))
 
@@ -342,11 +354,7 @@ def run_filter(ctx: StageContext) -> StageResult:
         "reason_order": [r for f in chain for r in getattr(f, "reasons", ())],
         **band_report,
         "pass": pass_stats((p.n, p.c, p.first) for q, p in per_q.items() if q in questions),
-        "correct": {
-            "rule": sum(v["rule_correct"] for v in verdicts.values()),
-            "combined": sum(v["correct"] for v in verdicts.values()),
-            "judge_rescued": sum(v["correct"] and not v["rule_correct"] for v in verdicts.values()),
-        },
+        "correct": {"rule": tally["rule"], "combined": tally["combined"], "judge_rescued": tally["judge_rescued"]},
         "kept_rubric_mean": (round(sum(c.rubric_raw for c in candidates if c.trace_id in kept_ids) / kept, 6)
                              if kept else None),
         # Operational (not part of the tables): how the work was spread, and what the token cache saved.
@@ -354,7 +362,7 @@ def run_filter(ctx: StageContext) -> StageResult:
         "tokens_counted": counted,
     }
     if fcfg.judge:
-        extra["judge"] = dict(judge_counts) | _judge_agreement(verdicts.values())
+        extra["judge"] = dict(judge_counts) | {k[6:]: n for k, n in tally.items() if k.startswith("judge:")}
     if teacher is not None:
         extra["teacher"] = teacher.stats.since(snap)
     return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra)
@@ -413,24 +421,19 @@ def _reject_row(trace: Trace, reason: str, detail: str | None) -> dict:
     return {**trace.to_row(), "reason": reason, "detail": detail}
 
 
-def _write_verdicts(ctx: StageContext, verdicts: dict[str, dict]) -> None:
-    w = ctx.writer("filter/verdicts", VERDICT_SCHEMA)
-    w.write(list(verdicts.values()))
-    w.close()
-
-
-def _judge_agreement(verdicts) -> dict[str, int]:
-    """How the judge compared with the rule where both spoke."""
-    out = Counter()
-    for v in verdicts:
-        j = v["judge_correct"]
-        if j is None:
-            continue
-        if v["rule_correct"]:
-            out["agree_on_rule_hits" if j else "overruled_on_rule_hits"] += 1
-        else:
-            out["rescued" if v["correct"] else ("agree_on_rule_misses" if not j else "ignored_no_overlap")] += 1
-    return dict(out)
+def _count(tally: Counter, v: dict) -> None:
+    """Add one verdict to the stage's tallies: correct by the rule, in all, rescued by the judge, and how the
+    judge compared with the rule where both spoke (``judge:<outcome>``)."""
+    tally["rule"] += bool(v["rule_correct"])
+    tally["combined"] += bool(v["correct"])
+    tally["judge_rescued"] += bool(v["correct"] and not v["rule_correct"])
+    j = v["judge_correct"]
+    if j is None:
+        return
+    if v["rule_correct"]:
+        tally["judge:" + ("agree_on_rule_hits" if j else "overruled_on_rule_hits")] += 1
+    else:
+        tally["judge:" + ("rescued" if v["correct"] else ("agree_on_rule_misses" if not j else "ignored_no_overlap"))] += 1
 
 
 __all__ = ["key_extra", "load_questions", "run_filter"]
