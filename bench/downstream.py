@@ -104,10 +104,10 @@ def _mark(messages: str, word: str, replica: str | None = None) -> str:
 
     With ``replica``, the question and every observation also name the copy (the question's text and every
     text of an observation but its page ids start with it, so the observation stays the JSON the tools wrote):
-    copies of one demo trace then share no message and no observed text but the system prompt, while the distinct demo samples of one question,
-    copied together, share what they share in the demo.  Without it, every copy would repeat its demo
-    trace's pages word for word, and a stage that tokenizes each distinct piece once would look faster than
-    it is on a real run."""
+    copies of one demo trace then share no message and no observed text but the system prompt, while the
+    distinct demo samples of one question, copied together, share what they share in the demo.  Without it,
+    every copy would repeat its demo trace's pages word for word, and a stage that tokenizes each distinct
+    piece once would look faster than it is on a real run."""
     if replica is not None:
         import orjson
 

@@ -133,7 +133,7 @@ class _BatchOut:
     facts: list[_Fact]
     candidates: list[Candidate]
     verdicts: list[dict]
-    rejects: "pa.Table | list[dict]"
+    rejects: pa.Table | list[dict]
     dropped: Counter
     counted: int = 0  # traces whose length was rendered and tokenized (not read from the cache)
     references: list[Reference] = field(default_factory=list)  # correct rollouts of rl questions
@@ -431,9 +431,10 @@ def _count(tally: Counter, v: dict) -> None:
     if j is None:
         return
     if v["rule_correct"]:
-        tally["judge:" + ("agree_on_rule_hits" if j else "overruled_on_rule_hits")] += 1
+        outcome = "agree_on_rule_hits" if j else "overruled_on_rule_hits"
     else:
-        tally["judge:" + ("rescued" if v["correct"] else ("agree_on_rule_misses" if not j else "ignored_no_overlap"))] += 1
+        outcome = "rescued" if v["correct"] else ("agree_on_rule_misses" if not j else "ignored_no_overlap")
+    tally["judge:" + outcome] += 1
 
 
 __all__ = ["key_extra", "load_questions", "run_filter"]

@@ -32,6 +32,7 @@ import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_SUFFIXES = (".jinja2", ".j2", ".json", ".yaml", ".txt", ".html", ".js", ".css")
@@ -82,8 +83,7 @@ def _scan(path: Path, root: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     stored = _Stored.get()
     rel = str(path.relative_to(root))
     hit = stored.entries.get(rel)
-    if (isinstance(hit, list) and len(hit) == 4 and hit[0] == st.st_mtime_ns and hit[1] == st.st_size
-            and all(isinstance(x, list) and all(isinstance(v, str) for v in x) for x in hit[2:])):
+    if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
         return tuple(hit[2]), tuple(hit[3])
     names, strings = _parse(path, root, st.st_mtime_ns, st.st_size)
     stored.entries[rel] = [st.st_mtime_ns, st.st_size, list(names), list(strings)]
@@ -108,9 +108,10 @@ class _Stored:
         self.path = base / f"codekey-{tag}.json"
         try:
             data = json.loads(self.path.read_text())
-            self.entries = data if isinstance(data, dict) else {}
         except (OSError, ValueError):
-            pass
+            return
+        if isinstance(data, dict):  # a damaged entry is parsed again, never trusted
+            self.entries = {k: v for k, v in data.items() if _well_formed(v)}
 
     @classmethod
     def get(cls) -> "_Stored":
@@ -131,6 +132,12 @@ class _Stored:
             os.replace(tmp, self.path)
         except OSError:
             pass
+
+
+def _well_formed(entry: Any) -> bool:
+    """A stored entry: [mtime_ns, size, imported names, string constants]."""
+    return (isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, int) for x in entry[:2])
+            and all(isinstance(x, list) and all(isinstance(v, str) for v in x) for x in entry[2:]))
 
 
 def import_closure(module: str, root: Path = ROOT) -> tuple[list[Path], list[Path]]:

@@ -94,7 +94,12 @@ def test_parses_are_kept_between_processes_and_redone_for_an_edited_file(project
     seeding = root / "synth" / "engine" / "seeding.py"
     seeding.write_text(seeding.read_text() + "\nimport synth.corpus.ingest  # edited\n")
     parsed = []
-    monkeypatch.setattr(ast, "parse", lambda src, *a, **k: (parsed.append(k.get("filename")), real_parse(src, *a, **k))[1])
+
+    def counting_parse(src, *a, **k):
+        parsed.append(k.get("filename"))
+        return real_parse(src, *a, **k)
+
+    monkeypatch.setattr(ast, "parse", counting_parse)
     fresh_process()
     assert code_hash(ROLLOUT.module, root) != expected
     # The edited file, then only the files its new import brought in: nothing stored was parsed again.

@@ -140,8 +140,8 @@ def test_pieces_counted_once_sum_to_the_whole_texts_count(tok) -> None:
 def test_metaspace_that_prepends_to_every_piece_is_cut(tmp_path: Path, scheme: str) -> None:
     from tokenizers import pre_tokenizers
 
-    counter = TokenCounter(_bpe(tmp_path, pre_tokenizers.Metaspace(prepend_scheme=scheme), ["<|user|>", "<|end|>",
-                                                                                             "<|tool|>", "<|assistant|>"]))
+    specials = ["<|user|>", "<|end|>", "<|tool|>", "<|assistant|>"]
+    counter = TokenCounter(_bpe(tmp_path, pre_tokenizers.Metaspace(prepend_scheme=scheme), specials))
     assert counter.segmented
     assert counter.count(_TEXTS * 2) == _whole(counter, _TEXTS * 2)
 
