@@ -107,7 +107,7 @@ def guard(fn):
     @functools.wraps(fn)
     def wrapper(*a, **kw):
         from flows.config import ConfigError
-        from synth.engine.errors import InputError, StageFailed, machine_error
+        from synth.engine.errors import InputError, StageFailed, damaged_table, machine_error
         from synth.engine.store import MissingInput
 
         try:
@@ -119,9 +119,11 @@ def guard(fn):
         except KeyboardInterrupt:
             fail("interrupted: finished stages and shards are kept; run the same command again to resume", code=130)
         except Exception as e:  # a full disk, a read-only folder, a permission error: one line, not a traceback
-            if (m := machine_error(e, kw.get("out"))) is None:
-                raise
-            fail(str(m), code=1)
+            if (m := machine_error(e, kw.get("out"))) is not None:
+                fail(str(m), code=1)
+            if (d := damaged_table(e)) is not None:  # a truncated or overwritten table: the file and its stage
+                fail(str(d))
+            raise
 
     return wrapper
 

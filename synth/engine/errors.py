@@ -5,13 +5,16 @@ errors exit 2 (the message names the record, field or setting); :class:`StageFai
 exits 1 (the message says what outside hopforge failed and how to fix it).  Neither is
 ever committed as a finished stage.  :class:`MachineError` (a full disk, a read-only folder, a
 permission denied while a stage writes) exits 1 too: :func:`machine_error` finds one behind any
-exception, naming the path and what was being written.
+exception, naming the path and what was being written.  :func:`damaged_table` finds a Parquet
+file hopforge cannot read (truncated, overwritten) behind an exception and names it, and the stage
+that wrote it.
 """
 
 from __future__ import annotations
 
 import errno as _errno
 import os as _os
+import re as _re
 from pathlib import Path as _Path
 
 
@@ -109,4 +112,24 @@ def machine_error(exc: BaseException, where: str | _os.PathLike | None = None) -
                 return MachineError(e.errno, f"under {where}" if where is not None else None)
             path = _os.fsdecode(path)
             return MachineError(e.errno, path, _what(path))
+    return None
+
+
+_PARQUET_PATH = _re.compile(r"'([^']+\.parquet)'")
+
+
+def damaged_table(exc: BaseException) -> InputError | None:
+    """An :class:`InputError` naming the Parquet file behind ``exc`` that Arrow could not read (a truncated or
+    overwritten file: no footer, bad magic bytes), and the stage that wrote it; None for any other error."""
+    for e in _chain(exc):
+        if not type(e).__module__.startswith("pyarrow") or "Parquet" not in str(e):
+            continue
+        m = _PARQUET_PATH.search(str(e))
+        if m is None:
+            continue
+        path = m.group(1)
+        why = (str(e).split(f"'{path}'", 1)[1].strip(": ").split(". ")[0] or str(e)).strip()
+        what = _what(_os.path.realpath(path))
+        fix = f"it belongs to {what}: run that stage again with --force" if what else "restore or remove it"
+        return InputError(f"{path}: cannot read this Parquet file ({why}); {fix}")
     return None

@@ -45,3 +45,44 @@ def test_other_errors_are_not_the_machine_and_no_path_falls_back_to_the_folder(t
     assert machine_error(ValueError("bad")) is None
     m = machine_error(OSError(errno.EROFS, "Read-only file system"), tmp_path)
     assert str(m).startswith(f"cannot write under {tmp_path}: read-only file system [Errno 30]")
+
+
+def test_a_damaged_parquet_file_is_named_with_the_stage_that_wrote_it(tmp_path):
+    """A truncated table file: the error names the file as the user reaches it (the folder's link) and the stage
+    whose rerun restores it; a damaged file outside the stages, and every other error, are told apart."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from synth.engine.errors import InputError, damaged_table
+
+    table_dir = tmp_path / ".stages" / "rollout" / "0123abcd" / "traces"
+    table_dir.mkdir(parents=True)
+    part = table_dir / "part-00000.parquet"
+    pq.write_table(pa.table({"trace_id": [f"t{i}" for i in range(1000)]}), part)
+    (tmp_path / "traces").symlink_to(table_dir)
+    os.truncate(part, part.stat().st_size // 2)
+    try:
+        ds.dataset(tmp_path / "traces", format="parquet").count_rows()
+    except Exception as e:  # noqa: BLE001 - whatever Arrow raises for it
+        err = damaged_table(e)
+    else:
+        raise AssertionError("a truncated Parquet file was read")
+    assert isinstance(err, InputError)
+    msg = str(err)
+    assert msg.startswith(str(tmp_path / "traces" / "part-00000.parquet") + ": cannot read this Parquet file (")
+    assert "stage rollout, table traces" in msg and "--force" in msg and "\n" not in msg
+
+    loose = tmp_path / "loose.parquet"
+    loose.write_bytes(b"not parquet at all")
+    try:
+        pq.read_table(loose)
+    except Exception as e:  # noqa: BLE001
+        outside = damaged_table(e)
+    else:
+        raise AssertionError("a file that is not Parquet was read")
+    assert str(outside).startswith(f"{loose}: ") and "restore or remove it" in str(outside)
+    assert damaged_table(ValueError("'x.parquet' is fine")) is None
+    assert damaged_table(OSError(errno.ENOSPC, "No space left")) is None
