@@ -188,7 +188,12 @@ def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length
     ``tool_tokens_trained``, ``eot_untrained_turns``, ``rows_missing_tools``, ``too_long`` and the
     offending rows (``failures``); call :func:`raise_on_failure` after writing it.
     """
+    from trl.data_utils import _tokenize  # noqa: F401 - imported here once: forked map processes inherit it
+
+    from synth.tokenizer.turns import _untracked
+
     chat_template = chat_template or tokenizer.chat_template
+    _untracked(chat_template)  # compiled here once, for the same reason
     processed = dataset.map(analyse_row, fn_kwargs={"tokenizer": tokenizer, "chat_template": chat_template,
                                                     "eot": eot, "max_length": max_length},
                             num_proc=num_proc if num_proc and num_proc > 1 else None, desc="Checking loss masks",

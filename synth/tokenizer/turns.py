@@ -23,6 +23,7 @@ Gemma ends turns with ``<end_of_turn>`` though its eos is ``<eos>``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 # Probe texts for end_of_turn: plain words no template rewrites, and no tokenizer merges with markup.
 _PROBE = ("Which river flows through Paris", "The Seine", "And through Rome")
@@ -63,14 +64,46 @@ def _render_prefix(tokenizer, messages: list[dict], tools, chat_template: str | 
         return None
 
 
+@lru_cache(maxsize=16)
+def _untracked(template: str):
+    """``template`` compiled as transformers compiles it, but with each ``{% generation %}`` block as its body
+    in a scope of its own rather than a call to the assistant tracker.
+
+    A prefix render tracks nothing, and the tracker's call per block (a macro built and called through the
+    sandbox) was about a quarter of a prefix render.  The block's text is the same: the tracker returns its
+    body's output unchanged, and a scope keeps the body's assignments inside it as the macro did.  The
+    environment is an overlay of transformers' own (its sandbox, filters, globals and options), with only the
+    extension that parses ``generation`` replaced.  Returns None when that cannot be built."""
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+    from transformers.utils import chat_template_utils as ctu
+
+    class Untracked(Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body, lineno=lineno)
+
+    try:
+        env = ctu._compile_jinja_template(template).environment.overlay()
+        env.extensions = {k: e for k, e in env.extensions.items() if "generation" not in e.tags}
+        env.add_extension(Untracked)
+        return env.from_string(template)
+    except Exception:  # noqa: BLE001 - another transformers or jinja: the tracked template serves
+        return None
+
+
 class PrefixRenderer:
     """Renders ``messages[:n]`` of one conversation, for any ``n``, as :func:`render` does, but converts the
     conversation, the tools and the template's variables once rather than at every prefix.
 
     ``apply_chat_template`` converts the whole conversation to plain data on every call (most of the time
     of a short render), which made locating the messages of a 50-message conversation, ~75 prefix
-    renders, quadratic in that conversion.  The fast path renders with the template transformers
-    compiles (its own cache) and the same conversions done once; it is used only when it renders the
+    renders, quadratic in that conversion.  The fast path renders with the template compiled as transformers
+    compiles it, generation blocks untracked (:func:`_untracked`), and the same conversions done once; it is
+    used only when it renders the
     whole conversation exactly as ``apply_chat_template`` does (checked once per conversation), and
     otherwise (another transformers, tools given as functions) every render goes through
     ``apply_chat_template``.
@@ -89,7 +122,8 @@ class PrefixRenderer:
                 raise RuntimeError("the fast path is off")
             if tools is not None and not all(isinstance(t, dict) for t in tools):
                 raise TypeError("tools given as functions")
-            compiled = ctu._compile_jinja_template(tokenizer.get_chat_template(chat_template, tools))
+            source = tokenizer.get_chat_template(chat_template, tools)
+            compiled = _untracked(source) or ctu._compile_jinja_template(source)
             chat = ctu._alias_reasoning_fields(ctu._plain_template_data(ctu._normalize_chat_messages(messages)))
             variables = ctu._plain_template_data(dict(tokenizer.special_tokens_map))
             plain_tools = ctu._plain_template_data(tools)

@@ -136,6 +136,34 @@ def test_prefix_renders_match_apply_chat_template(tok, rows, name):
                 assert prefix(n, add_generation_prompt=gen) == _render_prefix(tok, msgs[:n], tools, template, gen), (n, gen)
 
 
+def test_untracked_generation_blocks_render_the_same_text_and_scope(tok, rows):
+    """Prefix renders compile {% generation %} blocks as plain scopes: a template that assigns inside a block,
+    writes the name after it and branches on the conversation's end renders every prefix as
+    apply_chat_template does (an assignment inside the block does not leak out of it, as with the tracker)."""
+    import json
+
+    from synth.tokenizer.turns import PrefixRenderer, _render_prefix, _untracked
+
+    template = (
+        "{%- set who = 'outer' %}"
+        "{%- for m in messages %}"
+        "{%- if m.role == 'assistant' %}<|im_start|>assistant\n"
+        "{%- generation %}{%- set who = 'inner' %}{{ m.content or '' }}[{{ who }}]<|im_end|>{%- endgeneration %}"
+        "[{{ who }}]\n"
+        "{%- else %}<|im_start|>{{ m.role }}\n{{ m.content or '' }}<|im_end|>\n{%- endif %}"
+        "{%- endfor %}"
+        "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}")
+    assert _untracked(template) is not None
+    for row in rows[:3]:
+        msgs = [dict(m) for m in row["messages"]]
+        prefix = PrefixRenderer(tok, msgs, json.loads(row["tools"]), template)
+        assert prefix.fast and "[inner]<|im_end|>[outer]" in prefix.full
+        for n in range(len(msgs) + 1):
+            for gen in (False, True):
+                assert prefix(n, add_generation_prompt=gen) == _render_prefix(tok, msgs[:n], json.loads(row["tools"]),
+                                                                              template, gen), (n, gen)
+
+
 def test_turns_are_the_same_on_the_exact_path(tok, rows, monkeypatch):
     """With the fast path unavailable (another transformers), every prefix goes through apply_chat_template
     and the turns found are identical; so are they for a template given tools as functions."""
