@@ -194,19 +194,8 @@ class _PassOne:
         return out
 
     def _rejects(self, batch: pa.RecordBatch, recs: list[Trace]) -> pa.Table | list[dict]:
-        """This batch's rejected traces as rows of ``rejects/filter``: the batch's own Arrow rows, taken in the
-        order they were rejected, with their reason and detail (no trace goes through Python dicts and back)."""
         pending, self.pending = self.pending, []
-        if not pending:
-            return []
-        index = {t.trace_id: i for i, t in enumerate(recs)}
-        names = TRACE_REJECT_SCHEMA.names[:-2]
-        if not set(names) <= set(batch.schema.names):  # an older traces table: through the records
-            return [_reject_row(recs[index[tid]], reason, detail) for tid, reason, detail in pending]
-        taken = pa.Table.from_batches([batch.select(names)]).take(
-            pa.array([index[tid] for tid, _, _ in pending], pa.int64()))
-        return (taken.append_column("reason", pa.array([r for _, r, _ in pending], pa.string()))
-                .append_column("detail", pa.array([d for _, _, d in pending], pa.string())))
+        return reject_rows(batch, recs, pending)
 
     def _one(self, trace: Trace, out: _BatchOut) -> None:
         tid, qid = trace.trace_id, trace.question_id
@@ -279,10 +268,10 @@ def run_filter(ctx: StageContext) -> StageResult:
     if "length" in fcfg.chain:
         _tokenizer_path(ctx.store.root)  # a missing tokenizer stops the stage here, before any worker starts
     rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA)
-    pending: list[dict] = []
+    pending: list[tuple[str, str, str | None]] = []  # pass two's rejects of the batch at hand
     chain = chain_of(fcfg)
     runner = FilterRunner(chain, on_reject=lambda trace, reason, detail: pending.append(
-        _reject_row(trace, reason, detail)))
+        (trace.trace_id, reason, detail)))
 
     total = traces.count_rows()
     # The judge is a teacher call of this process, so with it every batch runs here.
@@ -340,8 +329,7 @@ def run_filter(ctx: StageContext) -> StageResult:
         compact_cache(ctx.store.root)
 
     kept_ids = select_best(candidates, fcfg.keep_per_question)
-    kept = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending)
-    rejects.write(pending)
+    kept = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending, rejects)
     rejects.close()
     verdict_rows.write(list(verdicts.values()))
     verdict_rows.close()
@@ -387,8 +375,9 @@ def _judge_batch(teacher: Any, traces: list[Trace], questions: dict[str, Questio
 
 
 def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate], kept_ids: set[str],
-              runner: FilterRunner, verdicts: dict, pending: list) -> int:
-    """Write the kept survivors to ``sft`` and reject the others as ``not_best``; returns the kept count."""
+              runner: FilterRunner, verdicts: dict, pending: list, rejects: Any) -> int:
+    """Write the kept survivors to ``sft`` and reject the others as ``not_best``, batch by batch (``runner``
+    notes each reject in ``pending``); returns the kept count."""
     by_id = {c.trace_id: c for c in candidates}
     group_size = Counter(c.question_id for c in candidates)
     group_kept = Counter(c.question_id for c in candidates if c.trace_id in kept_ids)
@@ -398,8 +387,8 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
         survivors = traces.to_batches(filter=ds.field("trace_id").isin(pa.array(sorted(by_id), pa.string())),
                                       batch_size=BATCH_ROWS)
         for batch in survivors:
-            rows = []
-            for trace in map(Trace.from_row, batch.to_pylist()):
+            rows, recs = [], [Trace.from_row(r) for r in batch.to_pylist()]
+            for trace in recs:
                 c = by_id[trace.trace_id]
                 v = verdicts[c.trace_id]
                 v["rubric"] = c.rubric
@@ -412,9 +401,28 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
                                   f"{c.n_tool_calls} tool calls; {group_kept[c.question_id]} of "
                                   f"{group_size[c.question_id]} correct traces kept")
             sft.write(rows)
+            rejects.write(reject_rows(batch, recs, pending))  # now: a large run's losers are never all in memory
+            pending.clear()
             kept += len(rows)
     sft.close()
     return kept
+
+
+def reject_rows(batch: pa.RecordBatch, recs: list[Trace], pending: list[tuple[str, str, str | None]]
+                ) -> pa.Table | list[dict]:
+    """A batch's rejected traces (``pending``: trace id, reason, detail) as rows of ``rejects/filter``: the
+    batch's own Arrow rows, taken in the order they were rejected, with their reason and detail (no trace
+    goes through Python dicts and back).  ``recs`` are the batch's records, in its row order."""
+    if not pending:
+        return []
+    index = {t.trace_id: i for i, t in enumerate(recs)}
+    names = TRACE_REJECT_SCHEMA.names[:-2]
+    if not set(names) <= set(batch.schema.names):  # an older traces table: through the records
+        return [_reject_row(recs[index[tid]], reason, detail) for tid, reason, detail in pending]
+    taken = pa.Table.from_batches([batch.select(names)]).take(
+        pa.array([index[tid] for tid, _, _ in pending], pa.int64()))
+    return (taken.append_column("reason", pa.array([r for _, r, _ in pending], pa.string()))
+            .append_column("detail", pa.array([d for _, _, d in pending], pa.string())))
 
 
 def _reject_row(trace: Trace, reason: str, detail: str | None) -> dict:

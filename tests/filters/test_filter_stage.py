@@ -327,6 +327,35 @@ def test_worker_processes_write_the_same_tables_as_one_process(tmp_path: Path) -
     assert results[2] == one and results[3] == one
 
 
+def test_pass_two_writes_its_rejects_batch_by_batch(tmp_path: Path, monkeypatch) -> None:
+    """The best-of-n losers are written with the batch that read them, never gathered for the end (at 40,000
+    traces that list was 3.5 GB): with batches of 2 traces no write holds more than 2 losers, there are several,
+    and the tables are those of the default batches."""
+    import filters.stage as stage
+
+    questions, traces = _many(8)
+    filt, _ = stages()
+    store = make_store(tmp_path / "default", questions, traces)
+    run_stage(filt, _config(max_tokens=3000), store)
+    expected = _tables(store)
+
+    sizes: list[int] = []
+    real = stage.reject_rows
+
+    def spy(batch, recs, pending):
+        if any(reason == "not_best" for _, reason, _ in pending):
+            sizes.append(len(pending))
+        return real(batch, recs, pending)
+
+    monkeypatch.setattr(stage, "reject_rows", spy)
+    monkeypatch.setattr(stage, "BATCH_ROWS", 2)
+    small = make_store(tmp_path / "small", questions, traces)
+    outcome = run_stage(filt, _config(max_tokens=3000), small)
+    assert outcome.report["dropped"]["not_best"] >= 3 and len(sizes) >= 2 and max(sizes) <= 2
+    assert sum(sizes) == outcome.report["dropped"]["not_best"]
+    assert _tables(small) == expected
+
+
 def test_a_rerun_reads_token_counts_from_the_cache(tmp_path: Path) -> None:
     questions, traces = _many(6)
     filt, _ = stages()
