@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Protocol, Union, runtime_checkable
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol, Union, runtime_checkable
 
 from synth.engine.records import Question, Trace
 
@@ -118,7 +118,7 @@ class FilterContext:
     the batch being filtered, counted together beforehand (trace_id -> tokens).
     """
 
-    questions: dict[str, Question] = field(default_factory=dict)
+    questions: Mapping[str, Question] = field(default_factory=dict)
     grades: dict[str, Any] = field(default_factory=dict)
     tokenizer: Any = None
     measures: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -10,7 +10,7 @@ report and the dataset card read.  ``per_q`` holds, per question, the filter's r
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from synth.engine.records import RL_SCHEMA, Question, Split
 from synth.engine.stage import StageContext
@@ -21,7 +21,7 @@ from filters.guidance import Reference
 from filters.rlconfig import TEACHER
 
 
-def write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict[str, Any],
+def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: dict[str, Any],
                   share_sft: bool, band_by: str, references: dict[str, Reference],
                   teacher: Callable[[], Any]) -> dict[str, Any]:
     """Band every question with rollouts and, when the teacher measures the band (``rl.band_by``), write
@@ -88,7 +88,7 @@ def write_rl_pool(ctx: StageContext, questions: dict[str, Question], per_q: dict
     return out
 
 
-def _add_baselines(ctx: StageContext, questions: dict[str, Question], rows: list[dict], teacher: Any) -> dict[str, int]:
+def _add_baselines(ctx: StageContext, questions: Mapping[str, Question], rows: list[dict], teacher: Any) -> dict[str, int]:
     """Ask the teacher each row's closed-book and naive-RAG answers (:mod:`filters.baselines`) into its
     ``extra_info.baselines``; returns the counts."""
     from filters.baselines import compute_baselines
