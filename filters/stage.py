@@ -48,6 +48,9 @@ BATCH_ROWS = 512
 # A worker's batch: each worker holds its batch's conversations decoded several times over (rows, records,
 # messages, renders), about 1 MB a trace; 256 keeps two workers and the parent under 4 GiB together.
 WORKER_BATCH_ROWS = 256
+# Row groups of the tables that hold whole traces (rejects/filter, sft): written as they fill, so the parent
+# holds one group of ~50 KB traces (about 12 MB) per table rather than a 256 MB shard and its encoding.
+TRACE_ROW_GROUP = 256
 
 def key_extra(cfg: Any, store: Any) -> str:
     """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, the teacher's
@@ -304,7 +307,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     traces = ctx.store.dataset("traces", hint="rollout")
     if "length" in fcfg.chain:
         _tokenizer_path(ctx.store.root)  # a missing tokenizer stops the stage here, before any worker starts
-    rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA)
+    rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA, row_group_rows=TRACE_ROW_GROUP)
     pending: list[tuple[str, str, str | None]] = []  # pass two's rejects of the batch at hand
     chain = chain_of(fcfg)
     runner = FilterRunner(chain, on_reject=lambda trace, reason, detail: pending.append(
@@ -418,7 +421,7 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
     by_id = {c.trace_id: c for c in candidates}
     group_size = Counter(c.question_id for c in candidates)
     group_kept = Counter(c.question_id for c in candidates if c.trace_id in kept_ids)
-    sft = ctx.writer("sft", SFT_SCHEMA)
+    sft = ctx.writer("sft", SFT_SCHEMA, row_group_rows=TRACE_ROW_GROUP)
     kept = 0
     if by_id:
         survivors = traces.to_batches(filter=ds.field("trace_id").isin(pa.array(sorted(by_id), pa.string())),

@@ -174,17 +174,29 @@ class ShardWriter:
     so memory stays bounded.  Each shard is written atomically.  Shards that already
     exist are kept: ``next_index`` starts after them, which is how resumable stages
     continue a crashed write.
+
+    With ``row_group_rows``, a shard is written as it fills, one row group of exactly that many rows at a
+    time, into a hidden temporary file renamed when the shard is done: the writer then holds one row
+    group, not a shard (a table of large rows, such as whole traces, would otherwise hold up to
+    ``bytes_per_shard`` and the encoding of all of it).  Row groups are cut by row count, so the same rows
+    give the same bytes however they are handed to :meth:`write`.
     """
 
-    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = 100_000, bytes_per_shard: int = 256 << 20):
+    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int = 100_000, bytes_per_shard: int = 256 << 20,
+                 row_group_rows: int | None = None):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.schema = schema
         self.rows_per_shard = rows_per_shard
         self.bytes_per_shard = bytes_per_shard
+        self.row_group_rows = row_group_rows
         self._batches: list[pa.RecordBatch] = []
         self._rows = 0
         self._bytes = 0
+        self._open: pq.ParquetWriter | None = None  # the shard being written, with row_group_rows
+        self._tmp: Path | None = None
+        self._shard_rows = 0  # rows and bytes already in the open shard
+        self._shard_bytes = 0
         self.rows_written = 0
         self.next_index = len(list(self.folder.glob("part-*.parquet")))
 
@@ -204,11 +216,51 @@ class ShardWriter:
             self._batches.append(b)
             self._rows += b.num_rows
             self._bytes += b.nbytes
-        if self._rows >= self.rows_per_shard or self._bytes >= self.bytes_per_shard:
+        if self.row_group_rows:
+            while self._rows >= self.row_group_rows:
+                self._spill(self.row_group_rows)
+        if self._shard_rows + self._rows >= self.rows_per_shard or self._shard_bytes + self._bytes >= self.bytes_per_shard:
             self.flush()
 
+    def _spill(self, n: int) -> None:
+        """Write the first ``n`` buffered rows as a row group of the open shard (opened if none is)."""
+        table = pa.Table.from_batches(self._batches, schema=self.schema)
+        group, rest = table.slice(0, n), table.slice(n)
+        if self._open is None:
+            self._tmp = self.folder / f".part-{self.next_index:05d}.parquet.{uuid.uuid4().hex[:8]}.tmp"
+            self._open = pq.ParquetWriter(self._tmp, self.schema, **PARQUET_OPTS)
+        try:
+            self._open.write_table(group, row_group_size=n)
+        except BaseException:
+            self._abandon()
+            raise
+        self._shard_rows += group.num_rows
+        self._shard_bytes += group.nbytes
+        self._batches = rest.to_batches()
+        self._rows, self._bytes = rest.num_rows, rest.nbytes
+
+    def _abandon(self) -> None:
+        if self._open is not None:
+            self._open.close()
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+        self._open, self._tmp, self._shard_rows, self._shard_bytes = None, None, 0, 0
+
     def flush(self) -> None:
-        """Write the buffered rows as the next shard."""
+        """Write the buffered rows as the next shard (with ``row_group_rows``: finish the open shard)."""
+        if self._open is not None:
+            if self._rows:
+                self._spill(self._rows)
+            try:
+                self._open.close()
+                os.replace(self._tmp, self.folder / f"part-{self.next_index:05d}.parquet")
+            except BaseException:
+                self._abandon()
+                raise
+            self.next_index += 1
+            self.rows_written += self._shard_rows
+            self._open, self._tmp, self._shard_rows, self._shard_bytes = None, None, 0, 0
+            return
         if not self._batches:
             return
         table = pa.Table.from_batches(self._batches, schema=self.schema)

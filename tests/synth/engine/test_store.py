@@ -300,3 +300,41 @@ def test_failed_items_are_retried_by_a_plain_rerun_and_change_what_downstream_re
     with pytest.raises(StageFailed, match="every one of its 5 items failed"):
         run_stage(_failing({0, 1, 2, 3, 4}), load_config(None, ["walk.hops=4"]), store)
     assert store.stage_entry("nums")["failed"] == 3
+
+
+def test_a_streamed_shard_holds_one_row_group_at_a_time_and_its_bytes_do_not_depend_on_the_writes(tmp_path):
+    """With row_group_rows the shard is written as it fills, into a hidden file that readers skip until the
+    shard is done; row groups are cut by row count, so any split of the same rows gives the same bytes."""
+    import pyarrow.parquet as pq
+
+    rows = [{"x": i} for i in range(1000)]
+    for name, batches in (("a", [rows]), ("b", [rows[:10], rows[10:500], rows[500:]]),
+                          ("c", [rows[i:i + 7] for i in range(0, 1000, 7)])):
+        w = ShardWriter(tmp_path / name, SCHEMA, row_group_rows=64)
+        for b in batches:
+            w.write(b)
+            assert w._rows < 64  # never more than one row group buffered
+        if name == "c":  # mid-shard: the rows so far are in a hidden file no reader sees
+            hidden = list((tmp_path / name).iterdir())
+            assert len(hidden) == 1 and hidden[0].name.startswith(".part-00000.parquet.")
+        w.close()
+        assert [f.name for f in (tmp_path / name).iterdir()] == ["part-00000.parquet"]
+    meta = pq.read_metadata(tmp_path / "a" / "part-00000.parquet")
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [64] * 15 + [40]
+    assert ds.dataset(tmp_path / "a").to_table()["x"].to_pylist() == list(range(1000))
+    first = (tmp_path / "a" / "part-00000.parquet").read_bytes()
+    assert all((tmp_path / n / "part-00000.parquet").read_bytes() == first for n in ("b", "c"))
+
+
+def test_a_streamed_writer_still_cuts_shards_and_resumes_after_them(tmp_path):
+    w = ShardWriter(tmp_path / "t", SCHEMA, rows_per_shard=100, row_group_rows=30)
+    for i in range(0, 250, 25):
+        w.write([{"x": j} for j in range(i, i + 25)])
+    w.close()
+    assert w.rows_written == 250 and w.next_index == 3
+    assert sorted(ds.dataset(tmp_path / "t").to_table()["x"].to_pylist()) == list(range(250))
+    again = ShardWriter(tmp_path / "t", SCHEMA, row_group_rows=30)
+    assert again.next_index == 3
+    again.write([{"x": 250}])
+    again.close()
+    assert ds.dataset(tmp_path / "t").count_rows() == 251
