@@ -446,7 +446,7 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
                                   f"{c.n_tool_calls} tool calls; {group_kept[c.question_id]} of "
                                   f"{group_size[c.question_id]} correct traces kept")
             sft.write(rows)
-            rejects.write(reject_rows(batch, recs, pending))  # now: a large run's losers are never all in memory
+            rejects.write(reject_rows(batch, recs, pending))  # with their batch: never all of a run's losers at once
             pending.clear()
             kept += len(rows)
     sft.close()

@@ -190,10 +190,10 @@ def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length
     """
     from trl.data_utils import _tokenize  # noqa: F401 - imported here once: forked map processes inherit it
 
-    from synth.tokenizer.turns import _untracked
+    from synth.tokenizer.turns import untracked_template
 
     chat_template = chat_template or tokenizer.chat_template
-    _untracked(chat_template)  # compiled here once, for the same reason
+    untracked_template(chat_template)  # compiled here once, for the same reason
     processed = dataset.map(analyse_row, fn_kwargs={"tokenizer": tokenizer, "chat_template": chat_template,
                                                     "eot": eot, "max_length": max_length},
                             num_proc=num_proc if num_proc and num_proc > 1 else None, desc="Checking loss masks",

@@ -195,8 +195,7 @@ class ShardWriter:
         self._bytes = 0
         self._open: pq.ParquetWriter | None = None  # the shard being written, with row_group_rows
         self._tmp: Path | None = None
-        self._shard_rows = 0  # rows and bytes already in the open shard
-        self._shard_bytes = 0
+        self._shard_rows = self._shard_bytes = 0  # rows and bytes already in the open shard
         self.rows_written = 0
         self.next_index = len(list(self.folder.glob("part-*.parquet")))
 
@@ -240,10 +239,14 @@ class ShardWriter:
         self._rows, self._bytes = rest.num_rows, rest.nbytes
 
     def _abandon(self) -> None:
+        """Drop the open shard (a write failed): its temporary file goes, with the rows in it."""
         if self._open is not None:
             self._open.close()
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
+        self._no_shard()
+
+    def _no_shard(self) -> None:
         self._open, self._tmp, self._shard_rows, self._shard_bytes = None, None, 0, 0
 
     def flush(self) -> None:
@@ -259,7 +262,7 @@ class ShardWriter:
                 raise
             self.next_index += 1
             self.rows_written += self._shard_rows
-            self._open, self._tmp, self._shard_rows, self._shard_bytes = None, None, 0, 0
+            self._no_shard()
             return
         if not self._batches:
             return

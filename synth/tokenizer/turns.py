@@ -65,7 +65,7 @@ def _render_prefix(tokenizer, messages: list[dict], tools, chat_template: str | 
 
 
 @lru_cache(maxsize=16)
-def _untracked(template: str):
+def untracked_template(template: str):
     """``template`` compiled as transformers compiles it, but with each ``{% generation %}`` block as its body
     in a scope of its own rather than a call to the assistant tracker.
 
@@ -101,12 +101,11 @@ class PrefixRenderer:
 
     ``apply_chat_template`` converts the whole conversation to plain data on every call (most of the time
     of a short render), which made locating the messages of a 50-message conversation, ~75 prefix
-    renders, quadratic in that conversion.  The fast path renders with the template compiled as transformers
-    compiles it, generation blocks untracked (:func:`_untracked`), and the same conversions done once; it is
-    used only when it renders the
-    whole conversation exactly as ``apply_chat_template`` does (checked once per conversation), and
-    otherwise (another transformers, tools given as functions) every render goes through
-    ``apply_chat_template``.
+    renders, quadratic in that conversion.  The fast path renders with the template compiled as
+    transformers compiles it, generation blocks untracked (:func:`untracked_template`), and the same
+    conversions done once; it is used only when it renders the whole conversation exactly as
+    ``apply_chat_template`` does (checked once per conversation), and otherwise (another transformers,
+    tools given as functions) every render goes through ``apply_chat_template``.
     """
 
     use_fast = True  # False: every render through apply_chat_template
@@ -123,7 +122,7 @@ class PrefixRenderer:
             if tools is not None and not all(isinstance(t, dict) for t in tools):
                 raise TypeError("tools given as functions")
             source = tokenizer.get_chat_template(chat_template, tools)
-            compiled = _untracked(source) or ctu._compile_jinja_template(source)
+            compiled = untracked_template(source) or ctu._compile_jinja_template(source)
             chat = ctu._alias_reasoning_fields(ctu._plain_template_data(ctu._normalize_chat_messages(messages)))
             variables = ctu._plain_template_data(dict(tokenizer.special_tokens_map))
             plain_tools = ctu._plain_template_data(tools)
@@ -269,4 +268,5 @@ def _assistant(prefix: PrefixRenderer, i, eot, full, start, turns):
     return end, (g, end), None
 
 
-__all__ = ["PrefixRenderer", "Turns", "common_prefix_len", "conversation_turns", "end_of_turn", "render"]
+__all__ = ["PrefixRenderer", "Turns", "common_prefix_len", "conversation_turns", "end_of_turn", "render",
+           "untracked_template"]

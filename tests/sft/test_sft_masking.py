@@ -142,7 +142,7 @@ def test_untracked_generation_blocks_render_the_same_text_and_scope(tok, rows):
     apply_chat_template does (an assignment inside the block does not leak out of it, as with the tracker)."""
     import json
 
-    from synth.tokenizer.turns import PrefixRenderer, _render_prefix, _untracked
+    from synth.tokenizer.turns import PrefixRenderer, _render_prefix, untracked_template
 
     template = (
         "{%- set who = 'outer' %}"
@@ -153,7 +153,7 @@ def test_untracked_generation_blocks_render_the_same_text_and_scope(tok, rows):
         "{%- else %}<|im_start|>{{ m.role }}\n{{ m.content or '' }}<|im_end|>\n{%- endif %}"
         "{%- endfor %}"
         "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}")
-    assert _untracked(template) is not None
+    assert untracked_template(template) is not None
     for row in rows[:3]:
         msgs = [dict(m) for m in row["messages"]]
         prefix = PrefixRenderer(tok, msgs, json.loads(row["tools"]), template)
