@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter, OrderedDict
-from collections.abc import Iterator, Mapping
+import sys
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from synth.engine.stage import StageContext, StageResult
+from synth.engine.tables import RowMapping
 from synth.engine.workers import guided_batches
 from synth.engine.records import SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
 
@@ -81,7 +83,7 @@ def key_extra(cfg: Any, store: Any) -> str:
     return h.hexdigest()[:16]
 
 
-class QuestionTable(Mapping[str, Question]):
+class QuestionTable(RowMapping):
     """question_id -> :class:`Question`, read from the questions table kept in Arrow and built on demand.
 
     A run of 10,000 questions held as Question objects took 130 MB in each process that loaded it (the
@@ -93,29 +95,7 @@ class QuestionTable(Mapping[str, Question]):
     CACHE = 4096
 
     def __init__(self, table: pa.Table):
-        self.table = table
-        self._index = {qid: i for i, qid in enumerate(table.column("question_id").to_pylist())}
-        self._built: OrderedDict[str, Question] = OrderedDict()
-
-    def __getitem__(self, qid: str) -> Question:
-        q = self._built.get(qid)
-        if q is not None:
-            self._built.move_to_end(qid)
-            return q
-        q = Question.from_row(self.table.slice(self._index[qid], 1).to_pylist()[0])
-        self._built[qid] = q
-        if len(self._built) > self.CACHE:
-            self._built.popitem(last=False)
-        return q
-
-    def __contains__(self, qid: object) -> bool:
-        return qid in self._index
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
-
-    def __len__(self) -> int:
-        return len(self._index)
+        super().__init__(table, "question_id", Question.from_row)
 
 
 def load_questions(store: Any) -> QuestionTable:
@@ -139,13 +119,16 @@ class _PerQuestion:
     def add(self, fact: "_Fact") -> None:
         self.n += 1
         self.c += int(fact.correct)
-        self.models.add(fact.model)
+        self.models.add(sys.intern(fact.model))
         if fact.sample_index == 0:
             self.first = fact.correct
         key = (fact.sample_index, fact.trace_id)
         if fact.prompt is None or (self.key is not None and key >= self.key):
             return
-        self.key, self.prompt, self.tools = key, fact.prompt, fact.tools
+        # The system prompt and the tool schemas are the same text for most questions: held once.
+        self.key, self.tools = key, sys.intern(fact.tools) if fact.tools else fact.tools
+        self.prompt = [{"role": m["role"], "content": sys.intern(m["content"]) if m["role"] == "system" else
+                        m["content"]} for m in fact.prompt]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +145,10 @@ class _Fact:
     model: str = ""
 
     @classmethod
-    def of(cls, trace: Trace, correct: bool) -> "_Fact":
+    def of(cls, trace: Trace, correct: bool, with_prompt: bool = True) -> "_Fact":
         conv = trace.conversation
         prompt = None
-        if conv.problem is None or any(m.role == "assistant" for m in conv.messages):
+        if with_prompt and (conv.problem is None or any(m.role == "assistant" for m in conv.messages)):
             prompt = prompt_messages(conv.messages) or None
         return cls(trace.question_id, trace.trace_id, trace.sample_index, bool(correct), prompt,
                    trace.tools if prompt else None, trace.teacher_model or "")
@@ -245,7 +228,11 @@ class _PassOne:
     def _one(self, trace: Trace, out: _BatchOut) -> None:
         tid, qid = trace.trace_id, trace.question_id
         g = self.fctx.grades[tid]
-        out.facts.append(_Fact.of(trace, g.correct))
+        # Only the questions rl_pool draws from need their harness prompt: the others' facts leave it out, so
+        # the parent does not hold a prompt per question of the run.
+        q = self.fctx.questions.get(qid)
+        out.facts.append(_Fact.of(trace, g.correct, with_prompt=(q.split if q is not None else trace.split)
+                                  in self.pooled))
         keep, reason, _ = self.runner.apply(trace, self.fctx)
         if g.correct and trace.split in self.pooled and qid in self.fctx.questions:
             # rl_pool rows name their question's best correct rollout (and guide all-wrong ones by it).

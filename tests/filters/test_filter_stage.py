@@ -381,3 +381,29 @@ def test_a_daemonic_process_filters_alone(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(multiprocessing, "current_process", lambda: SimpleNamespace(daemon=True))
     outcome = run_stage(filt, cfg, make_store(tmp_path / "run", questions, traces))
     assert outcome.report["workers"] == 1 and outcome.report["output"] > 0
+
+
+def test_the_parent_keeps_a_harness_prompt_only_for_pooled_questions_and_shares_its_text() -> None:
+    """Pass one's facts carry a question's harness prompt only where rl_pool may need it; the band's tally holds
+    the system prompt and the tool schemas once for all questions, not once per question."""
+    import json as json_
+
+    from filters.stage import _Fact, _PerQuestion
+
+    t = make_trace("t1", "q1")
+    assert _Fact.of(t, True, with_prompt=False).prompt is None
+    assert _Fact.of(t, True, with_prompt=False).tools is None
+    full = _Fact.of(t, True)
+    assert [m["role"] for m in full.prompt] == ["system", "user"] and full.tools == t.tools
+    tallies = []
+    for qid in ("q1", "q2"):
+        # Two questions whose traces carry equal but distinct strings, as rows decoded from Parquet do.
+        fact = _Fact.of(make_trace(f"t-{qid}", qid, question=f"Which city for {qid}?",
+                                   tools=json_.dumps(json_.loads(TOOLS_JSON))), False)
+        p = _PerQuestion()
+        p.add(fact)
+        tallies.append(p)
+    a, b = tallies
+    assert a.prompt[0]["content"] == b.prompt[0]["content"] and a.prompt[0]["content"] is b.prompt[0]["content"]
+    assert a.tools == b.tools and a.tools is b.tools
+    assert a.prompt[1]["content"] != b.prompt[1]["content"]
