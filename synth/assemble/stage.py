@@ -34,8 +34,12 @@ L), ``underfilled`` (every candidate page together cannot reach L - slack).
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -48,6 +52,7 @@ from synth.engine.stage import StageContext, StageResult
 from synth.engine.records import LONGCTX_SCHEMA, REJECT_SCHEMA
 from synth.engine.seeding import rng
 from synth.engine.store import MissingInput, Store
+from synth.engine.tables import RowMapping
 from synth.tokenizer.tokens import load_tokenizer
 
 log = logging.getLogger("hopforge")
@@ -58,10 +63,11 @@ MAX_ATTEMPTS = 6  # plan / render / measure rounds per row; one is the rule, two
 
 
 # ---- inputs -------------------------------------------------------------------------------------
-def accepted_questions(store: Store, cfg: AssembleConfig) -> tuple[list[dict], str]:
-    """Accepted questions by question id (at most ``max_questions``), and where acceptance came from.
+def accepted_questions(store: Store, cfg: AssembleConfig) -> tuple[pa.Table, str]:
+    """Accepted questions sorted by question id (at most ``max_questions``), and where acceptance came from.
 
-    Only questions of the sft split are ever assembled: long-context rows are training data."""
+    Only questions of the sft split are ever assembled: long-context rows are training data.  The table stays
+    in Arrow (about a tenth of the same rows as Python dicts); each pass converts its own slice."""
     cols = ["question_id", "question", "answer", "answer_aliases", "path", "split"]
     table = store.read("questions", columns=cols, hint="questions")
     table = table.filter(pc.equal(table.column("split"), "sft"))
@@ -73,28 +79,71 @@ def accepted_questions(store: Store, cfg: AssembleConfig) -> tuple[list[dict], s
     table = table.sort_by("question_id")
     if cfg.max_questions is not None:
         table = table.slice(0, cfg.max_questions)
-    return table.to_pylist(), source
+    return table.combine_chunks(), source
 
 
-def retrieved_pages(store: Store, question_ids: set[str], mode: str) -> dict[str, list[str]]:
-    """Pages each question's traces retrieved, in order of first retrieval (gold included)."""
-    if not store.exists("traces") or not question_ids:
-        return {}
-    cols = ["trace_id", "question_id", "sample_index", "searched_page_ids", "opened_page_ids"]
-    t = store.read("traces", columns=cols)
-    t = t.filter(pc.is_in(t.column("question_id"), value_set=pa.array(sorted(question_ids), pa.string())))
+class RetrievedPages(RowMapping):
+    """Question id -> the pages its traces retrieved, in order of first retrieval: a read-only mapping over
+    an Arrow table of ``(question_id, pages)``, each list built when it is asked for."""
+
+    def __init__(self, table: pa.Table):
+        super().__init__(table, "question_id", lambda row: row["pages"] or [], cache=0)
+
+
+# DuckDB's memory for ranking the retrieved pages: past it the ranking spills to a scratch folder in the run.
+RETRIEVED_MEMORY = "1GB"
+
+
+def retrieved_pages(store: Store, question_ids: Iterable[str] | pa.Array, mode: str) -> RetrievedPages:
+    """Pages each question's traces retrieved, in order of first retrieval (gold included).
+
+    Within a trace a page's rank is its position among the trace's distinct pages (search results, then
+    pages opened); across a question's traces a page takes its smallest ``(rank, sample_index, trace_id)``,
+    and the pages are ordered by it: the traces merged turn by turn.  DuckDB ranks them over the traces
+    table (only the id columns are read), so memory holds the result, not every trace's pages as Python
+    objects (at 400,000 traces those were several GB)."""
+    import duckdb
+
+    ids = question_ids if isinstance(question_ids, (pa.Array, pa.ChunkedArray)) else pa.array(
+        sorted(question_ids), pa.string())
+    empty = pa.table({"question_id": pa.array([], pa.string()), "pages": pa.array([], pa.list_(pa.string()))})
+    if not store.exists("traces") or len(ids) == 0:
+        return RetrievedPages(empty)
+    traces = store.dataset("traces")
+    kept = None
     if mode == "kept" and store.exists("sft"):
-        kept = pc.unique(store.read("sft", columns=["trace_id"]).column("trace_id"))
-        t = t.filter(pc.is_in(t.column("trace_id"), value_set=kept))
-    first: dict[str, dict[str, tuple[int, int, str]]] = {}
-    for r in t.to_pylist():
-        seen = first.setdefault(r["question_id"], {})
-        order = dict.fromkeys([*(r["searched_page_ids"] or []), *(r["opened_page_ids"] or [])])
-        for rank, pid in enumerate(order):
-            key = (rank, r["sample_index"], r["trace_id"])
-            if pid not in seen or key < seen[pid]:
-                seen[pid] = key
-    return {q: sorted(pages, key=pages.__getitem__) for q, pages in first.items()}
+        kept = store.dataset("sft").to_table(columns=["trace_id"])
+    scratch = Path(tempfile.mkdtemp(prefix=".retrieved-", dir=store.root))
+    con = duckdb.connect()
+    try:
+        con.execute(f"SET memory_limit='{RETRIEVED_MEMORY}'")
+        con.execute(f"SET temp_directory='{str(scratch).replace(chr(39), chr(39) * 2)}'")
+        con.execute("SET preserve_insertion_order=false")
+        con.register("traces", traces)
+        con.register("wanted", pa.table({"question_id": ids}))
+        where = "WHERE trace_id IN (SELECT trace_id FROM kept)" if kept is not None else ""
+        if kept is not None:
+            con.register("kept", kept)
+        result = con.sql(f"""
+            WITH t AS (
+                SELECT row_number() OVER () AS rid, question_id, sample_index, trace_id,
+                       list_concat(coalesce(searched_page_ids, []), coalesce(opened_page_ids, [])) AS ids
+                FROM traces SEMI JOIN wanted USING (question_id) {where}),
+            e AS (SELECT rid, question_id, sample_index, trace_id, unnest(ids) AS pid,
+                         generate_subscripts(ids, 1) AS pos FROM t),
+            f AS (SELECT rid, question_id, sample_index, trace_id, pid, min(pos) AS first
+                  FROM e GROUP BY rid, question_id, sample_index, trace_id, pid),
+            r AS (SELECT question_id, pid, sample_index, trace_id,
+                         row_number() OVER (PARTITION BY rid ORDER BY first) AS rank FROM f),
+            b AS (SELECT *, row_number() OVER (PARTITION BY question_id, pid
+                                               ORDER BY rank, sample_index, trace_id) AS best FROM r)
+            SELECT question_id, list(pid ORDER BY rank, sample_index, trace_id) AS pages
+            FROM b WHERE best = 1 GROUP BY question_id ORDER BY question_id
+            """).to_arrow_table()
+    finally:
+        con.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return RetrievedPages(result.cast(empty.schema))
 
 
 class Corpus:
@@ -265,6 +314,7 @@ def _chunks(items: list, n: int) -> Iterator[list]:
 # With worker processes: about PASSES_PER_WORKER passes a worker, at least MIN_PASS questions each.  Always: no more
 # row text than PASS_TEXT_BYTES per pass (a worker hands a pass's rows back at once).
 PASSES_PER_WORKER, MIN_PASS, PASS_TEXT_BYTES = 4, 8, 64 << 20
+LONGCTX_ROW_GROUP = 64  # rows of a longctx row group (up to 64 x 0.5 MB at the default 131,072 tokens)
 
 
 def pass_size(cfg: AssembleConfig, n_questions: int, workers: int = 1) -> int:
@@ -352,22 +402,31 @@ def run_assemble(ctx: StageContext) -> StageResult:
     store = ctx.store
     load_tokenizer(store)  # a missing tokenizer stops the stage here, before any worker starts
     questions, source = accepted_questions(store, cfg)
-    retrieved = retrieved_pages(store, {q["question_id"] for q in questions}, cfg.tier1_from)
+    retrieved = retrieved_pages(store, questions.column("question_id"), cfg.tier1_from)
     lengths = sorted(cfg.lengths)
-    n = len(questions)
+    n = questions.num_rows
     workers = ctx.cpu_workers(max(-(-n // pass_size(cfg, n)), -(-n // MIN_PASS)))
-    passes = list(_chunks(questions, pass_size(cfg, n, workers)))
-    workers = min(workers, max(1, len(passes)))
-    items = ((chunk, {q["question_id"]: retrieved[q["question_id"]] for q in chunk if q["question_id"] in retrieved})
-             for chunk in passes)
+    size = pass_size(cfg, n, workers)
+    passes = -(-n // size)
+    workers = min(workers, max(1, passes))
+
+    def items() -> Iterator[tuple[list[dict], dict[str, list[str]]]]:
+        """Each pass's questions and retrieved pages, converted from Arrow when the pass is handed out."""
+        for start in range(0, n, size):
+            chunk = questions.slice(start, size).to_pylist()
+            yield chunk, {q["question_id"]: retrieved[q["question_id"]] for q in chunk
+                          if q["question_id"] in retrieved}
+
     work = ctx.cpu_work(_pass_setup, (ctx.cfg, str(store.root)), _pass_step, _pass_name)
-    out = ctx.writer("longctx", LONGCTX_SCHEMA, rows_per_shard=4096)
+    # Rows of up to `lengths` tokens each (131,072 by default, about 0.5 MB of text): written as they come,
+    # a row group at a time, so the parent never holds a 4,096-row shard of them.
+    out = ctx.writer("longctx", LONGCTX_SCHEMA, rows_per_shard=4096, row_group_rows=LONGCTX_ROW_GROUP)
     rejects = ctx.writer("rejects/assemble", REJECT_SCHEMA)
     dropped: Counter = Counter()
     st: Counter = Counter()
     n_rows = pages_counted = corpus_scans = 0
-    with ctx.bar("rows", len(questions) * len(lengths), "rows") as bar:
-        for done in ctx.cpu_map(work, items, workers):
+    with ctx.bar("rows", n * len(lengths), "rows") as bar:
+        for done in ctx.cpu_map(work, items(), workers):
             rejects.write(done.rejects)
             out.write(done.rows)
             n_rows += len(done.rows)
@@ -381,19 +440,20 @@ def run_assemble(ctx: StageContext) -> StageResult:
     log.info("assemble: %d rows, %d tokens, dropped %s, %d retries", n_rows, st["tokens"], dict(dropped), st["retries"])
     extra = {
         "accepted_from": source,
-        "questions": len(questions),
+        "questions": n,
         "tokens": st["tokens"],
         "rows_cut": st["rows_cut"],
         "retries": st["retries"],
         "tier1_unusable": st["tier1_unusable"],
         # Operational (not part of the tables): how the work was spread; each process counts the pages it needs.
-        "passes": len(passes),
+        "passes": passes,
         "workers": workers,
         "pages_counted": pages_counted,
         "corpus_scans": corpus_scans,
     }
-    return StageResult(input=len(questions) * len(lengths), output=n_rows, dropped=dict(dropped), extra=extra)
+    return StageResult(input=n * len(lengths), output=n_rows, dropped=dict(dropped), extra=extra)
 
 
-__all__ = ["run_assemble", "LONGCTX_SCHEMA", "Assembler", "Corpus", "accepted_questions", "retrieved_pages",
+__all__ = ["run_assemble", "LONGCTX_SCHEMA", "Assembler", "Corpus", "RetrievedPages", "accepted_questions",
+           "retrieved_pages",
 ]

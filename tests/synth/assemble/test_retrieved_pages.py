@@ -1,0 +1,75 @@
+"""``retrieved_pages`` ranks in DuckDB exactly what the per-trace Python rule gives, on random traces."""
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from synth.assemble.stage import RetrievedPages, retrieved_pages
+from synth.engine.store import Store, write_parquet_atomic
+
+TRACES = pa.schema([("trace_id", pa.string()), ("question_id", pa.string()), ("sample_index", pa.int64()),
+                    ("searched_page_ids", pa.list_(pa.string())), ("opened_page_ids", pa.list_(pa.string()))])
+
+
+def reference(rows: list[dict], question_ids: set[str], kept: set[str] | None) -> dict[str, list[str]]:
+    """The rule, one trace at a time: a page's rank is its position among the trace's distinct pages (search
+    results, then pages opened); across traces it takes its smallest (rank, sample_index, trace_id)."""
+    first: dict[str, dict[str, tuple]] = {}
+    for r in rows:
+        if r["question_id"] not in question_ids or (kept is not None and r["trace_id"] not in kept):
+            continue
+        seen = first.setdefault(r["question_id"], {})
+        order = dict.fromkeys([*(r["searched_page_ids"] or []), *(r["opened_page_ids"] or [])])
+        for rank, pid in enumerate(order):
+            key = (rank, r["sample_index"], r["trace_id"])
+            if pid not in seen or key < seen[pid]:
+                seen[pid] = key
+    return {q: sorted(pages, key=pages.__getitem__) for q, pages in first.items()}
+
+
+def _random_traces(rnd: random.Random, n_questions: int) -> list[dict]:
+    pages = [f"p{i:03d}" for i in range(60)]
+    rows = []
+    for q in range(n_questions):
+        for s in range(rnd.randint(0, 5)):
+            # Samples may share an index (a resumed rollout), and trace ids do not sort like sample indexes.
+            rows.append({"trace_id": f"t{rnd.randrange(10**6):06d}-{q}-{s}", "question_id": f"q{q:03d}",
+                         "sample_index": rnd.choice([s, s, 0]),
+                         "searched_page_ids": None if rnd.random() < 0.1 else
+                         [rnd.choice(pages[:20]) for _ in range(rnd.randint(0, 12))],
+                         "opened_page_ids": None if rnd.random() < 0.2 else
+                         [rnd.choice(pages) for _ in range(rnd.randint(0, 4))]})
+    rnd.shuffle(rows)  # a question's traces spread over files, in no order
+    return rows
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_retrieved_pages_match_the_rule_per_trace(tmp_path, seed):
+    rnd = random.Random(seed)
+    rows = _random_traces(rnd, 40)
+    root = tmp_path / "run"
+    for k in range(0, len(rows), 17):
+        write_parquet_atomic(pa.Table.from_pylist(rows[k:k + 17], schema=TRACES),
+                             root / "traces" / f"part-{k // 17:05d}.parquet")
+    kept = {r["trace_id"] for r in rows if rnd.random() < 0.5}
+    write_parquet_atomic(pa.table({"trace_id": pa.array(sorted(kept), pa.string())}), root / "sft/part-00000.parquet")
+    store = Store(root)
+    wanted = {f"q{q:03d}" for q in range(40) if q % 3}  # some questions are not asked for
+    for mode, keep in (("all", None), ("kept", kept)):
+        got = retrieved_pages(store, wanted, mode)
+        expected = reference(rows, wanted, keep)
+        assert isinstance(got, RetrievedPages) and len(got) == len(expected) > 0
+        assert dict(got.items()) == expected
+        assert sorted(got) == sorted(expected)
+        assert not list(root.glob(".retrieved-*")), "the scratch folder is removed"
+    # An Arrow array of ids reads the same as a set of them.
+    assert dict(retrieved_pages(store, pa.array(sorted(wanted)), "all").items()) == reference(rows, wanted, None)
+
+
+def test_no_traces_or_no_questions_give_an_empty_mapping(tmp_path):
+    store = Store(tmp_path)
+    assert len(retrieved_pages(store, {"q1"}, "all")) == 0
+    write_parquet_atomic(pa.Table.from_pylist([], schema=TRACES), tmp_path / "traces/part-00000.parquet")
+    got = retrieved_pages(store, set(), "all")
+    assert len(got) == 0 and got.get("q1") is None
