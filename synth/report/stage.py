@@ -26,17 +26,23 @@ Definitions (evidence state, evidence recovery and calibration, with gold paths)
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from filters.band import pass_stats
 from filters.base import AFTER_CHAIN, HELD_OUT, NOT_BEST
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
+from synth.engine.tables import RowMapping, RowSequence
 from synth.report.decontam import decontamination_section
 from synth.report.band import band_section
 from synth.report.explorer import write_explorer
@@ -92,7 +98,7 @@ def calibration_of(gold_first_seen: list[int], n_turns: int, answered: bool) -> 
             "over_cautious_turns": n_k[2] - 1 if answer_state == 2 else None}
 
 
-@dataclass
+@dataclass(slots=True)
 class TraceFacts:
     """The few columns of a trace the report needs (no conversation text)."""
 
@@ -177,43 +183,65 @@ def _median(xs: list[float]) -> float | None:
 
 # ---- reading the run -------------------------------------------------------------------------
 
-def _table(store: Store, rel: str, columns: list[str]) -> list[dict] | None:
+def _arrow(store: Store, rel: str, columns: list[str]) -> pa.Table | None:
+    """The columns of ``rel`` it has, in Arrow; None when the table is missing."""
     try:
         ds_ = store.dataset(rel)
     except MissingInput:
         return None
-    cols = [c for c in columns if c in ds_.schema.names]
-    return ds_.to_table(columns=cols).to_pylist()
+    return ds_.to_table(columns=[c for c in columns if c in ds_.schema.names])
 
 
-def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], dict[str, dict], list[dict] | None]:
-    """Trace facts (correctness from ``filter/verdicts``, else the answer rule), questions, verdicts."""
-    traces = _table(store, "traces", ["trace_id", "question_id", "teacher_model", "n_turns", "n_tool_calls",
-                                      "gold_first_seen", "final_answer", "completion_tokens", "n_search", "n_open",
-                                      "n_find", "n_tool_errors", "sample_index"]) or []
-    questions = {q["question_id"]: q for q in (_table(store, "questions", ["question_id", "path", "answer",
-                                                                           "answer_aliases", "split"]) or [])}
-    verdicts = _table(store, "filter/verdicts", ["trace_id", "correct", "n_tokens", "kept", "reason",
-                                                 "ungrounded_steps"])
-    by_id = {v["trace_id"]: v for v in verdicts or []}
-    facts = []
-    for t in traces:
-        v = by_id.get(t["trace_id"])
-        if v is not None:
-            correct = bool(v["correct"])
-        else:
-            q = questions.get(t["question_id"])
-            golds = [q["answer"], *(q["answer_aliases"] or [])] if q else []
-            correct = bool(golds) and is_correct(t["final_answer"], golds, min_f1)
-        facts.append(TraceFacts(
-            trace_id=t["trace_id"], question_id=t["question_id"], teacher_model=t["teacher_model"],
-            n_turns=int(t["n_turns"]), n_tool_calls=int(t["n_tool_calls"]),
-            gold_first_seen=list(t["gold_first_seen"] or []),
-            answered=bool(t["final_answer"] and str(t["final_answer"]).strip()), correct=correct,
-            completion_tokens=int(t["completion_tokens"] or 0), n_tokens=v.get("n_tokens") if v else None,
-            n_search=int(t.get("n_search") or 0), n_open=int(t.get("n_open") or 0), n_find=int(t.get("n_find") or 0),
-            n_tool_errors=int(t.get("n_tool_errors") or 0), kept=bool(v["kept"]) if v else None,
-            sample_index=int(t.get("sample_index") or 0)))
+TRACE_COLUMNS = ["trace_id", "question_id", "teacher_model", "n_turns", "n_tool_calls", "gold_first_seen",
+                 "final_answer", "completion_tokens", "n_search", "n_open", "n_find", "n_tool_errors", "sample_index"]
+
+
+def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], Mapping[str, dict], Sequence[dict] | None]:
+    """Trace facts (correctness from ``filter/verdicts``, else the answer rule), questions, verdicts.
+
+    Memory grows with the run only by a :class:`TraceFacts` per trace: traces are read a batch at a time, and
+    the questions (id -> ``question_id, hops, answer, answer_aliases, split``) and the verdicts stay in Arrow
+    (:mod:`synth.engine.tables`); at 40,000 traces the dicts of every row were 140 MB, growing with the run."""
+    qt = _arrow(store, "questions", ["question_id", "path", "answer", "answer_aliases", "split"])
+    questions: Mapping[str, dict] = {}
+    if qt is not None:
+        if "path" in qt.column_names:
+            hops = pc.subtract(pc.fill_null(pc.list_value_length(qt.column("path")), 0), 1)
+            qt = qt.drop_columns(["path"]).append_column("hops", hops)
+        questions = RowMapping(qt, "question_id", cache=0)
+    vt = _arrow(store, "filter/verdicts", ["trace_id", "correct", "n_tokens", "kept", "reason", "ungrounded_steps"])
+    verdicts = RowSequence(vt) if vt is not None else None
+    by_id: dict[str, tuple] = {}  # trace id -> (correct, n_tokens, kept); for a repeated id the last row stands
+    if vt is not None and vt.num_rows:
+        by_id = dict(zip(vt.column("trace_id").to_pylist(), zip(
+            *(vt.column(c).to_pylist() if c in vt.column_names else [None] * vt.num_rows
+              for c in ("correct", "n_tokens", "kept")))))
+    facts: list[TraceFacts] = []
+    try:
+        traces = store.dataset("traces")
+    except MissingInput:
+        return facts, questions, verdicts
+    cols = [c for c in TRACE_COLUMNS if c in traces.schema.names]
+    models: dict[str, str] = {}  # one string per teacher, not one per trace
+    for batch in traces.to_batches(columns=cols, batch_size=4096):
+        for t in batch.to_pylist():
+            v = by_id.get(t["trace_id"])
+            if v is not None:
+                correct = bool(v[0])
+            else:
+                q = questions.get(t["question_id"])
+                golds = [q["answer"], *(q["answer_aliases"] or [])] if q else []
+                correct = bool(golds) and is_correct(t["final_answer"], golds, min_f1)
+            teacher = models.setdefault(t["teacher_model"], t["teacher_model"])
+            facts.append(TraceFacts(
+                trace_id=t["trace_id"], question_id=t["question_id"], teacher_model=teacher,
+                n_turns=int(t["n_turns"]), n_tool_calls=int(t["n_tool_calls"]),
+                gold_first_seen=list(t["gold_first_seen"] or []),
+                answered=bool(t["final_answer"] and str(t["final_answer"]).strip()), correct=correct,
+                completion_tokens=int(t["completion_tokens"] or 0), n_tokens=v[1] if v else None,
+                n_search=int(t.get("n_search") or 0), n_open=int(t.get("n_open") or 0), n_find=int(t.get("n_find") or 0),
+                n_tool_errors=int(t.get("n_tool_errors") or 0), kept=bool(v[2]) if v else None,
+                sample_index=int(t.get("sample_index") or 0)))
     return facts, questions, verdicts
 
 
@@ -353,7 +381,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
 
     # Questions.
     if questions:
-        hops = [len(q["path"]) - 1 for q in questions.values()]
+        hops = questions.column("hops")
         md += ["## Questions", "", f"{len(questions):,} questions, {sum(hops) / len(hops):.2f} hops on average.", ""]
         plots.histogram(hops, out / "hops.png", "Hops per question", "hops (path length - 1)", discrete=True)
         fig("hops.png", "How many links each question's gold path chains (its entities minus one).")
@@ -369,7 +397,8 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
         # all of them sampled n times, so its band bars are the band of the table; other splits are sampled
         # adaptively (sft) or once (eval) and would only blur it.
         pooled = set((reports.get("filter") or {}).get("bands_of_splits") or [])
-        pool_ids = {qid for qid, q in questions.items() if q.get("split") in pooled} if questions else set()
+        pool_ids = ({qid for qid, split in zip(questions, questions.column("split")) if split in pooled}
+                    if questions else set())
         _trace_sections(md, facts, reports, out, rep, plots, fig, min_tool_calls, max_tool_calls,
                         pool=(sorted(pooled), pool_ids))
         _evidence_sections(md, facts, out, rep, plots, fig)
@@ -385,6 +414,10 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     md[2:2] = ["Browse every question, its path and evidence, and every trace with its filter verdicts in "
                "[index.html](index.html) (a static page: open it from disk).", ""]
     (out / "index.md").write_text("\n".join(md).rstrip() + "\n")
+    # The explorer reads the tables again in its own batches, and its worker processes are forked from this
+    # one: they should not start holding (and counting in their RSS) every trace's facts.
+    del facts, questions, verdicts
+    gc.collect()
     if explorer:
         rep.explorer = write_explorer(store, out, rep.figures, rep.summary, min_f1=min_f1, ctx=ctx)
     return rep
