@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from synth.tokenizer.chat_templates import load_template
@@ -232,3 +234,44 @@ def test_leak_counts_match_a_token_by_token_count():
         assert got == want
         assert problems == [f"{sum(per.values())} token(s) of {role} message(s) {sorted(per)} are trained"
                             for role, per in sorted(leaked.items(), key=lambda kv: kv[0] != "tool")]
+
+
+def _rss_file_kib() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise on /proc/self/maps is Linux's")
+def test_release_mapped_pages_drops_read_pages_and_keeps_data_and_private_writes(tmp_path):
+    """The pages of a memory-mapped Arrow file leave the reader's RSS, its rows still read the same, and a
+    writable private mapping in the same folder keeps what was written to it."""
+    import mmap
+
+    import numpy as np
+    import pyarrow as pa
+
+    from sft.masking import release_mapped_pages
+
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    values = np.arange(12 << 20, dtype=np.int64)  # 96 MiB
+    with pa.OSFile(str(folder / "rows.arrow"), "wb") as sink, pa.ipc.new_file(sink, pa.schema([("v", pa.int64())])) as w:
+        w.write_table(pa.table({"v": values}))
+    private = folder / "scratch.bin"
+    private.write_bytes(b"\0" * mmap.PAGESIZE * 4)
+    with open(private, "r+b") as f:
+        copy = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # writable, private: dropping it would lose data
+    copy[:5] = b"hello"
+    table = pa.ipc.open_file(pa.memory_map(str(folder / "rows.arrow"))).read_all()
+    total = int(np.asarray(table.column("v").chunk(0)).sum())  # every page read
+    before = _rss_file_kib()
+    released = release_mapped_pages(folder)
+    after = _rss_file_kib()
+    assert released >= 96 << 20
+    assert before - after >= 80 << 10, (before, after)  # KiB
+    assert int(np.asarray(table.column("v").chunk(0)).sum()) == total == int(values.sum())
+    assert copy[:5] == b"hello" and private.read_bytes()[:5] == b"\0" * 5
+    assert release_mapped_pages(tmp_path / "elsewhere") == 0 and release_mapped_pages(None) == 0
+    copy.close()
