@@ -34,12 +34,9 @@ L), ``underfilled`` (every candidate page together cannot reach L - slack).
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -90,60 +87,55 @@ class RetrievedPages(RowMapping):
         super().__init__(table, "question_id", lambda row: row["pages"] or [], cache=0)
 
 
-# DuckDB's memory for ranking the retrieved pages: past it the ranking spills to a scratch folder in the run.
-RETRIEVED_MEMORY = "1GB"
+RANK_ROWS = 4096  # traces turned into Python objects at a time while ranking the retrieved pages
+
+
+def _first_retrieval(rows: list[dict]) -> dict[str, list[str]]:
+    """The rule, for rows holding all the traces of their questions: within a trace a page's rank is its
+    position among the trace's distinct pages (search results, then pages opened); across a question's
+    traces a page takes its smallest ``(rank, sample_index, trace_id)``, and the pages are ordered by it."""
+    first: dict[str, dict[str, tuple[int, int, str]]] = {}
+    for r in rows:
+        seen = first.setdefault(r["question_id"], {})
+        order = dict.fromkeys([*(r["searched_page_ids"] or []), *(r["opened_page_ids"] or [])])
+        for rank, pid in enumerate(order):
+            key = (rank, r["sample_index"], r["trace_id"])
+            if pid not in seen or key < seen[pid]:
+                seen[pid] = key
+    return {q: sorted(pages, key=pages.__getitem__) for q, pages in first.items()}
 
 
 def retrieved_pages(store: Store, question_ids: Iterable[str] | pa.Array, mode: str) -> RetrievedPages:
-    """Pages each question's traces retrieved, in order of first retrieval (gold included).
+    """Pages each question's traces retrieved, in order of first retrieval (gold included): the traces merged
+    turn by turn (:func:`_first_retrieval`).
 
-    Within a trace a page's rank is its position among the trace's distinct pages (search results, then
-    pages opened); across a question's traces a page takes its smallest ``(rank, sample_index, trace_id)``,
-    and the pages are ordered by it: the traces merged turn by turn.  DuckDB ranks them over the traces
-    table (only the id columns are read), so memory holds the result, not every trace's pages as Python
-    objects (at 400,000 traces those were several GB)."""
-    import duckdb
-
+    The id columns of the traces are read into Arrow and sorted by question, then ranked a few thousand
+    traces at a time, whole questions together, into an Arrow table: memory holds the id columns and the
+    result (7.5 MB for 17,836 questions at 100,000 traces, against 49 MB as lists), never every trace's
+    page ids as Python objects at once."""
     ids = question_ids if isinstance(question_ids, (pa.Array, pa.ChunkedArray)) else pa.array(
         sorted(question_ids), pa.string())
-    empty = pa.table({"question_id": pa.array([], pa.string()), "pages": pa.array([], pa.list_(pa.string()))})
+    schema = pa.schema([("question_id", pa.string()), ("pages", pa.list_(pa.string()))])
     if not store.exists("traces") or len(ids) == 0:
-        return RetrievedPages(empty)
-    traces = store.dataset("traces")
-    kept = None
+        return RetrievedPages(schema.empty_table())
+    cols = ["trace_id", "question_id", "sample_index", "searched_page_ids", "opened_page_ids"]
+    t = store.read("traces", columns=cols)
+    t = t.filter(pc.is_in(t.column("question_id"), value_set=pa.array(ids, pa.string())))
     if mode == "kept" and store.exists("sft"):
-        kept = store.dataset("sft").to_table(columns=["trace_id"])
-    scratch = Path(tempfile.mkdtemp(prefix=".retrieved-", dir=store.root))
-    con = duckdb.connect()
-    try:
-        con.execute(f"SET memory_limit='{RETRIEVED_MEMORY}'")
-        con.execute(f"SET temp_directory='{str(scratch).replace(chr(39), chr(39) * 2)}'")
-        con.execute("SET preserve_insertion_order=false")
-        con.register("traces", traces)
-        con.register("wanted", pa.table({"question_id": ids}))
-        where = "WHERE trace_id IN (SELECT trace_id FROM kept)" if kept is not None else ""
-        if kept is not None:
-            con.register("kept", kept)
-        result = con.sql(f"""
-            WITH t AS (
-                SELECT row_number() OVER () AS rid, question_id, sample_index, trace_id,
-                       list_concat(coalesce(searched_page_ids, []), coalesce(opened_page_ids, [])) AS ids
-                FROM traces SEMI JOIN wanted USING (question_id) {where}),
-            e AS (SELECT rid, question_id, sample_index, trace_id, unnest(ids) AS pid,
-                         generate_subscripts(ids, 1) AS pos FROM t),
-            f AS (SELECT rid, question_id, sample_index, trace_id, pid, min(pos) AS first
-                  FROM e GROUP BY rid, question_id, sample_index, trace_id, pid),
-            r AS (SELECT question_id, pid, sample_index, trace_id,
-                         row_number() OVER (PARTITION BY rid ORDER BY first) AS rank FROM f),
-            b AS (SELECT *, row_number() OVER (PARTITION BY question_id, pid
-                                               ORDER BY rank, sample_index, trace_id) AS best FROM r)
-            SELECT question_id, list(pid ORDER BY rank, sample_index, trace_id) AS pages
-            FROM b WHERE best = 1 GROUP BY question_id ORDER BY question_id
-            """).to_arrow_table()
-    finally:
-        con.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-    return RetrievedPages(result.cast(empty.schema))
+        kept = pc.unique(store.read("sft", columns=["trace_id"]).column("trace_id"))
+        t = t.filter(pc.is_in(t.column("trace_id"), value_set=kept))
+    t = t.take(pc.sort_indices(t, [("question_id", "ascending")]))
+    qids = t.column("question_id").to_pylist()
+    parts: list[pa.Table] = []
+    start = 0
+    while start < len(qids):
+        end = min(start + RANK_ROWS, len(qids))
+        while end < len(qids) and qids[end] == qids[end - 1]:
+            end += 1  # a question's traces are ranked together
+        ranked = _first_retrieval(t.slice(start, end - start).to_pylist())
+        parts.append(pa.table({"question_id": list(ranked), "pages": list(ranked.values())}, schema=schema))
+        start = end
+    return RetrievedPages(pa.concat_tables(parts) if parts else schema.empty_table())
 
 
 class Corpus:
