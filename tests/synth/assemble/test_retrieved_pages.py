@@ -15,19 +15,10 @@ TRACES = pa.schema([("trace_id", pa.string()), ("question_id", pa.string()), ("s
 
 
 def reference(rows: list[dict], question_ids: set[str], kept: set[str] | None) -> dict[str, list[str]]:
-    """The rule, one trace at a time: a page's rank is its position among the trace's distinct pages (search
-    results, then pages opened); across traces it takes its smallest (rank, sample_index, trace_id)."""
-    first: dict[str, dict[str, tuple]] = {}
-    for r in rows:
-        if r["question_id"] not in question_ids or (kept is not None and r["trace_id"] not in kept):
-            continue
-        seen = first.setdefault(r["question_id"], {})
-        order = dict.fromkeys([*(r["searched_page_ids"] or []), *(r["opened_page_ids"] or [])])
-        for rank, pid in enumerate(order):
-            key = (rank, r["sample_index"], r["trace_id"])
-            if pid not in seen or key < seen[pid]:
-                seen[pid] = key
-    return {q: sorted(pages, key=pages.__getitem__) for q, pages in first.items()}
+    """The rule over every wanted trace at once (its order on a fixed case: test_assemble's
+    ``test_retrieved_pages_order``)."""
+    return stage._first_retrieval([r for r in rows if r["question_id"] in question_ids
+                                   and (kept is None or r["trace_id"] in kept)])
 
 
 def _random_traces(rnd: random.Random, n_questions: int) -> list[dict]:
