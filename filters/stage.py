@@ -88,11 +88,9 @@ class QuestionTable(RowMapping):
 
     A run of 10,000 questions held as Question objects took 130 MB in each process that loaded it (the
     parent twice), against 16 MB in Arrow, and a forked worker's reads of Python objects copy their pages.
-    Arrow's buffers are never written, so workers share them.  The ``CACHE`` questions used last are kept
-    built: a batch's traces ask for the same few questions many times.  For a duplicated id the last row
+    Arrow's buffers are never written, so workers share them.  The ``CACHE`` (4,096) questions used last are
+    kept built: a batch's traces ask for the same few questions many times.  For a duplicated id the last row
     wins, as in a dict built from the rows."""
-
-    CACHE = 4096
 
     def __init__(self, table: pa.Table):
         super().__init__(table, "question_id", Question.from_row)
@@ -231,8 +229,7 @@ class _PassOne:
         # Only the questions rl_pool draws from need their harness prompt: the others' facts leave it out, so
         # the parent does not hold a prompt per question of the run.
         q = self.fctx.questions.get(qid)
-        out.facts.append(_Fact.of(trace, g.correct, with_prompt=(q.split if q is not None else trace.split)
-                                  in self.pooled))
+        out.facts.append(_Fact.of(trace, g.correct, with_prompt=q is not None and q.split in self.pooled))
         keep, reason, _ = self.runner.apply(trace, self.fctx)
         if g.correct and trace.split in self.pooled and qid in self.fctx.questions:
             # rl_pool rows name their question's best correct rollout (and guide all-wrong ones by it).

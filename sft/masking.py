@@ -76,6 +76,12 @@ def release_mapped_pages(folder: str | Path | None) -> int:
     return dropped
 
 
+def mapped_folder(dataset) -> str | None:
+    """The folder of a ``datasets.Dataset``'s memory-mapped cache files (None for one held in memory)."""
+    files = getattr(dataset, "cache_files", None) or []
+    return str(Path(files[0]["filename"]).parent) if files else None
+
+
 _rows_since_release = 0
 
 
@@ -242,10 +248,9 @@ def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length
 
     chat_template = chat_template or tokenizer.chat_template
     untracked_template(chat_template)  # compiled here once, for the same reason
-    files = getattr(dataset, "cache_files", None) or []
-    mapped = str(Path(files[0]["filename"]).parent) if files else None
     processed = dataset.map(analyse_row, fn_kwargs={"tokenizer": tokenizer, "chat_template": chat_template,
-                                                    "eot": eot, "max_length": max_length, "mapped": mapped},
+                                                    "eot": eot, "max_length": max_length,
+                                                    "mapped": mapped_folder(dataset)},
                             num_proc=num_proc if num_proc and num_proc > 1 else None, desc="Checking loss masks",
                             writer_batch_size=WRITER_ROWS)
     cols = processed.select_columns(["trace_id", "question_id", "n_tokens", "too_long", "n_trained", "n_tool_tokens",
@@ -317,5 +322,5 @@ def check_rows(rows: list[dict], tokenizer, chat_template: str | None, eot: str 
     return report
 
 
-__all__ = ["analyse_row", "check_rows", "missing_tool_schemas", "raise_on_failure", "release_mapped_pages", "validate",
-           "write_report"]
+__all__ = ["analyse_row", "check_rows", "mapped_folder", "missing_tool_schemas", "raise_on_failure",
+           "release_mapped_pages", "validate", "write_report"]

@@ -278,7 +278,7 @@ def prepare(script_args, training_args, model_args) -> Prepared:
     from synth.tokenizer.tokens import load_tokenizer
 
     from synth.tokenizer.chat_templates import has_generation_markers, resolve_template, stop_tokens
-    from sft.masking import raise_on_failure, release_mapped_pages, validate, write_report
+    from sft.masking import mapped_folder, raise_on_failure, release_mapped_pages, validate, write_report
     from sft.rows import held_out_questions, load_sft_dataset
 
     table, tok_path = _paths(script_args, model_args)
@@ -316,8 +316,7 @@ def prepare(script_args, training_args, model_args) -> Prepared:
         assistant_only_loss = False
     held = held_out_questions(data["question_id"], script_args.eval_fraction)
     counts, digests, known = _cached_lengths(data, tokenizer, script_args.data_dir)
-    if data.cache_files:  # the digests read every row: their pages are not this process's to keep
-        release_mapped_pages(Path(data.cache_files[0]["filename"]).parent)
+    release_mapped_pages(mapped_folder(data))  # the digests read every row: their pages are not ours to keep
     if any(n is not None for n in known):
         data = data.add_column("known_n_tokens", known)
     with training_args.main_process_first(desc="loss-mask check"):
