@@ -6,9 +6,11 @@ One tantivy document per page (LiteResearcher's page-level indexing):
 field          how                          why
 =============  ==========================  ==============================================
 ``page_id``    raw term, stored             exact lookup, masking (``MustNot``), results
-``title``      analyzed (freqs), stored     BM25 on the title, boosted at query time
+``title``      analyzed (freqs), stored     the title as results show it
 ``title_key``  raw term                     exact-title lookup and the exact-title bonus
-``body``       analyzed (freqs)             BM25 on the paragraphs, all of them
+``text``       analyzed (freqs)             the tool's ranking: the title ``TITLE_WEIGHT`` times, then the
+                                            body (BM25F with integer field weights, see below)
+``body``       analyzed (freqs)             BM25 on the paragraphs alone (the ``body`` ranking; snippets)
 ``lead``       stored bytes (UTF-8)         the body's first ``lead_chars``: snippets, ``open``
 ``meta``       stored bytes (JSON)          description, aliases, url, links (only when present)
 =============  ==========================  ==============================================
@@ -24,6 +26,16 @@ has them, each target once: ``open`` lists those whose anchor its window shows, 
 shows a page's links.  They come from ``corpus/links`` (joined with the target titles in
 DuckDB, which sorts them by page and spills past its memory limit; the sorted file is then merged with
 the pages as both are read in order), so a link the ingest could not resolve is none.
+
+**Why one ``text`` field.**  Ranking title and body as two ``Should`` clauses gives each field its
+own BM25 and its own length normalisation: a two-word title that holds one query word then
+outscores a page whose text holds every word ("landlocked country in Central Europe" returned
+"Country music").  BM25F avoids it by adding the fields' weighted term frequencies and lengths
+*before* saturation; with an integer weight ``w`` that is exactly BM25 over a document whose title
+is written ``w`` times before its body, which is what ``text`` holds.  ``TITLE_WEIGHT`` (2) was chosen on
+held-out queries drawn from the demo corpus (``bench/retrieval.py --calibrate``): it has the best
+worst-case margin over a plain BM25 across the query sets.  A weight of 1 ranks descriptions a little
+better and loses to plain BM25 on "name + attribute" queries; 3 and more rank descriptions worse.
 
 Positions are not indexed: queries are bags of words (see :mod:`synth.tools.analysis`),
 so positions would only double the index and its build time.  The body is the
@@ -57,7 +69,8 @@ from synth.tools.analysis import ANALYZER_NAME, MAX_TOKEN_CHARS, analyzer, rende
 from synth.tools.snippet import SCAN_CHARS
 from synth.engine.store import atomic_write_json
 
-FORMAT = 3  # bump when the schema, the analyzer or the rendering changes
+FORMAT = 4  # bump when the schema, the analyzer or the rendering changes
+TITLE_WEIGHT = 2  # BM25F weight of the title in the ``text`` field (module docstring)
 META_FILE = "hopforge.json"
 LONG_DIR = "long"  # the bodies longer than the lead, inside the index folder
 PARA_SEP = "\x1e"  # between stored paragraphs; removed from the text itself
@@ -70,6 +83,7 @@ def make_schema() -> tantivy.Schema:
     sb.add_text_field("page_id", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("title", stored=True, tokenizer_name=ANALYZER_NAME, index_option="freq")
     sb.add_text_field("title_key", stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
     sb.add_text_field("body", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
     sb.add_bytes_field("lead", stored=True)
     sb.add_bytes_field("meta", stored=True)
@@ -98,6 +112,7 @@ def build_index(
     links: ds.Dataset | str | Path | None = None,
     memory_limit: str = "2GB",
     lead_chars: int | None = SCAN_CHARS,
+    title_weight: int = TITLE_WEIGHT,
 ) -> dict:
     """Index every page with text; returns ``{"pages", "indexed", "empty", "long", "links", "seconds",
     "pages_per_s"}``.
@@ -108,7 +123,8 @@ def build_index(
     ``progress(n)`` is called after each batch of ``n`` pages.  A page whose paragraphs are
     all empty is not indexed (``empty``).  A body longer than ``lead_chars`` stores its lead in the
     index and its whole text in ``index_dir/long`` (``long``; None: every body is stored whole
-    in the index, as before the bound).
+    in the index, as before the bound).  ``title_weight`` is the title's BM25F weight in ``text`` (the
+    default is what the tools are tuned for; ``bench/retrieval.py --calibrate`` builds others).
     """
     t0 = time.perf_counter()
     if not isinstance(pages, ds.Dataset):
@@ -146,7 +162,7 @@ def build_index(
                 continue
             lead = body if lead_chars is None or len(body) <= lead_chars else body[:lead_chars]
             fields = {"page_id": ids[i], "title": titles[i], "title_key": title_key(titles[i]), "body": body,
-                      "lead": lead.encode("utf-8")}
+                      "text": ranked_text(titles[i], body, title_weight), "lead": lead.encode("utf-8")}
             if extra["links"][i]:
                 extra["links"][i] = _first_per_target(extra["links"][i])
                 n_links += len(extra["links"][i])
@@ -178,10 +194,15 @@ def build_index(
     }
     atomic_write_json(
         index_dir / META_FILE,
-        {"format": FORMAT, "analyzer": ANALYZER_NAME, "max_token_chars": MAX_TOKEN_CHARS,
+        {"format": FORMAT, "analyzer": ANALYZER_NAME, "max_token_chars": MAX_TOKEN_CHARS, "title_weight": title_weight,
          "docs": n_out, "pages": n_in, "empty": n_in - n_out},
     )
     return stats
+
+
+def ranked_text(title: str, body: str, weight: int = TITLE_WEIGHT) -> str:
+    """The ``text`` field of a page: its title ``weight`` times, then its body (BM25F by repetition)."""
+    return PARA_SEP.join([title] * weight + [body])
 
 
 def _batches(pages: ds.Dataset, links: ds.Dataset | None, cols: list[str], batch_rows: int, index_dir: Path,
@@ -308,5 +329,5 @@ def rendered_bodies(paragraphs: pa.ListArray | pa.ChunkedArray) -> pa.StringArra
     return pc.binary_join(pa.ListArray.from_arrays(offsets, flat), PARA_SEP)
 
 
-__all__ = ["FORMAT", "META_FILE", "LONG_DIR", "PARA_SEP", "make_schema", "make_long_schema", "build_index",
+__all__ = ["FORMAT", "TITLE_WEIGHT", "ranked_text", "META_FILE", "LONG_DIR", "PARA_SEP", "make_schema", "make_long_schema", "build_index",
            "rendered_bodies"]

@@ -17,10 +17,22 @@ speed (``bench/search.py`` measures it against rank-bm25) and because it fits a
 
 Queries never go through tantivy's query parser: :func:`~synth.tools.analysis.query_terms`
 turns any string into index terms with the index's own analyzer, so quotes,
-colons, ``AND OR NOT`` and brackets are just characters and cannot raise.  Each
-term is a ``Should`` clause on ``title`` (boosted) and ``body``; a query equal to
-a title (case-insensitively) gets a large bonus, so "exact title" finds its page
-first.  Ties are broken by page id, so results do not depend on how the index
+colons, ``AND OR NOT`` and brackets are just characters and cannot raise.
+
+**Rankings.**  A ranking turns a query into page ids, best first; :data:`RANKINGS` names the built-in ones:
+
+* ``tool`` (what the agents' ``search`` uses): BM25 over the ``text`` field, the title written
+  ``TITLE_WEIGHT`` times before the body (BM25F, :mod:`synth.tools.build`), so a title match helps
+  without drowning a page whose text holds every query word; a query equal to a title
+  (case-insensitively) gets a large bonus, so "exact title" finds its page first.
+* ``body``: plain BM25 over the body alone, no title and no bonus.  The question checks use it as an
+  adversary the tool's own ranking is not (:mod:`synth.questions.depth`).
+
+Other rankings (a dense retriever, a hybrid) plug in through :class:`Ranking` and
+:meth:`SearchIndex.register_ranking`; :class:`FusedRanking` combines several by reciprocal rank
+fusion; setting :attr:`SearchIndex.default_ranking` to one makes it the ranking ``search`` serves.
+
+Ties are broken by page id, so results do not depend on how the index
 happened to be segmented.  The snippet of a hit is its best paragraph by BM25
 within the page's stored lead (its first ``SCAN_CHARS`` characters), trimmed to
 ``snippet_chars`` around the matches (see :mod:`synth.tools.snippet`), so a huge page
@@ -32,7 +44,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Protocol
 
 import orjson
 import tantivy
@@ -43,8 +55,9 @@ from synth.tools.snippet import best_paragraph, match_spans
 from synth.tools.analysis import ANALYZER_NAME, analyzer, clean_text, query_terms, snippet_window, title_key
 from synth.engine.store import MissingInput
 
-TITLE_BOOST = 2.0  # a query term in the title counts twice as much as one in the body
 EXACT_TITLE_BOOST = 10.0  # query == title: ranks above any partial match
+RANKINGS = ("tool", "body")  # the built-in rankings (module docstring)
+RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009)
 MAX_K = 1000
 MAX_REMEMBERED_IDS = 1 << 21  # document addresses whose page id a searcher keeps (~200 MB at most)
 MAX_FRAGMENT_CHARS = 1 << 30
@@ -53,6 +66,75 @@ _S = tantivy.Occur.Should
 
 class IndexNotFound(MissingInput):
     """The index folder is missing or incomplete; the message says which command builds it."""
+
+
+class Ranking(Protocol):
+    """A way to rank pages for a query: the seam for dense and hybrid retrieval.
+
+    ``top`` returns at most ``k`` page ids, best first, none of ``exclude`` (a set of page ids).  It is
+    called from many threads at once, so it must only read shared state.  A dense ranking embeds the
+    query and searches its own vector index; registered with :meth:`SearchIndex.register_ranking` it
+    serves ``search`` (and the tools, when ``tools.ranking`` names it) with the index's snippets.
+    """
+
+    def top(self, query: str, k: int, exclude: frozenset[str]) -> list[str]: ...
+
+
+def reciprocal_rank_fusion(rankings: list[list[str]], k: int, weights: list[float] | None = None,
+                           rrf_k: int = RRF_K) -> list[str]:
+    """Fuse ranked lists of page ids: each page scores ``sum(w / (rrf_k + rank))`` over the lists that hold
+    it (rank from 1); the top ``k``, ties by page id."""
+    weights = weights or [1.0] * len(rankings)
+    score: dict[str, float] = {}
+    for w, ranked in zip(weights, rankings):
+        for r, pid in enumerate(ranked, start=1):
+            score[pid] = score.get(pid, 0.0) + w / (rrf_k + r)
+    return [pid for pid, _ in sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+
+
+class FusedRanking:
+    """Several rankings fused by :func:`reciprocal_rank_fusion`, each asked for ``depth`` results
+    (BM25 with a dense retriever is the usual hybrid)."""
+
+    def __init__(self, rankings: list[Ranking], weights: list[float] | None = None, depth: int = 100):
+        if not rankings:
+            raise ValueError("FusedRanking needs at least one ranking")
+        self.rankings, self.weights, self.depth = list(rankings), weights, depth
+
+    def top(self, query: str, k: int, exclude: frozenset[str]) -> list[str]:
+        lists = [r.top(query, max(k, self.depth), exclude) for r in self.rankings]
+        return reciprocal_rank_fusion(lists, k, self.weights)
+
+
+class _Lexical:
+    """A built-in BM25 ranking of one field (``text``: the tool's, with the exact-title bonus; ``body``)."""
+
+    def __init__(self, index: "SearchIndex", field: str, exact_title: bool):
+        self.index, self.field, self.exact_title = index, field, exact_title
+
+    def query(self, query: str, terms: list[str]) -> tantivy.Query:
+        """One flat disjunction of term queries.
+
+        Kept flat (no nested boolean, no ``MustNot``) because only then does tantivy run
+        block-max WAND over it, which halves the cost of a query on long posting lists.
+        """
+        schema, tq = self.index._schema, tantivy.Query.term_query
+        clauses = [(_S, tq(schema, self.field, t, index_option="freq")) for t in terms]
+        key = title_key(query) if self.exact_title else ""
+        if key:
+            clauses.append((_S, tantivy.Query.boost_query(
+                tq(schema, "title_key", key, index_option="basic"), EXACT_TITLE_BOOST)))
+        return tantivy.Query.boolean_query(clauses)
+
+    def ranked(self, query: str, k: int, exclude) -> list[tuple]:
+        """(score, address, page id) of the top ``k``."""
+        terms = query_terms(query) if isinstance(query, str) and k > 0 else []
+        if not terms:
+            return []
+        return self.index._ranked(self.query(query, terms), min(int(k), MAX_K), exclude)
+
+    def top(self, query: str, k: int, exclude: frozenset[str] = frozenset()) -> list[str]:
+        return [pid for _, _, pid in self.ranked(query, k, exclude)]
 
 
 class SearchIndex:
@@ -73,6 +155,22 @@ class SearchIndex:
         self.snippet_chars = snippet_chars
         self.num_docs: int = self._searcher.num_docs
         self._ids: dict[tuple[int, int], str] = {}  # document address -> page id (a dict is safe across threads)
+        self._rankings: dict[str, Ranking] = {"tool": _Lexical(self, "text", True), "body": _Lexical(self, "body", False)}
+        self.default_ranking = "tool"
+
+    def register_ranking(self, name: str, ranking: Ranking) -> None:
+        """Add a ranking (a dense retriever, a :class:`FusedRanking`) under ``name``; it may then be the
+        ``default_ranking`` that :meth:`search` uses, or be asked for by name."""
+        if not name or name in RANKINGS:
+            raise ValueError(f"a ranking needs a new name, not {name!r} (built in: {', '.join(RANKINGS)})")
+        self._rankings[name] = ranking
+
+    def ranking(self, name: str) -> Ranking:
+        """The ranking called ``name`` (``tool``, ``body`` or a registered one)."""
+        try:
+            return self._rankings[name]
+        except KeyError:
+            raise ValueError(f"unknown ranking {name!r}; known: {', '.join(sorted(self._rankings))}") from None
 
     @classmethod
     def open(cls, index_dir: str | Path, snippet_chars: int = 300) -> "SearchIndex":
@@ -100,27 +198,31 @@ class SearchIndex:
 
     # ---- search ----------------------------------------------------------------------------
     def search(self, query: str, k: int, exclude_page_ids: Iterable[str] = (),
-               snippet_chars: int | None = None) -> list[dict]:
+               snippet_chars: int | None = None, ranking: str | None = None) -> list[dict]:
         """The top ``k`` pages for a free-text query, as ``[{page_id, title, snippet}]`` (and the page's
         ``description`` when it has one, as Wikipedia's search shows it).
 
         Any string is a valid query (an empty one returns ``[]``).  Pages in
         ``exclude_page_ids`` are never returned, and ``k`` results still come back when
-        the index has them.
+        the index has them.  ``ranking`` names the ranking (default: ``default_ranking``).
         """
         terms = query_terms(query) if isinstance(query, str) and k > 0 else []
         if not terms:
             return []
-        ranking = self._query(query, terms)
-        hits = [(score, self._searcher.doc(addr).to_dict())
-                for score, addr, _ in self._ranked(ranking, min(int(k), MAX_K), exclude_page_ids)]
+        ranker = self.ranking(ranking or self.default_ranking)
+        if isinstance(ranker, _Lexical):
+            docs = [self._searcher.doc(addr).to_dict() for _, addr, _ in ranker.ranked(query, k, exclude_page_ids)]
+        else:
+            docs = [d for d in (self._lookup("page_id", pid) for pid in
+                                ranker.top(query, min(int(k), MAX_K), self._excluded_ids(exclude_page_ids))) if d]
         chars = snippet_chars or self.snippet_chars
-        # The generator takes the query's terms on `body` only; title and title_key terms are ignored.
-        snippets = tantivy.SnippetGenerator.create(self._searcher, ranking, self._schema, "body")
+        # The matches a snippet highlights are the query's terms in the body, whatever ranked the page.
+        snippets = tantivy.SnippetGenerator.create(self._searcher, self._rankings["body"].query(query, terms),
+                                                   self._schema, "body")
         snippets.set_max_num_chars(MAX_FRAGMENT_CHARS)  # every match; snippet_window picks the window
         idf = self._idf(terms)
         out = []
-        for _, doc in hits:
+        for doc in docs:
             paragraphs = doc["lead"][0].decode("utf-8").split(PARA_SEP)  # the lead: bounded, whatever the page
             i = best_paragraph(paragraphs, idf)
             if i is None:  # the match is in the title only: show the lead paragraph, not a heading
@@ -136,28 +238,21 @@ class SearchIndex:
             out.append(hit)
         return out
 
-    def search_ids(self, query: str, k: int, exclude_page_ids: Iterable[str] = ()) -> list[str]:
+    def search_ids(self, query: str, k: int, exclude_page_ids: Iterable[str] = (),
+                   ranking: str | None = None) -> list[str]:
         """The page ids :meth:`search` would return, without building snippets (cheaper)."""
-        terms = query_terms(query) if isinstance(query, str) and k > 0 else []
-        if not terms:
+        if not isinstance(query, str) or k <= 0:
             return []
-        return [pid for _, _, pid in self._ranked(self._query(query, terms), min(int(k), MAX_K), exclude_page_ids)]
+        ranker = self.ranking(ranking or self.default_ranking)
+        if isinstance(ranker, _Lexical):
+            return ranker.top(query, k, exclude_page_ids)
+        return ranker.top(query, min(int(k), MAX_K), self._excluded_ids(exclude_page_ids))
 
-    def _query(self, query: str, terms: list[str]) -> tantivy.Query:
-        """The ranking query: one flat disjunction of term queries.
-
-        Kept flat (no nested boolean, no ``MustNot``) because only then does tantivy run
-        block-max WAND over it, which halves the cost of a query on long posting lists.
-        """
-        tq = tantivy.Query.term_query
-        clauses = [(_S, tq(self._schema, "body", t, index_option="freq")) for t in terms]
-        clauses += [(_S, tantivy.Query.boost_query(tq(self._schema, "title", t, index_option="freq"), TITLE_BOOST))
-                    for t in terms]
-        key = title_key(query)
-        if key:
-            clauses.append((_S, tantivy.Query.boost_query(
-                tq(self._schema, "title_key", key, index_option="basic"), EXACT_TITLE_BOOST)))
-        return tantivy.Query.boolean_query(clauses)
+    @staticmethod
+    def _excluded_ids(page_ids: Iterable[str]) -> frozenset[str]:
+        if isinstance(page_ids, str):
+            return frozenset([page_ids])
+        return frozenset(p for p in page_ids if isinstance(p, str) and p)
 
     def _page_id(self, addr) -> str:
         """The page id of a document address, read once (addresses are fixed for the searcher's life)."""
@@ -283,4 +378,5 @@ def _meta(doc: dict) -> dict:
     return orjson.loads(doc["meta"][0]) if doc.get("meta") else {}
 
 
-__all__ = ["SearchIndex", "IndexNotFound", "build_index"]
+__all__ = ["SearchIndex", "IndexNotFound", "Ranking", "FusedRanking", "RANKINGS", "reciprocal_rank_fusion",
+           "build_index"]

@@ -294,3 +294,79 @@ def test_each_page_lists_its_own_links_across_batches_and_files(tmp_path):
         assert index.get_page(i)["links"] == want, i
     assert stats["links"] == want_total > 0
     assert not (tmp_path / "index.links-tmp").exists()  # the scratch file goes with the build
+
+
+@pytest.fixture(scope="module")
+def countries(tmp_path_factory) -> SearchIndex:
+    """Short titles that each hold one word of a description, and the long pages the description is about."""
+    from helpers.searchcorpus import _page
+
+    from synth.engine.records import PAGE_SCHEMA
+    from synth.engine.store import write_parquet_atomic
+    import pyarrow as pa
+
+    pages = [
+        _page("1", "Country", ["A country is a distinct territorial body or political entity.\n"]),
+        _page("2", "Country music", ["Country music is a genre of popular music from the American South.\n"]),
+        _page("3", "Central Africa", ["Central Africa is a subregion of the African continent.\n"]),
+        _page("4", "Europe", ["Europe is a continent located entirely in the Northern Hemisphere.\n"]),
+        _page("9", "Eastern Europe", ["Eastern Europe is the eastern part of the continent.\n"]),
+        _page("5", "Austria", ["Austria is a landlocked country in Central Europe, lying in the Eastern Alps. "
+                               "It is a federation of nine states, and its capital, Vienna, lies on the Danube. "
+                               "The country borders Germany, the Czech Republic, Slovakia, Hungary, Slovenia, "
+                               "Italy, Switzerland and Liechtenstein.\n"]),
+        _page("6", "Rice", ["Rice is a cereal grain and, in its domesticated form, is the staple food of over "
+                            "half of the world's population, particularly in Asia and Africa, where it is grown "
+                            "in paddy fields flooded with water.\n"]),
+        _page("7", "Domestication", ["Domestication is a sustained multi-generational relationship.\n"]),
+        _page("8", "Food", ["Food is any substance consumed to provide nutritional support.\n"]),
+    ]
+    root = tmp_path_factory.mktemp("countries")
+    write_parquet_atomic(pa.Table.from_pylist(pages, schema=PAGE_SCHEMA), root / "pages" / "a.parquet")
+    build_index(root / "pages", root / "index", threads=1, heap_mb=32)
+    return SearchIndex.open(root / "index")
+
+
+@pytest.mark.parametrize("query,page", [("landlocked country in Central Europe", "Austria"),
+                                        ("grain domesticated form staple food", "Rice")])
+def test_a_full_match_in_the_text_outranks_one_word_in_a_short_title(countries, query, page):
+    # Title and body are one BM25F field: a two-word title that holds one query word no longer
+    # outscores the page whose text holds every word, as separate per-field BM25 clauses did.
+    assert countries.search(query, 3)[0]["title"] == page
+    assert countries.search_ids(query, 3, ranking="body")[0] == countries.search(query, 1)[0]["page_id"]
+
+
+def test_exact_title_still_first_over_a_page_that_repeats_it(countries):
+    # "Country music" and Austria both say "country"; the page titled exactly "Country" comes first.
+    assert countries.search("country", 3)[0]["title"] == "Country"
+    assert countries.search("eastern europe", 3)[0]["title"] == "Eastern Europe"
+
+
+def test_body_ranking_ignores_titles(countries):
+    # Only the title of "Europe" says "Europe" alone; the body ranking reads the text, where every page
+    # that says it counts, and gives no exact-title bonus.
+    tool, body = countries.search_ids("Europe", 8), countries.search_ids("Europe", 8, ranking="body")
+    assert tool[0] == "4"
+    assert tool[0] == "4" and set(body) == {"4", "5", "9"}
+
+
+def test_a_registered_ranking_serves_search_with_snippets_and_fusion(countries):
+    from synth.tools.search import FusedRanking, reciprocal_rank_fusion
+
+    class Fixed:  # a stand-in for a dense retriever: always the same order, masking honoured
+        def top(self, query, k, exclude):
+            return [p for p in ("8", "7", "6") if p not in exclude][:k]
+
+    assert reciprocal_rank_fusion([["a", "b"], ["b", "c"]], 3) == ["b", "a", "c"]
+    countries.register_ranking("fixed", Fixed())
+    countries.register_ranking("hybrid", FusedRanking([countries.ranking("tool"), Fixed()]))
+    with pytest.raises(ValueError, match="new name"):
+        countries.register_ranking("tool", Fixed())
+    with pytest.raises(ValueError, match="unknown ranking"):
+        countries.search_ids("rice", 3, ranking="nope")
+    hits = countries.search("staple food grain", 2, ranking="fixed", exclude_page_ids=["8"])
+    assert [h["page_id"] for h in hits] == ["7", "6"] and "staple food" in hits[1]["snippet"]
+    assert countries.search_ids("staple food grain", 3)[:2] == ["6", "8"]  # BM25: Rice, then Food
+    # Food: 1/62 + 1/61 (second in BM25, first in the fixed list) beats Rice: 1/61 + 1/63; then Domestication.
+    assert countries.search_ids("staple food grain", 3, ranking="hybrid") == ["8", "6", "7"]
+    assert "8" not in countries.search_ids("staple food grain", 3, ranking="hybrid", exclude_page_ids={"8"})
