@@ -1,10 +1,12 @@
 """Text analysis shared by the index, the tools and the snippets (as a search engine means it: the analyzer,
 the markup rendering and the snippet windows; :mod:`synth.text` is about the language of questions and answers).
 
-* **One analyzer** (:func:`analyzer`) tokenizes the index and every query:
+* **One analyzer** (:func:`analyzer`) tokenizes the index and every query of the agents' tool:
   tantivy's simple tokenizer (split on non-alphanumeric characters), long-token
   removal, lowercase, ASCII folding ("Zürich" matches "zurich") and the English
-  Snowball stemmer.  Building the query terms in Python with the *same* analyzer
+  Snowball stemmer.  The ``body`` ranking (a question checks' adversary) reads words as they are
+  written (:func:`raw_analyzer`: the same without the stemmer), so "centralized" is the rare word it
+  is, not the common stem "central".  Building the query terms in Python with the *same* analyzer
   is what lets :mod:`synth.tools.search` skip tantivy's query parser: an LLM's query
   is a bag of words, so quotes, colons, ``AND``/``NOT`` or unbalanced brackets
   cannot make it raise.
@@ -25,6 +27,7 @@ from functools import lru_cache
 import tantivy
 
 ANALYZER_NAME = "hopforge_en"
+RAW_ANALYZER_NAME = "hopforge_raw"  # the same words, unstemmed
 # Tokens longer than this are base64, URLs or chemistry; they bloat the term dictionary.
 MAX_TOKEN_CHARS = 40
 # Lucene's English stop set.  Stop words stay *in the index* (so "The Who" or "It" can
@@ -51,21 +54,34 @@ def analyzer() -> tantivy.TextAnalyzer:
     )
 
 
+def raw_analyzer() -> tantivy.TextAnalyzer:
+    """:func:`analyzer` without the stemmer: words as they are written, folded and lower-cased."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .build()
+    )
+
+
 _local = threading.local()
 
 
-def _query_analyzer() -> tantivy.TextAnalyzer:
+def _query_analyzer(raw: bool = False) -> tantivy.TextAnalyzer:
     # One analyzer per thread: a tantivy analyzer keeps token-stream state, so it is not
     # shared between the threads of concurrent rollouts.
-    a = getattr(_local, "analyzer", None)
+    name = "raw" if raw else "analyzer"
+    a = getattr(_local, name, None)
     if a is None:
-        a = _local.analyzer = analyzer()
+        a = raw_analyzer() if raw else analyzer()
+        setattr(_local, name, a)
     return a
 
 
-@lru_cache(maxsize=1)
-def _stop_terms() -> frozenset[str]:
-    a = _query_analyzer()
+@lru_cache(maxsize=2)
+def _stop_terms(raw: bool = False) -> frozenset[str]:
+    a = _query_analyzer(raw)
     return frozenset(t for w in STOP_WORDS for t in a.analyze(w))
 
 
@@ -81,12 +97,12 @@ def clean_text(text: str) -> str:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def analyze(text: str) -> list[str]:
-    """The index terms of ``text``, in order (duplicates kept)."""
-    return _query_analyzer().analyze(clean_text(text))
+def analyze(text: str, raw: bool = False) -> list[str]:
+    """The index terms of ``text``, in order (duplicates kept); ``raw``: unstemmed (:func:`raw_analyzer`)."""
+    return _query_analyzer(raw).analyze(clean_text(text))
 
 
-def query_terms(query: str, max_terms: int = 32) -> list[str]:
+def query_terms(query: str, max_terms: int = 32, raw: bool = False) -> list[str]:
     """Distinct terms of a free-text query, in first-seen order.
 
     Stop words are dropped unless nothing else is left ("the who" -> ["who"], "the the" ->
@@ -94,10 +110,10 @@ def query_terms(query: str, max_terms: int = 32) -> list[str]:
     query walk hundreds of posting lists.
     """
     seen: dict[str, None] = {}
-    for t in analyze(query):
+    for t in analyze(query, raw):
         seen.setdefault(t, None)
     terms = list(seen)
-    stop = _stop_terms()
+    stop = _stop_terms(raw)
     content = [t for t in terms if t not in stop]
     return (content or terms)[:max_terms]
 

@@ -10,7 +10,7 @@ field          how                          why
 ``title_key``  raw term                     exact-title lookup and the exact-title bonus
 ``text``       analyzed (freqs)             the tool's ranking: the title ``TITLE_WEIGHT`` times, then the
                                             body (BM25F with integer field weights, see below)
-``body``       analyzed (freqs)             BM25 on the paragraphs alone (the ``body`` ranking; snippets)
+``body``       unstemmed (freqs)            BM25 on the paragraphs alone, words as written (the ``body`` ranking)
 ``lead``       stored bytes (UTF-8)         the body's first ``lead_chars``: snippets, ``open``
 ``meta``       stored bytes (JSON)          description, aliases, url, links (only when present)
 =============  ==========================  ==============================================
@@ -65,11 +65,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import tantivy
 
-from synth.tools.analysis import ANALYZER_NAME, MAX_TOKEN_CHARS, analyzer, render_paragraph, title_key
+from synth.tools.analysis import (ANALYZER_NAME, MAX_TOKEN_CHARS, RAW_ANALYZER_NAME, analyzer, raw_analyzer,
+                                  render_paragraph, title_key)
 from synth.tools.snippet import SCAN_CHARS
 from synth.engine.store import atomic_write_json
 
-FORMAT = 4  # bump when the schema, the analyzer or the rendering changes
+FORMAT = 5  # bump when the schema, the analyzer or the rendering changes
 TITLE_WEIGHT = 2  # BM25F weight of the title in the ``text`` field (module docstring)
 META_FILE = "hopforge.json"
 LONG_DIR = "long"  # the bodies longer than the lead, inside the index folder
@@ -84,7 +85,7 @@ def make_schema() -> tantivy.Schema:
     sb.add_text_field("title", stored=True, tokenizer_name=ANALYZER_NAME, index_option="freq")
     sb.add_text_field("title_key", stored=False, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
-    sb.add_text_field("body", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
+    sb.add_text_field("body", stored=False, tokenizer_name=RAW_ANALYZER_NAME, index_option="freq")
     sb.add_bytes_field("lead", stored=True)
     sb.add_bytes_field("meta", stored=True)
     return sb.build()
@@ -139,6 +140,7 @@ def build_index(
     schema = make_schema()
     index = tantivy.Index(schema, path=str(index_dir), reuse=False)
     index.register_tokenizer(ANALYZER_NAME, analyzer())
+    index.register_tokenizer(RAW_ANALYZER_NAME, raw_analyzer())
     n_threads = _writer_threads(threads)
     # Less than ~64 MiB per thread makes many small segments, and merging them costs more
     # than the memory saved.

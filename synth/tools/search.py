@@ -25,8 +25,10 @@ colons, ``AND OR NOT`` and brackets are just characters and cannot raise.
   ``TITLE_WEIGHT`` times before the body (BM25F, :mod:`synth.tools.build`), so a title match helps
   without drowning a page whose text holds every query word; a query equal to a title
   (case-insensitively) gets a large bonus, so "exact title" finds its page first.
-* ``body``: plain BM25 over the body alone, no title and no bonus.  The question checks use it as an
-  adversary the tool's own ranking is not (:mod:`synth.questions.depth`).
+* ``body``: plain BM25 over the body alone, no title, no bonus and no stemming (the words as written,
+  :func:`~synth.tools.analysis.raw_analyzer`).  The question checks use it as an adversary the tool's
+  own ranking is not (:mod:`synth.questions.depth`): it finds a page by a rare inflected word
+  ("centralized") that the stemmer makes common, and by its text where a title would outrank it.
 
 Other rankings (a dense retriever, a hybrid) plug in through :class:`Ranking` and
 :meth:`SearchIndex.register_ranking`; :class:`FusedRanking` combines several by reciprocal rank
@@ -52,7 +54,8 @@ import tantivy
 from synth.corpus.titles import page_order
 from synth.tools.build import FORMAT, LONG_DIR, META_FILE, PARA_SEP, build_index
 from synth.tools.snippet import best_paragraph, match_spans
-from synth.tools.analysis import ANALYZER_NAME, analyzer, clean_text, query_terms, snippet_window, title_key
+from synth.tools.analysis import (ANALYZER_NAME, RAW_ANALYZER_NAME, analyzer, clean_text, query_terms, raw_analyzer,
+                                  snippet_window, title_key)
 from synth.engine.store import MissingInput
 
 EXACT_TITLE_BOOST = 10.0  # query == title: ranks above any partial match
@@ -109,8 +112,8 @@ class FusedRanking:
 class _Lexical:
     """A built-in BM25 ranking of one field (``text``: the tool's, with the exact-title bonus; ``body``)."""
 
-    def __init__(self, index: "SearchIndex", field: str, exact_title: bool):
-        self.index, self.field, self.exact_title = index, field, exact_title
+    def __init__(self, index: "SearchIndex", field: str, exact_title: bool, raw: bool = False):
+        self.index, self.field, self.exact_title, self.raw = index, field, exact_title, raw
 
     def query(self, query: str, terms: list[str]) -> tantivy.Query:
         """One flat disjunction of term queries.
@@ -128,7 +131,7 @@ class _Lexical:
 
     def ranked(self, query: str, k: int, exclude) -> list[tuple]:
         """(score, address, page id) of the top ``k``."""
-        terms = query_terms(query) if isinstance(query, str) and k > 0 else []
+        terms = query_terms(query, raw=self.raw) if isinstance(query, str) and k > 0 else []
         if not terms:
             return []
         return self.index._ranked(self.query(query, terms), min(int(k), MAX_K), exclude)
@@ -155,7 +158,8 @@ class SearchIndex:
         self.snippet_chars = snippet_chars
         self.num_docs: int = self._searcher.num_docs
         self._ids: dict[tuple[int, int], str] = {}  # document address -> page id (a dict is safe across threads)
-        self._rankings: dict[str, Ranking] = {"tool": _Lexical(self, "text", True), "body": _Lexical(self, "body", False)}
+        self._rankings: dict[str, Ranking] = {"tool": _Lexical(self, "text", True),
+                                              "body": _Lexical(self, "body", False, raw=True)}
         self.default_ranking = "tool"
 
     def register_ranking(self, name: str, ranking: Ranking) -> None:
@@ -194,6 +198,7 @@ class SearchIndex:
             )
         index = tantivy.Index.open(str(index_dir))
         index.register_tokenizer(ANALYZER_NAME, analyzer())
+        index.register_tokenizer(RAW_ANALYZER_NAME, raw_analyzer())
         return cls(index, meta, index_dir, snippet_chars)
 
     # ---- search ----------------------------------------------------------------------------
@@ -216,9 +221,9 @@ class SearchIndex:
             docs = [d for d in (self._lookup("page_id", pid) for pid in
                                 ranker.top(query, min(int(k), MAX_K), self._excluded_ids(exclude_page_ids))) if d]
         chars = snippet_chars or self.snippet_chars
-        # The matches a snippet highlights are the query's terms in the body, whatever ranked the page.
-        snippets = tantivy.SnippetGenerator.create(self._searcher, self._rankings["body"].query(query, terms),
-                                                   self._schema, "body")
+        # The matches a snippet highlights are the query's terms as the tool reads them, whatever ranked the page.
+        snippets = tantivy.SnippetGenerator.create(self._searcher, self._rankings["tool"].query(query, terms),
+                                                   self._schema, "text")
         snippets.set_max_num_chars(MAX_FRAGMENT_CHARS)  # every match; snippet_window picks the window
         idf = self._idf(terms)
         out = []
@@ -304,11 +309,11 @@ class SearchIndex:
         return out
 
     def _idf(self, terms: list[str]) -> dict[str, float]:
-        """BM25 idf of each term over the page bodies (the weights of paragraph scoring)."""
+        """BM25 idf of each term over the pages' ``text`` (the weights of paragraph scoring)."""
         n = self.num_docs
         out = {}
         for t in terms:
-            df = self._searcher.doc_freq("body", t)
+            df = self._searcher.doc_freq("text", t)
             out[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         return out
 

@@ -104,10 +104,10 @@ def best_paragraph(paragraphs: list[str], idf: dict[str, float]) -> int | None:
 def match_spans(generator: tantivy.SnippetGenerator, text: str) -> list[tuple[int, int]]:
     """Character spans of the query's matches in ``text``, as tantivy's analyzer finds them.
 
-    ``generator`` must allow fragments longer than any paragraph (``set_max_num_chars``),
-    so its one fragment is the whole text and every match is highlighted.
+    ``generator`` (made for the index's ``text`` field) must allow fragments longer than any paragraph
+    (``set_max_num_chars``), so its one fragment is the whole text and every match is highlighted.
     """
-    snippet = generator.snippet_from_doc(tantivy.Document(body=text))
+    snippet = generator.snippet_from_doc(tantivy.Document(text=text))
     base = snippet.fragment_range().start
     spans = [(base + h.start, base + h.end) for h in snippet.highlighted()]
     if not spans or text.isascii():
