@@ -17,12 +17,15 @@ For every accepted question of ``DIR/questions`` it checks, with its own simple 
 * effective depth: each hop's sub-question, each quoted span, each of the question's sentences
   between its first and last, and the whole question, searched alone; a search whose top 5
   holds a page of the chain other than the start lets a solver enter there, and the effective
-  depth is the hops left from the latest such page.  Measured twice: in ``DIR/index``
-  (hopforge's tantivy index), and in an independent BM25 (``rank_bm25.BM25Okapi``, built here
-  over the page titles and text with a tokeniser of its own).
+  depth is the hops left from the latest such page.  Measured in ``DIR/index`` (hopforge's tantivy
+  index, its tool ranking), and in an independent BM25 (``rank_bm25.BM25Okapi``, built here over the
+  page titles and text with a tokeniser of its own, no stemming, no title boost): with the texts as
+  they are, and as keywords (the texts without the words that a twentieth or more of the questions
+  use, which is how this audit finds the questions' frame words without asking hopforge which they are).
 
 The effective depth in ``DIR/index`` is measured at k = 5 and at ``MAX_K`` (default 10, the agents'
-``tools.search_max_k``: the most results one of their searches may ask for).
+``tools.search_max_k``: the most results one of their searches may ask for); the independent BM25 at
+``MAX_K``.
 
 The last line is JSON with the counts.  Usage: python bench/questions_audit.py DIR [MAX_K]
 """
@@ -32,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -117,8 +120,10 @@ def main(root: Path, max_k: int = 10) -> dict:
         in_links[r["dst_id"]].add(r["src_id"])
     index = SearchIndex.open(root / "index")
     other = Independent(pages)
+    freq = Counter(w for q in qs for w in set(tokens(q["question"])))
+    frame = {w for w, c in freq.items() if c >= 0.05 * len(qs)}
     n = defaultdict(int)
-    depth = {"tantivy": [], f"tantivy_k{max_k}": [], "bm25": []}
+    depth = {"tantivy": [], f"tantivy_k{max_k}": [], f"bm25_k{max_k}": [], f"bm25_keywords_k{max_k}": []}
     for q in qs:
         path, titles, ans = q["path"], q["titles"], pages[q["answer_page_id"]]
         sents = split(q["question"], titles)
@@ -139,15 +144,17 @@ def main(root: Path, max_k: int = 10) -> dict:
         n["ambiguous"] += amb
         leak = [ans["title"], re.sub(r"\s*\([^)]*\)$", "", ans["title"]), *(ans["aliases"] or []), *q["answer_aliases"]]
         body = q["question"].replace(titles[0], " ")
-        tokens = [t for t in re.findall(r"\w+", ans["title"] + " " + (ans["description"] or "")) if t.isdigit()]
-        tokens += re.findall(r"\(([A-Z][a-z]?)\)", ans["description"] or "")
+        marks = [t for t in re.findall(r"\w+", ans["title"] + " " + (ans["description"] or "")) if t.isdigit()]
+        marks += re.findall(r"\(([A-Z][a-z]?)\)", ans["description"] or "")
         n["answer_leak"] += any(has(q["question"], x) for x in leak) or any(
-            re.search(rf"(?<!\w){re.escape(t)}(?!\w)", body) for t in tokens)
+            re.search(rf"(?<!\w){re.escape(t)}(?!\w)", body) for t in marks)
         core = re.split(r"[(;,]", ans["description"] or "", maxsplit=1)[0]
         n["answer_description"] += len(norm(core).split()) >= 2 and has(q["question"], core)
         depth["tantivy"].append(effective_depth(q, sents, lambda t: index.search_ids(t, 5)))
         depth[f"tantivy_k{max_k}"].append(effective_depth(q, sents, lambda t: index.search_ids(t, max_k)))
-        depth["bm25"].append(effective_depth(q, sents, other.top))
+        depth[f"bm25_k{max_k}"].append(effective_depth(q, sents, lambda t: other.top(t, max_k)))
+        depth[f"bm25_keywords_k{max_k}"].append(effective_depth(
+            q, sents, lambda t: other.top(" ".join(w for w in tokens(t) if w not in frame), max_k)))
     result = {"questions": len(qs), **dict(n)}
     nominal = sum(len(q["path"]) - 1 for q in qs)
     for name, ds_ in depth.items():

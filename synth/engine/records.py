@@ -210,10 +210,11 @@ class Question(Record):
     teacher_model: str
     prompt_sha: str
     seed: int
-    split: str  # sft | rl | eval: decided once, by a stable hash of the question id
+    split: str  # sft | rl | eval: decided once, by a stable hash of the answer page (a group split)
     # Hops a solver with a search tool must walk (synth.questions.depth); None when not measured (no index).
     effective_depth: int | None = None
     entry: str | None = None  # the search that lets a solver enter the chain later than its start, in words
+    entered_by: str | None = None  # the adversary whose search that was (synth.questions.depth.ADVERSARIES)
 
     @property
     def golds(self) -> list[str]:

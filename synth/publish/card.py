@@ -380,7 +380,24 @@ def _depth_section(q: dict) -> list[str]:
     if checked.get("questions"):
         lines[-1] += (f" Of the {_n(checked['questions'])} drafts the validators checked, the ratio was "
                       f"{_n(checked['ratio'])} and {_n(round(100 * checked['full_depth_share'], 1))}% needed every hop.")
+    adv = depth.get("adversaries") or {}
+    if (adv.get("kept") or {}) and adv.get("names"):
+        lines += ["", "The depth is measured against every one of these searches, not only the agents' own tool, "
+                  "each at the agents' largest k:", "",
+                  "| search | drafts it entered | hops those entries skip | kept questions that need every hop |",
+                  "| --- | ---: | ---: | ---: |"]
+        for name in adv["names"]:
+            c, k = (adv.get("checked") or {}).get(name) or {}, adv["kept"].get(name) or {}
+            share = k.get("full_depth_share")
+            lines.append(f"| {ADVERSARY_TEXT.get(name, name)} | {_n(c.get('entered', 0))} | {_n(c.get('hops_caught', 0))} | "
+                         + (f"{_n(round(100 * share, 1))}% |" if share is not None else "- |"))
     return lines + [""]
+
+
+# The adversaries of the effective depth (synth.questions.depth.ADVERSARIES), in words.
+ADVERSARY_TEXT = {"tool": "the agents' search tool (BM25F over title and text)",
+                  "body": "a plain BM25 over page text (no title)",
+                  "keywords": "the clue's content words alone, with both rankings"}
 
 
 def render_card(f: dict) -> str:
@@ -407,9 +424,11 @@ def render_card(f: dict) -> str:
 
     sc = f.get("split_cfg")
     md += ["## Splits", "",
-           "Every question has one split, decided once when it is written (a stable hash of its id"
+           "Every question has one split, decided once when it is written (a stable hash of its answer page"
            + (", on the fractions " + ", ".join(f"`{s}` {_n(v)}" for s, v in sc["fractions"].items())
-              if sc else "") + "), and every row carries the split of its question (the `split` column; "
+              if sc else "") + "): the splits are grouped by answer entity, so questions that share an answer share "
+           "a split and no `eval` question's answer is the answer of a training question. Every row carries the "
+           "split of its question (the `split` column; "
            "`extra_info.split` in `rl_pool`). Each split is a split of its own in every config that holds it:", ""]
     md += [f"- `{s}`: {SPLIT_TEXT[s]}." for s in _splits_present(f["configs"]) if s in SPLIT_TEXT]
     md += ["", "Rows per split:", ""] + _split_rows(f["configs"]) + [""]

@@ -14,14 +14,23 @@ one call of the agents' ``search`` may go, ``tools.search_max_k``, unless ``ques
   its first and last (the layout the prompts ask for);
 * the whole question.
 
+Each of those is searched by every **adversary** of ``questions.adversaries`` (:data:`ADVERSARIES`, all by
+default), so the guarantee does not rest on the agents' own tool alone:
+
+* ``tool``: the agents' ``search`` (BM25F over title and body, the exact-title bonus);
+* ``body``: a plain BM25 over the page bodies, no title and no boost (a different ranking: a page whose
+  title holds no clue word but whose text holds them all comes first here);
+* ``keywords``: the text's content words only, the question's frame words ("previous", "page", "link")
+  and function words removed, searched with both rankings (what a solver types into any engine).
+
 A search that returns a page of the chain other than the start is an *entry point* at that
 page.  That is wider than "the page the clue is read on, or the page it leads to": a
 solver who recognises any later page of the chain among one search's results enters there
 just the same.  The *effective depth* is the number of hops left from the latest entry
-point: ``k - j`` for the latest chain page ``j`` any search returns, and ``k`` when none
-does.  :class:`Depth` records it with the entry point that set it (the hop whose clue was
-searched, how, the query, the page and its rank), which the ``enterable_hop`` validator
-names in its drop reason and its repair request.
+point: ``k - j`` for the latest chain page ``j`` any search of any adversary returns, and ``k`` when
+none does.  :class:`Depth` records it with the entry point that set it (the adversary, the hop whose
+clue was searched, how, the query, the page and its rank), which the ``enterable_hop`` validator names
+in its drop reason and its repair request, and each adversary's own effective depth.
 
 A query already made is answered from memory (a repaired question repeats most of its
 clues, and the same bag of terms ranks the same).  Searches are cheap (about 0.15 ms on the
@@ -32,10 +41,13 @@ more, in reading and analysing those pages, than the searches it saved.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from synth.engine.records import Question
+from synth.text.clues import keywords
 from synth.text.question_text import sentences
+
+ADVERSARIES = ("tool", "body", "keywords")  # questions.adversaries: the searches a clue must survive (docstring)
 
 _QUOTE = re.compile(r'"([^"]{3,})"|\u201c([^\u201d]{3,})\u201d')
 
@@ -46,17 +58,23 @@ class Entry:
 
     hop: int | None  # 0-based hop whose text was searched; None for the whole question
     how: str  # "sub-question", "quote", "sentence" or "question"
-    query: str
+    query: str  # what was searched (for ``keywords``, the content words)
     page: int  # index in the chain of the page it returns (1..k)
     title: str
     rank: int  # 1-based
+    adversary: str = "tool"  # which search found it (ADVERSARIES)
 
     def describe(self, k: int) -> str:
         """The entry in words, for a drop reason, a repair request and the explorer."""
         what = "the whole question" if self.hop is None else f"hop {self.hop + 1}'s {self.how}"
         query = self.query if len(self.query) <= 160 else self.query[:157] + "..."
-        return (f"one search for {what} ({query!r}) returns {self.title!r}, page {self.page} of the chain, at rank "
-                f"{self.rank}: a solver can enter there and skip {self.page} of {k} hops")
+        return (f"{SEARCHES[self.adversary]}: one search for {what} ({query!r}) returns {self.title!r}, page "
+                f"{self.page} of the chain, at rank {self.rank}: a solver can enter there and skip {self.page} of "
+                f"{k} hops")
+
+
+SEARCHES = {"tool": "the agents' search tool", "body": "a plain BM25 over page bodies (no title)",
+            "keywords": "a keyword search (content words only)"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +84,7 @@ class Depth:
     nominal: int
     effective: int
     entry: Entry | None
+    by_adversary: dict[str, int] = field(default_factory=dict)  # each adversary's own effective depth
 
 
 def searches(q: Question) -> list[tuple[int | None, str, str]]:
@@ -85,43 +104,93 @@ def searches(q: Question) -> list[tuple[int | None, str, str]]:
     return out
 
 
-class DepthMeter:
-    """Measures :class:`Depth` against one index; keeps what the chain pages hold and what was searched."""
+class Adversaries:
+    """The searches of ``questions.adversaries`` over one index, each top ``k`` asked once (module docstring).
 
-    def __init__(self, index, k: int = 5):
-        self.index, self.k = index, k
+    :meth:`found` is what the checks and the oracle's clue writer both ask: the pages each adversary
+    returns for one text.
+    """
+
+    def __init__(self, index, k: int = 5, names: tuple[str, ...] | list[str] = ADVERSARIES):
+        unknown = [n for n in names if n not in ADVERSARIES]
+        if unknown or not names:
+            raise ValueError(f"unknown adversaries {unknown} (known: {', '.join(ADVERSARIES)})" if unknown
+                             else "at least one adversary is needed")
+        self.index, self.k, self.names = index, k, tuple(dict.fromkeys(names))
         self.searches = 0
         self.pruned = 0  # searches answered from memory (the same bag of terms ranks the same)
-        self._hits: dict[tuple, list[str]] = {}  # (terms, title key) -> top k
+        self._hits: dict[tuple, list[str]] = {}
 
-    def top(self, text: str) -> list[str] | None:
-        """The top ``k`` of one search (None: the query has no terms)."""
+    def top(self, text: str, ranking: str = "tool") -> list[str] | None:
+        """The top ``k`` of one search with one ranking (None: the query has no terms)."""
         from synth.tools.analysis import query_terms, title_key
 
         terms = query_terms(text)
         if not terms:
             return None
-        key = (frozenset(terms), title_key(text))  # the same bag of terms ranks the same
+        # The same bag of terms ranks the same (sorted: a key must not depend on set iteration order);
+        # the tool ranking also reads the text's title key (its exact-title bonus).
+        key = (ranking, tuple(sorted(terms)), title_key(text) if ranking == "tool" else "")
         if key in self._hits:
             self.pruned += 1
         else:
             self.searches += 1
-            self._hits[key] = self.index.search_ids(text, self.k)
+            self._hits[key] = self.index.search_ids(text, self.k, ranking=ranking)
         return self._hits[key]
 
+    def found(self, text: str) -> list[tuple[str, str, list[str]]]:
+        """``(adversary, query, top k)`` of every adversary's searches for ``text``."""
+        out = []
+        for name in self.names:
+            if name == "keywords":
+                kw = keywords(text)
+                if kw and kw != text:
+                    for ranking in ("tool", "body"):
+                        out.append((name, kw, self.top(kw, ranking) or []))
+            else:
+                out.append((name, text, self.top(text, name) or []))
+        return out
+
+    def pages(self, text: str) -> list[str]:
+        """Every page any adversary's search for ``text`` returns, each once, in the order found."""
+        return list(dict.fromkeys(p for _, _, top in self.found(text) for p in top))
+
+
+class DepthMeter:
+    """Measures :class:`Depth` against one index and its :class:`Adversaries`."""
+
+    def __init__(self, index, k: int = 5, adversaries: tuple[str, ...] | list[str] = ADVERSARIES):
+        self.index, self.k = index, k
+        self.adversaries = Adversaries(index, k, adversaries)
+
+    @property
+    def searches(self) -> int:
+        return self.adversaries.searches
+
+    @property
+    def pruned(self) -> int:
+        return self.adversaries.pruned
+
+    def top(self, text: str) -> list[str] | None:
+        """The top ``k`` of the agents' tool for one text (the clue-shortcut check's search)."""
+        return self.adversaries.top(text, "tool")
+
     def measure(self, q: Question) -> Depth:
-        """The question's depth (module docstring)."""
+        """The question's depth (module docstring): the shallowest over the adversaries."""
         k = len(q.hops)
         where = {pid: j for j, pid in enumerate(q.path) if j >= 1}
-        best: Entry | None = None
+        best: dict[str, Entry] = {}
         for hop, how, text in searches(q):
-            for rank, pid in enumerate(self.top(text) or [], start=1):
-                j = where.get(pid)
-                if j is not None and (best is None or j > best.page):
-                    best = Entry(hop, how, text, j, q.titles[j], rank)
-            if best is not None and best.page == k:
-                break  # the answer itself: nothing is later
-        return Depth(k, k - best.page if best else k, best)
+            for adversary, query, top in self.adversaries.found(text):
+                for rank, pid in enumerate(top, start=1):
+                    j = where.get(pid)
+                    e = best.get(adversary)
+                    if j is not None and (e is None or j > e.page):
+                        best[adversary] = Entry(hop, how, query, j, q.titles[j], rank, adversary)
+        by = {a: k - best[a].page if a in best else k for a in self.adversaries.names}
+        # The entry that sets the depth: the latest page, the first adversary in order among equals.
+        entry = max(best.values(), key=lambda e: (e.page, -self.adversaries.names.index(e.adversary)), default=None)
+        return Depth(k, k - entry.page if entry else k, entry, by)
 
 
 def required(nominal: int, fraction: float) -> int:
@@ -129,6 +198,20 @@ def required(nominal: int, fraction: float) -> int:
     import math
 
     return min(nominal, math.ceil(fraction * nominal - 1e-9))
+
+
+def by_adversary(depths: list[Depth]) -> dict:
+    """Per adversary: the questions it entered, the hops its entries skip in all, and its full-depth share."""
+    out: dict[str, dict] = {}
+    for d in depths:
+        for name, eff in d.by_adversary.items():
+            row = out.setdefault(name, {"questions": 0, "entered": 0, "hops_caught": 0})
+            row["questions"] += 1
+            row["entered"] += eff < d.nominal
+            row["hops_caught"] += d.nominal - eff
+    for row in out.values():
+        row["full_depth_share"] = round(1 - row["entered"] / row["questions"], 4) if row["questions"] else None
+    return dict(sorted(out.items(), key=lambda kv: ADVERSARIES.index(kv[0])))
 
 
 def summary(depths: list[tuple[int, int]]) -> dict:
@@ -148,4 +231,5 @@ def summary(depths: list[tuple[int, int]]) -> dict:
             "nominal": {str(a): sum(1 for x, _ in depths if x == a) for a in sorted({x for x, _ in depths})}}
 
 
-__all__ = ["Entry", "Depth", "DepthMeter", "searches", "required", "summary"]
+__all__ = ["ADVERSARIES", "SEARCHES", "Entry", "Depth", "Adversaries", "DepthMeter", "searches",
+           "required", "summary", "by_adversary"]

@@ -20,6 +20,7 @@ from typing import Iterable
 import numpy as np
 import pyarrow.compute as pc
 
+from synth.questions.depth import Adversaries
 from synth.graph.csr import CSRGraph, open_graph
 from synth.text.question_text import content_words
 
@@ -140,8 +141,10 @@ class ShardCorpus:
     :class:`LinkView` for neighbours, titles and descriptions, and the search index for the pages
     as the tools show them and for searches."""
 
-    def __init__(self, links: LinkView, index, k: int):
+    def __init__(self, links: LinkView, index, k: int, adversaries=None):
         self.links, self.index, self.k = links, index, k
+        # The validators' adversaries when given: one memo of searches serves the writer and the checks.
+        self.adversaries = adversaries if adversaries is not None else Adversaries(index, k)
         self._pages: dict[str, dict | None] = {}
         self._rarity: dict[str, float] = {}
         self._titles: dict[str, bool] = {}
@@ -161,7 +164,9 @@ class ShardCorpus:
         return self._pages[page_id]
 
     def search_ids(self, text: str, k: int) -> list[str]:
-        return self.index.search_ids(text, k)
+        if k != self.k:
+            return self.index.search_ids(text, k)
+        return self.adversaries.pages(text)
 
     def rarity(self, word: str) -> float:
         if word not in self._rarity:

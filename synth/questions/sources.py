@@ -120,17 +120,20 @@ def parse_question(src: Source, reply: Any, qcfg, teacher_model: str,
         answer=target["title"], answer_aliases=all_aliases, answer_page_id=target["page_id"],
         hops=[Hop(h["sub_question"], e["title"], e["page_id"]) for h, e in zip(hops, chain[1:])],
         teacher_model=teacher_model, prompt_sha=task.sha, seed=src.seed,
-        split=split_of(src.question_id, qcfg.splits),
+        split=split_of(target["page_id"], qcfg.splits),
     )
     return question, None, ""
 
 
-def split_of(question_id: str, fractions) -> str:
-    """The question's split: a stable hash of its id placed on the configured fractions (sft, rl, eval).
+def split_of(answer_page_id: str, fractions) -> str:
+    """The question's split: a stable hash of its *answer page* placed on the configured fractions (sft, rl,
+    eval) -- a group split by answer entity.
 
-    It depends on the id alone, so rewriting, filtering or re-rolling a question never moves it
+    Questions that share an answer share a split, so no eval question's answer is the answer of a
+    training question (a student cannot score on eval by remembering answers it was trained on).  It
+    depends on the answer page alone, so rewriting, filtering or re-rolling a question never moves it
     between splits, and no training table can take an eval question."""
-    u = int(hashlib.blake2b(question_id.encode(), digest_size=8).hexdigest(), 16) / 2.0 ** 64
+    u = int(hashlib.blake2b(("answer:" + answer_page_id).encode(), digest_size=8).hexdigest(), 16) / 2.0 ** 64
     edge = 0.0
     for name in SPLITS:
         edge += getattr(fractions, name)

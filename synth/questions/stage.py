@@ -33,7 +33,7 @@ from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, REPAIR, SOLVAB
 from synth.questions.config import search_depth
 from synth.decontam.tally import Tally, merge as merge_tallies, report as decontam_report
 from synth.questions.decontam import Screen
-from synth.questions.depth import summary as depth_summary
+from synth.questions.depth import Depth, by_adversary, summary as depth_summary
 from synth.questions.links import LinkView, ShardCorpus, load_graph
 from synth.questions.skeletons import count_skeletons, vocabulary
 from synth.questions.sources import load_sources, page_meta
@@ -93,7 +93,8 @@ def _validator(ctx: StageContext, sources: list[Source]) -> Validator:
     links = LinkView.open(ctx.store, graph, pages, backward)
     qcfg = ctx.cfg.questions
     index = _index(ctx) if ctx.store.exists("index") else None
-    v = Validator(links, index, search_depth(qcfg, ctx.cfg.tools), qcfg.min_effective_depth, qcfg.check_shortcut)
+    v = Validator(links, index, search_depth(qcfg, ctx.cfg.tools), qcfg.min_effective_depth, qcfg.check_shortcut,
+                  qcfg.adversaries)
     v.seconds += time.perf_counter() - t0  # loading what the checks read is part of their cost
     v.cpu_seconds += time.thread_time() - c0
     return v
@@ -104,7 +105,8 @@ def _corpus(ctx: StageContext, validator: Validator) -> ShardCorpus | None:
     without an index: the oracle then declines every question; real teachers read only the prompt)."""
     if not ctx.store.exists("index"):
         return None
-    return ShardCorpus(validator.links, _index(ctx), search_depth(ctx.cfg.questions, ctx.cfg.tools))
+    return ShardCorpus(validator.links, _index(ctx), search_depth(ctx.cfg.questions, ctx.cfg.tools),
+                       validator.depth.adversaries)
 
 
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
@@ -138,7 +140,11 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
                          ctx.shard_out("rejects/questions", i))
     return {"input": n_in, "kept": len(kept), "dropped": dict(funnel.dropped), "failed": dict(funnel.failed),
             "decontamination": tally.as_dict(), "failed_items": funnel.failed_items, "repairs": repairs.as_dict(),
-            "validators": validator.stats(), "depths": validator.depths, **shard_usage(teacher)}
+            "validators": validator.stats(), "depths": [[d.nominal, d.effective, d.by_adversary]
+                                                        for d in validator.depths],
+            "kept_adversaries": {q.question_id: validator.depth_of[q.question_id].by_adversary
+                                 for _, q in kept if q.question_id in validator.depth_of},
+            **shard_usage(teacher)}
 
 
 def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
@@ -171,7 +177,7 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     extra = {"kinds": dict(Counter(q.kind for q in kept)), "shards": len(summaries),
              "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION, REPAIR)},
              "repairs": _merged_repairs(summaries), "validators": _merged_validators(summaries),
-             "phrasing": _phrasing(ctx, kept), "depth": _depth_report(kept, summaries),
+             "phrasing": _phrasing(ctx, kept), "depth": _depth_report(kept, summaries, ctx.cfg.questions.adversaries),
              **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
     screen = _screen(ctx)
     if screen is not None:
@@ -181,12 +187,20 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
                        failed_items=[f for s in summaries for f in s["failed_items"]])
 
 
-def _depth_report(kept: list[Question], summaries: list[dict]) -> dict:
+def _depth_report(kept: list[Question], summaries: list[dict], adversaries: list[str]) -> dict:
     """Effective against nominal depth: of the questions kept, and of every question the validators
-    checked (repairs included), which shows what the ``enterable_hop`` check removed."""
+    checked (repairs included), which shows what the ``enterable_hop`` check removed; and per adversary
+    (:func:`synth.questions.depth.by_adversary`), the questions its searches entered and the hops they skip."""
     measured = [(len(q.hops), q.effective_depth) for q in kept if q.effective_depth is not None]
-    checked = [tuple(d) for s in summaries for d in s.get("depths") or []]
-    return {"kept": depth_summary(measured), "checked": depth_summary(checked)}
+    checked = [d for s in summaries for d in s.get("depths") or []]
+    kept_by = {qid: by for s in summaries for qid, by in (s.get("kept_adversaries") or {}).items()}
+    return {"kept": depth_summary(measured), "checked": depth_summary([(d[0], d[1]) for d in checked]),
+            "adversaries": {
+                "names": list(adversaries),
+                "checked": by_adversary([Depth(d[0], d[1], None, d[2]) for d in checked]),
+                "kept": by_adversary([Depth(len(q.hops), q.effective_depth, None, kept_by[q.question_id])
+                                      for q in kept if q.question_id in kept_by])}}
+
 
 
 def _merged_repairs(summaries: list[dict]) -> dict[str, dict[str, int]]:
@@ -241,6 +255,8 @@ def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, 
             funnel.drop(q.question_id, src.source_id, "truncated", f"obfuscate: {parsed.detail}", res.content)
         elif not isinstance(new, str) or not new.strip():
             funnel.drop(q.question_id, src.source_id, "obfuscate_failed", "no rewritten question", res.content)
+        elif new.strip() == q.question:
+            funnel.drop(q.question_id, src.source_id, "obfuscate_failed", "the rewrite changed nothing", new)
         elif leaked(new, target, q.answer_aliases, named=[q.titles[0]]):
             funnel.drop(q.question_id, src.source_id, "answer_leak", "rewrite names the answer", new)
         elif not qcfg.min_words <= len(new.split()) <= qcfg.max_words:

@@ -20,16 +20,19 @@ hop's sentence, the last sentence asking for the answer).  Sentences are split b
     order the question uses, in the corpus's link graph (walks and subgraphs alike); the
     hops between them can be skipped.
 ``ambiguous_hop``
-    A hop's clue tells its bridge apart from nothing: it has fewer than two content words
-    once the words of the titles already reached are set aside; or it also fits another
-    page linked from the same article (for a hop that runs against its link, another page
-    linking to the same article), the chain's own pages aside.  A clue *fits* a page when
-    it holds at least three quarters of the content words of the page's description, and at
-    least two of them (one, for a one-word description), all its words counted: two pages
-    with the same normalised description always fit a clue equally.  It is ambiguous when
-    such a page fits at least as well as the bridge itself (Gas and Liquid are both "state
-    of matter"), or fits a clue the bridge's description does not fit at all (a quote that
-    holds "subregion of Oceania" points at the article's other link, Micronesia, too).
+    A hop's clue tells its bridge apart from nothing: it has no content word once the words
+    of the titles already reached are set aside; or it also fits another page linked from
+    the same article (for a hop that runs against its link, another page linking to the
+    same article), the chain's own pages aside (:func:`synth.text.clues.rival_fits`).  A
+    clue *covers* a page when it holds at least three quarters of the content words of the
+    page's description, and at least two of them (one, for a one-word description), all its
+    words counted: two pages with the same normalised description always fit a clue equally.
+    It is ambiguous when such a page is covered at least as well as the bridge itself (Gas
+    and Liquid are both "state of matter"), or covered where the bridge's description is not
+    at all (a quote that holds "subregion of Oceania" points at the article's other link,
+    Micronesia, too); or when everything the clue says is a word of the bridge's description
+    and another page's description holds it all too (a coarse clue, "a country", where the
+    article links to two countries).
 ``clue_shortcut``
     One search of the unmasked index for a hop's ``sub_question``, or for the final clue,
     returns the answer page in the top ``search_depth`` (``tools.search_max_k``) (the whole question is the
@@ -52,8 +55,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from synth.engine.records import Question
-from synth.questions.depth import Depth, DepthMeter, required
-from synth.text.clues import FIT, covers
+from synth.questions.depth import ADVERSARIES, SEARCHES, Depth, DepthMeter, required
+from synth.text.clues import FIT, rival_fits
 from synth.text.question_text import content_words, repeats_description, sentences
 from synth.teacher.tasks import Source
 
@@ -70,7 +73,8 @@ RULES = {
                      "to; give a clue from that hop's evidence that fits only its entity.",
     "clue_shortcut": "one search for a single clue (a sub-question, or the final clue alone) already finds the "
                      "answer page; choose clues that share fewer words with the answer's own page.",
-    "enterable_hop": "one search for a hop's clue alone (its sub-question, a quoted span, or its sentence) returns "
+    "enterable_hop": "one search for a hop's clue alone (its sub-question, a quoted span, or its sentence), with the "
+                     "agents' search tool, a plain BM25 over page text, or its keywords alone, returns "
                      "a page of the chain, so a solver can enter the chain there and skip every hop before it. "
                      "Describe each entity by vague attributes (a kind of thing, a period, a role) that fit many "
                      "pages of the whole corpus but only one of the pages the previous entity links to, and "
@@ -104,11 +108,13 @@ def hop_clues(q: Question) -> tuple[list[str], str | None]:
 class Validator:
     """The checks of the module docstring over one shard's questions, with what they cost."""
 
-    def __init__(self, links, index=None, k: int = 5, min_depth: float = 0.0, shortcuts: bool = True):
+    def __init__(self, links, index=None, k: int = 5, min_depth: float = 0.0, shortcuts: bool = True,
+                 adversaries: tuple[str, ...] | list[str] = ADVERSARIES):
         self.links, self.index, self.k = links, index, k
         self.min_depth, self.shortcuts = min_depth, shortcuts
-        self.depth = DepthMeter(index, k) if index is not None else None
-        self.depths: list[tuple[int, int]] = []  # (nominal, effective) of every question checked
+        self.depth = DepthMeter(index, k, adversaries) if index is not None else None
+        self.depths: list[Depth] = []  # every question checked (repairs included)
+        self.depth_of: dict[str, Depth] = {}  # the last measure of each question id
         self.seconds = 0.0  # wall time, and CPU time of the checking thread (steadier on shared cores)
         self.cpu_seconds = 0.0
         self.by_check: dict[str, float] = {}
@@ -155,7 +161,9 @@ class Validator:
         d = self.depth.measure(q)
         q.effective_depth = d.effective
         q.entry = d.entry.describe(d.nominal) if d.entry is not None else None
-        self.depths.append((d.nominal, d.effective))
+        q.entered_by = d.entry.adversary if d.entry is not None else None
+        self.depths.append(d)
+        self.depth_of[q.question_id] = d
         return d
 
     def _enterable(self, q: Question, d: Depth | None) -> Failure | None:
@@ -191,11 +199,11 @@ class Validator:
             here, bridge = q.path[i], q.path[i + 1]
             known |= _title_words(q.titles[i])  # the reader has reached these titles: their words tell nothing new
             words = content_words(clue)
-            if len(words - known) < 2:
+            if not words - known:
                 return Failure("ambiguous_hop", f"hop {i + 1}: the clue names nothing that tells "
                                                 f"{q.titles[i + 1]!r} apart", i)
             backward = not self.links.links(here, bridge)
-            own = covers(words, self.links.description_words(bridge))
+            own = self.links.description_words(bridge)
             # A page can fit only if its description holds some clue word, and a word begins with its
             # stem less the last letter ("citi" of "cities" and "city"): a substring test rules most out.
             probes = [" " + (w[:-1] if len(w) >= 3 else w) for w in words]
@@ -205,8 +213,7 @@ class Validator:
                 text = self.links.description_text(other)
                 if len(text) < 2 or not any(p in text for p in probes):
                     continue
-                f = covers(words, self.links.description_words(other))
-                if f and f >= own:
+                if rival_fits(words, own, self.links.description_words(other), known):
                     side = "linking to" if backward else "linked from"
                     return Failure("ambiguous_hop", f"hop {i + 1}: the clue also fits {self.links.title(other)!r} "
                                                     f"({self.links.description(other)!r}), also {side} "
@@ -226,4 +233,4 @@ class Validator:
         return None
 
 
-__all__ = ["RULES", "FIT", "Failure", "Validator", "hop_clues", "repairable"]
+__all__ = ["RULES", "SEARCHES", "FIT", "Failure", "Validator", "hop_clues", "repairable"]

@@ -533,7 +533,7 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
 
     for rows in _batches(questions, ["question_id", "kind", "source_id", "path", "titles", "question", "answer",
                                      "answer_aliases", "answer_page_id", "hops", "teacher_model", "split",
-                                     "effective_depth", "entry"], 1024):
+                                     "effective_depth", "entry", "entered_by"], 1024):
         for r in rows:
             p = pos[r["question_id"]]
             if ids[p]:
@@ -733,7 +733,8 @@ def _assemble(lines: Iterator[list], lo: int, hi: int, chain: list[str]) -> list
         if q is not None:
             links = (src or {}).get("links") or []
             d["question"] = {k: q[k] for k in ("kind", "source_id", "question", "answer", "answer_aliases", "answer_page_id",
-                                               "path", "titles", "teacher_model", "split", "effective_depth", "entry")
+                                               "path", "titles", "teacher_model", "split", "effective_depth", "entry",
+                                               "entered_by")
                              if k in q}
             d["hops"] = hop_evidence(links, q["path"] or [], q["titles"] or [], q.get("hops"))
         elif src is not None:  # a dropped question: the walk (or subgraph) it was written from

@@ -50,7 +50,9 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
     splits = split_counts(root)
     if splits:
         md += ["## Splits", "",
-               "Each question's split is decided once, when it is written, and every table carries it: only sft "
+               "Each question's split is decided once, when it is written, by a hash of its answer page (a group "
+               "split: questions that share an answer share a split, so no eval answer is a training answer), and "
+               "every table carries it: only sft "
                "questions train the student (sft, longctx), rl questions form rl_pool, eval questions are held out.",
                "", "| table | " + " | ".join(SPLITS) + " |", "| --- |" + " ---: |" * len(SPLITS)]
         for table, counts in splits.items():
@@ -96,6 +98,20 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
                 md.append(f"| {name} | {d['questions']:,} | {d['mean_nominal']:.2f} | {d['mean_effective']:.2f} | "
                           f"{d['ratio']:.3f} | {d['full_depth_share']:.1%} |")
         md.append("")
+        adv = depth.get("adversaries") or {}
+        if adv.get("names"):
+            md += ["Per adversary (each search is made by each of them, at the same k): `tool` is the agents' search, "
+                   "`body` a plain BM25 over page text without titles, `keywords` a text's content words alone with "
+                   "both rankings.", "",
+                   "| adversary | drafts entered | hops caught | kept questions at full depth |",
+                   "| --- | ---: | ---: | ---: |"]
+            for name in adv["names"]:
+                c, k = (adv.get("checked") or {}).get(name) or {}, (adv.get("kept") or {}).get(name) or {}
+                share = k.get("full_depth_share")
+                md.append(f"| `{name}` | {c.get('entered', 0):,} | {c.get('hops_caught', 0):,} | "
+                          + (f"{share:.1%} |" if share is not None else "- |"))
+            md.append("")
+            summary["depth_adversaries"] = adv
         checked = depth["checked"]
         plots.histogram(_values(checked.get("effective")), out / "effective_depth.png",
                         "Effective against nominal depth (questions checked)", "hops", discrete=True,

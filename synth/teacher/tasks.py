@@ -121,7 +121,8 @@ class CorpusView(Protocol):
         """A page as the tools show it: ``paragraphs`` and ``links`` (``[anchor, page id, title]``)."""
 
     def search_ids(self, text: str, k: int) -> list[str]:
-        """The top ``k`` pages of one search for ``text`` in the unmasked index."""
+        """The pages one search for ``text`` returns in the unmasked index, top ``k``: at the checks' depth
+        ``k``, every page any of the question checks' adversaries returns (``questions.adversaries``)."""
 
     def rarity(self, word: str) -> float:
         """How rare a word is in the corpus (its inverse document frequency)."""

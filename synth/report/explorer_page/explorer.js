@@ -317,7 +317,8 @@
   function depthText(q) {
     if (q.effective_depth == null) return null;
     var n = (q.path || []).length - 1;
-    return q.effective_depth + ' of ' + n + ' hops' + (q.entry ? ' — ' + q.entry : ' (no single search enters the chain after its start)');
+    return q.effective_depth + ' of ' + n + ' hops' + (q.entry ? ' — entered by the ' + (q.entered_by || 'tool') +
+      ' adversary: ' + q.entry : ' (no single search of any adversary enters the chain after its start)');
   }
 
   function renderDetail(box, i, d) {
