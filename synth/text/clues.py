@@ -11,11 +11,14 @@ Everything here reads text only, so the oracle's writer (which builds clues from
 corpus), the oracle's agent (which checks the pages it opened) and the question validators
 apply the same rules:
 
-* :func:`phrases` lists the phrases a description allows, most specific first.  A
-  description is a head chunk ("Italian Renaissance painter") and qualifiers ("in Central
-  Europe", "directed by Quentin Tarantino"); a phrase keeps the head noun, any of the
-  head's other words, and a leading run of the qualifiers, each kept with its last word
-  (its noun) and any of its others.  Parentheses are left out.
+* :func:`phrases` lists the phrases a description allows, coarsest first ("a country", then
+  "a landlocked country", then "a country in Europe").  A description is a head chunk
+  ("Italian Renaissance painter") and qualifiers ("in Central Europe", "directed by Quentin
+  Tarantino"); a phrase keeps the head noun, any of the head's other words, and at most one
+  qualifier, a prepositional one, kept whole (only a name's leading words may go: "in Central
+  Europe" widens to "in Europe").  Every phrase is a whole noun phrase: a clause ("that makes
+  laws"), a participle ("lying in the Alps", "directed by") or a dangling word ("an organ
+  central", "grain and") is never part of one.  Parentheses are left out.
 * :func:`matches` says whether a page fits a phrase by its description: every content
   word of the phrase is a word of the description (light stems: "compounds" is
   "compound"), and a period ("1990s", "20th-century") holds a year of the description.
@@ -27,15 +30,43 @@ apply the same rules:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 from typing import Callable, Iterable
 
-from synth.text.question_text import STOP, content_words, sentences, stem
+from synth.text.question_text import PUZZLE, STOP, content_words, sentences, stem
 
 FIT = 0.75  # share of a description's content words a clue must hold to cover that page
+
+
+@lru_cache(maxsize=1 << 16)
+def word_classes(word: str) -> frozenset[str]:
+    """The parts of speech an English word can have (``NOUN``, ``VERB``, ``ADJ``, ``ADV``...), from
+    LemmInflect's lexicon; a word it does not know is a name (``PROPN``) when capitalised, and otherwise
+    read by its ending (``-ly`` an adverb, ``-ing``/``-ed`` a verb form, anything else a noun)."""
+    import lemminflect
+
+    w = word.strip(",")
+    found = lemminflect.getAllLemmas(w) or lemminflect.getAllLemmas(w.lower())
+    if found:
+        return frozenset(found)
+    if w[:1].isupper():
+        return frozenset({"PROPN", "NOUN"})
+    low = w.lower()
+    if low.endswith("ly") and len(low) > 4:
+        return frozenset({"ADV"})
+    if low.endswith(("ing", "ed")) and len(low) > 5:
+        return frozenset({"VERB"})
+    return frozenset({"NOUN"})
+
+
+def can_be_noun(word: str) -> bool:
+    """Whether ``word`` can end a noun phrase: a noun or a name (a hyphenated word by its last part)."""
+    last = word.strip(",").rsplit("-", 1)[-1] or word
+    return bool(word_classes(last) & {"NOUN", "PROPN"}) or bool(word_classes(word.strip(",")) & {"NOUN", "PROPN"})
 _TOKEN = re.compile(r"[^\W_]+(?:['\u2019\-\u2013][^\W_]+)*|,")
 _PARENS = re.compile(r"\s*\([^)]*\)")
 _YEAR = re.compile(r"(?<![\w.])(1[0-9]\d\d|20[0-2]\d)(?![\w.])")
@@ -81,8 +112,26 @@ def phrase_words(phrase: str) -> frozenset[str]:
 
 
 _COPULA = re.compile(r"\s(?:is|was|are|were)\s+(?:(?:a|an|the|one of the|any)\s+)?", re.I)
-# A lead's predicate ends at a relative clause, a clause of its own or a bracket.
-_CUT = re.compile(r",?\s(?:which|that|who|whom|whose|where|when|while|but)\s|,\s*(?:and|or)\s|[;:(]|\s[\u2013\u2014-]\s")
+# A lead's predicate ends at a relative clause, a bracket or a dash, and at a comma where a noun phrase
+# ends (:func:`_cut_at_comma`).
+_CUT = re.compile(r"\s(?:which|that|who|whom|whose|where|when|while|but)\s|[;:(]|\s[\u2013\u2014-]\s")
+_SUBORDINATE = re.compile(r"\b(?:that|which|who|whom|whose|where|when|while|if|because)\b", re.I)
+
+
+def _cut_at_comma(text: str) -> str:
+    """``text`` up to the first comma that ends a noun phrase: after a noun ("in Central Europe, lying in the
+    Alps" ends at Europe), or before a conjunction that the comma follows ("cereal grain and, in its
+    domesticated form, ..." ends at grain); a comma between adjectives ("a long, vigorous walk") goes on."""
+    for m in re.finditer(",", text):
+        before = text[:m.start()].rstrip().split()
+        if not before:
+            return ""
+        if before[-1].lower() in ("and", "or", "but"):
+            return " ".join(before[:-1])
+        if before[-1][:1].isupper() or "ADJ" not in word_classes(before[-1]):
+            return " ".join(before)
+    return text
+_TRAILING = re.compile(r"(?:\s+(?:and|or|but|as|of|in|on|at|to|for|with|by|from|the|a|an))+$", re.I)
 MAX_LEAD_WORDS = 30
 
 
@@ -94,11 +143,13 @@ def definition(description: str | None, paragraphs: Iterable[str] = ()) -> str:
     lead = next((p for p in paragraphs if p and p.strip() and not p.lstrip().startswith("#")), "")
     first = sentences(lead.strip())[0] if lead.strip() else ""
     m = _COPULA.search(first)
+    if m and _SUBORDINATE.search(first[:m.start()]):
+        m = None  # "... knowledge that is produced by ...": a copula of a clause, not of the subject
     if m:
-        pred = _CUT.split(first[m.end():], maxsplit=1)[0].strip().rstrip(".")
+        pred = _TRAILING.sub("", _cut_at_comma(_CUT.split(first[m.end():], maxsplit=1)[0].strip().rstrip(".")))
         words = pred.split()
-        if words:
-            parts.append(" ".join(words[:MAX_LEAD_WORDS]))
+        if words and len(words) <= MAX_LEAD_WORDS:  # a longer one is a clause, not a definition
+            parts.append(" ".join(words))
     return "; ".join(parts)
 
 
@@ -183,11 +234,14 @@ def _opens(toks: list[str], i: int) -> bool:
     w = toks[i].lower()
     if w in _PREPOSITIONS:
         return True
+    classes = word_classes(toks[i])
+    if i > 0 and classes and classes <= {"VERB", "ADV"}:
+        return True  # "found in vinegar", "lying in the Alps", "mainly used": never part of a noun phrase
     if i + 1 >= len(toks) or toks[i + 1] == ",":
         return False  # the last word of a chunk is its noun
-    if len(w) > 4 and w.endswith("ly") and _opens(toks, i + 1):
-        return True
     nxt = toks[i + 1].lower()
+    if len(w) > 4 and w.endswith("ly") and (nxt in _OPENERS - _PREPOSITIONS or len(nxt) > 4 and nxt.endswith(("ed", "ing"))):
+        return True  # "mainly used": an adverb before a participle ("assembly that ...": a noun)
     if w in _OPENERS or len(w) > 4 and w.endswith("ed") and nxt in _PREPOSITIONS:
         return True  # "directed by", "located in"; but "guided weapon" is a modifier and its noun
     # "containing amine", "involving the study", "consisting of": a participle; "building in a city": a noun.
@@ -195,15 +249,31 @@ def _opens(toks: list[str], i: int) -> bool:
                                                   or w in _ING_WITH_PREPOSITION)
 
 
-def ambiguous_with(clue_words: set[str], own_description: str, others: Iterable[tuple[str, str]]
-                   ) -> tuple[str, str] | None:
-    """The first other page ``(title, description)`` that a clue covers at least as well as its own
-    page (and at all): the ``ambiguous_hop`` rule, for one hop's clue words and the other pages the
+def rival_fits(clue_words: set[str], own: set[str], other: set[str], known: set[str] = frozenset()) -> bool:
+    """Whether a clue fits another page (content words of its description: ``other``) at least as well as
+    its own (``own``): the ``ambiguous_hop`` rule.
+
+    Two ways: the clue covers the other description (:func:`covers`) at least as well as its own; or every
+    word the clue says (the ``known`` title words aside) is a word of its own description, and the other
+    description holds every one of them -- "a country" fits every country a page links to.  A clue that
+    also says something its own description does not (a relation word, a word of the page's text) is
+    judged by coverage alone: a description cannot tell whether that word rules the other page out.
+    """
+    f = covers(clue_words, other)
+    if f and f >= covers(clue_words, own):
+        return True
+    said = set(clue_words) - set(known)
+    return bool(said) and said <= own and said <= other
+
+
+def ambiguous_with(clue_words: set[str], own_description: str, others: Iterable[tuple[str, str]],
+                   known: set[str] = frozenset()) -> tuple[str, str] | None:
+    """The first other page ``(title, description)`` that a clue fits at least as well as its own page
+    (:func:`rival_fits`): the ``ambiguous_hop`` rule, for one hop's clue words and the other pages the
     previous one links to.  None when the clue tells its page apart from them."""
-    own = covers(clue_words, own_description)
+    own = content_words(own_description)
     for title, description in others:
-        f = covers(clue_words, description)
-        if f and f >= own:
+        if rival_fits(clue_words, own, content_words(description), known):
             return title, description
     return None
 
@@ -251,6 +321,72 @@ def _chunks(segment: str) -> tuple[list[str], list[tuple[list[str], list[str]]]]
             break
         quals.append((opening, words))
     return head, quals
+
+
+# An adjective that follows its noun and takes a complement: "organ central to the nervous system".
+_COMPLEMENT = {"to", "for", "than", "with"}  # "central to", "responsible for"; never "capital of"
+# Openings of a qualifier that a phrase may keep: prepositions (never a clause, a participle or an adverb).
+_KEEPABLE = {"in", "of", "on", "at", "from", "with", "near", "within", "between", "among", "across", "along", "around",
+             "for", "by", "off", "under", "over", "beyond", "inside", "outside", "throughout", "without", "into"}
+
+
+def _postpositive(head: list[str], quals: list[tuple[list[str], list[str]]]
+                  ) -> tuple[list[str], list[tuple[list[str], list[str]]]]:
+    """``head`` and ``quals`` with an adjective that ended the head and opens a complement ("organ central" +
+    "to the nervous system") moved to the qualifier, so the head ends on its noun ("organ")."""
+    if len(head) >= 2 and quals and "ADJ" in word_classes(head[-1]) and not head[-1][:1].isupper() \
+            and quals[0][0] and quals[0][0][0].lower() in _COMPLEMENT:
+        opening, words = quals[0]
+        return head[:-1], [([head[-1], *opening], words), *quals[1:]]
+    return head, quals
+
+
+def _keepable(opening: list[str], words: list[str]) -> bool:
+    """Whether a phrase may keep a qualifier: it opens with a preposition (and maybe a determiner), and ends
+    on a word that can be a noun (not a participle: "located", "lying"; not a number word)."""
+    if not opening or opening[0].lower() not in _KEEPABLE or opening[0] == ",":
+        return False
+    if any(o.lower() not in _KEEPABLE and o.lower() not in _DETERMINERS for o in opening[1:]):
+        return False
+    last = words[-1].lower().rstrip(",")
+    return can_be_noun(words[-1]) and last not in _NOT_NOUNS and last not in STOP
+
+
+_RANKING = {"most", "least", "first", "second", "third", "fourth", "fifth", "last", "only", "main", "sole", "chief",
+            "principal", "leading", "foremost"}
+
+
+def superlative(word: str) -> bool:
+    """Whether a modifier ranks its noun ("largest", "second-longest", "most", "main"): a phrase drops it,
+    since it singles one page out and takes no "a"."""
+    w = word.rstrip(",").lower()
+    for part in (w, w.rsplit("-", 1)[-1]):
+        part = part.removesuffix(" and").removesuffix(" or")
+        if part in _RANKING:
+            return True
+        if part.endswith("est"):
+            import lemminflect
+
+            lemmas = lemminflect.getAllLemmas(part).get("ADJ", ())
+            if lemmas and part not in lemmas:
+                return True
+    return False
+
+
+_DIRECTIONS = set("""north south east west central eastern western northern southern northeast northwest southeast
+southwest northeastern northwestern southeastern southwestern far near middle upper lower greater new old""".split())
+
+
+def _narrowed(words: list[str]) -> list[tuple[str, ...]]:
+    """A kept qualifier's words: whole, or with the leading words of a name left out ("Central Europe" ->
+    "Europe", "Eastern Alps" -> "Alps", but never down to a direction alone: "Far East" is no "East"); a
+    year widened to its periods; nothing else is dropped."""
+    out = [tuple(words)]
+    for cut in range(1, len(words)):
+        rest = words[cut:]
+        if all(w[:1].isupper() for w in words[cut - 1:]) and any(w.lower() not in _DIRECTIONS for w in rest):
+            out.append(tuple(rest))
+    return [w for o in out for w in _widened(o) if w and w[-1] == words[-1]]
 
 
 def _keep_sets(words: list[str], most: int, droppable: Callable[[str], bool] = lambda w: True
@@ -309,38 +445,63 @@ def _fix_article(m: re.Match) -> str:
 
 def phrases(description: str | None, rarity: Callable[[str], float] = lambda w: 0.0,
             limit: int = 24) -> list[Phrase]:
-    """The phrases ``description`` allows (module docstring), most content words first and, among
-    equals, the least rare words first (``rarity`` of a content word: larger is rarer); at most
-    ``limit``.  A year is never written as it is (a solver would search for it): it is widened to
-    its decade or century, or left out."""
+    """The phrases ``description`` allows (module docstring), coarsest first: fewest content words, and
+    among equals the least rare words first (``rarity`` of a content word: larger is rarer); at most
+    ``limit``.  A year is never written as it is (a solver would search for it): it is widened to its
+    decade or century, or left out."""
     if not description:
         return []
     out: dict[str, Phrase] = {}
     for segment in _PARENS.sub(" ", description).split(";"):
-        segment = segment.strip().rstrip(".")
-        head, quals = _chunks(segment)
+        segment = _TRAILING.sub("", _cut_at_comma(segment.strip().rstrip(".")).strip())
+        head, quals = _postpositive(*_chunks(segment))
         if not head:
             continue
         noun = head[-1]
-        if any(c.isdigit() for c in noun) or noun.lower() in _NOT_NOUNS:
+        if any(c.isdigit() for c in noun) or noun.lower() in _NOT_NOUNS or noun.lower() in STOP \
+                or noun.endswith((",", " and", " or")) or not can_be_noun(noun) or noun.lower() in _OPENERS:
             continue  # "Apollo 11": a name, not a kind of thing; "two": no thing at all
+        # A superlative or an ordinal ("largest", "second-longest", "most") singles a page out and takes no "a":
+        # it is always left out.
+        kept_head: list[str] = []
+        for w in head[:-1]:
+            if superlative(w):
+                if kept_head and kept_head[-1].endswith((" and", " or")):
+                    kept_head[-1] = kept_head[-1].rsplit(" ", 1)[0]  # "capital and largest city": "capital city"
+                continue
+            kept_head.append(w)
+        head = kept_head + head[-1:]
         heads = [h for kept in _keep_sets(head, MAX_MODIFIERS) if _coordinated(kept, head)
                  for h in _widened(kept) if h and h[-1] == noun]
-        # Qualifiers are kept as a leading run ("belief in the teachings", then "... of a religion").
         tails: list[list[str]] = [[]]
-        level: list[list[str]] = [[]]
-        for opening, words in quals[:MAX_QUALIFIERS]:
-            if any(any(c.isdigit() for c in w) and not _YEAR.fullmatch(w) for w in words):
-                break  # "of 10 million people": a number is searchable, and without it the qualifier says nothing
-            options = [w for kept in _keep_sets(words, MAX_QUALIFIER_WORDS, _proper_or_number) for w in _widened(kept)
-                       if w and w[-1] == words[-1]]
-            level = [t + opening + list(o) for t in level for o in options]
-            tails += level
+        # A qualifier that a coordination continues ("in Central" + "and South Asia") is not whole.
+        coordinated = len(quals) > 1 and quals[1][0] and quals[1][0][0].lower() in ("and", "or")
+        if quals and not coordinated and _keepable(*quals[0]) and not any(
+                any(c.isdigit() for c in w) and not _YEAR.fullmatch(w) for w in quals[0][1]):
+            opening, words = quals[0]
+            # An "of" that follows completes the qualifier ("with a notion" + "of distance"): both or neither.
+            complement: list[str] = []
+            if len(quals) > 1 and quals[1][0] == ["of"] and _keepable(*quals[1]) and not (
+                    len(quals) > 2 and quals[2][0] and quals[2][0][0].lower() in ("and", "or")):
+                complement = quals[1][0] + quals[1][1]
+            elif len(quals) > 1 and quals[1][0] and quals[1][0][0].lower() == "of":
+                opening = []  # its complement cannot be kept whole: nor can it
+            if opening:
+                tails += [opening + list(o) + complement for o in _narrowed(words)]
+        # "state of matter", "study of society": the head noun alone says too little ("a state"), so an
+        # "of" qualifier is dropped only where a modifier of the head stays ("scientific study").
+        bare_ok = not (quals and quals[0][0] and quals[0][0][0].lower() == "of")
         for h in heads:
             for t in tails:
+                if not t and len(h) == 1 and not bare_ok:
+                    continue
                 text = _ARTICLE.sub(_fix_article, " ".join([*h, *t]).replace(" ,", ",")).rstrip(",")
+                if any(w.lower() in PUZZLE for w in _TOKEN.findall(text)):
+                    continue  # "a set", "a page on states": a frame's own word, which no reader takes for a clue
                 out.setdefault(text.lower(), Phrase(text, phrase_words(text)))
-    ranked = sorted(out.values(), key=lambda p: (-p.size, sum(rarity(w) for w in p.words), p.text))
+    # math.fsum: a sum that does not depend on the order the words are added in (a frozenset's order varies
+    # with the hash seed, and a last-bit difference would break ties differently).
+    ranked = sorted(out.values(), key=lambda p: (p.size, math.fsum(sorted(rarity(w) for w in p.words)), p.text))
     return ranked[:limit]
 
 
@@ -398,5 +559,5 @@ def words_of(texts: Iterable[str]) -> set[str]:
     return out
 
 
-__all__ = ["FIT", "Phrase", "phrase_words", "definition", "DECADE", "CENTURY", "ordinal", "periods", "matches", "covers", "ambiguous_with", "phrases",
+__all__ = ["FIT", "Phrase", "phrase_words", "definition", "DECADE", "CENTURY", "ordinal", "periods", "matches", "covers", "rival_fits", "ambiguous_with", "phrases",
            "keywords", "head_noun", "sentence_with", "relation_holds", "proper_case", "words_of"]

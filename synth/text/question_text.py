@@ -100,8 +100,16 @@ def words(text: str) -> list[str]:
 def content_words(text: str, drop: Iterable[str] = ()) -> set[str]:
     """Stemmed content words of ``text``: no function word, no puzzle word, nothing in ``drop``
     (stemmed too; e.g. the words of titles the reader already knows)."""
+    found = _content_words(text or "")
+    if not drop:
+        return set(found)
     dropped = {stem(w.lower()) for w in drop}
-    return {s for s in map(_content, _WORD.findall((text or "").lower())) if s and s not in dropped}
+    return {s for s in found if s not in dropped}
+
+
+@lru_cache(maxsize=1 << 16)
+def _content_words(text: str) -> frozenset[str]:
+    return frozenset(s for s in map(_content, _WORD.findall(text.lower())) if s)
 
 
 @lru_cache(maxsize=1 << 16)
