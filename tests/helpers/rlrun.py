@@ -1,7 +1,8 @@
 """The RL tests' world: a real ``rl_pool`` made by the pipeline, the student's tokenizer.
 
-``rl_run`` runs ``hopforge run --until filter`` on the embedded demo corpus (3-hop walks, the oracle
-teacher, more questions in the rl split than by default so the band holds several), exactly as a
+``rl_run`` runs ``hopforge run --until filter`` on the embedded demo corpus (600 slots of 3-hop walks, of which
+about one in thirteen gets a question that no adversary's search enters; the oracle teacher; more questions in
+the rl split than by default so the band holds several), exactly as a
 user would, once per session: its ``rl_pool``, ``sft``, ``questions`` and ``index`` are consistent.
 ``student_tokenizer`` is a small BPE made offline with the Qwen2.5 student's layout: ``<|im_start|>``,
 ``<|im_end|>`` and ``<|endoftext|>`` special, ``<tool_call>`` / ``</tool_call>`` added but not special
@@ -26,7 +27,7 @@ import pytest
 from helpers.cli import hopforge_command
 
 ROOT = Path(__file__).resolve().parents[2]  # the project
-RUN_ARGS = ["--set", "walk.num_walks=80", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
+RUN_ARGS = ["--set", "walk.num_walks=600", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
             "--set", "questions.splits={sft: 0.35, rl: 0.6, eval: 0.05}"]
 
 

@@ -46,7 +46,7 @@ def persona(seed: int, sample_index: int) -> Persona:
         k=r.choice([5, 5, 10]),
         p_search=r.choice([0.6, 0.9, 1.0]),
         p_titles=r.choice([0.3, 0.6, 0.9]),
-        max_opens=r.choice([3, 4, 6]),
+        max_opens=r.choice([5, 6, 8]),
         hasty=r.choice([0.0, 0.0, 0.15, 0.3]),
         p_find=r.choice([0.0, 0.15, 0.3]),
         p_direct=r.choice([0.0, 0.5, 1.0]),
@@ -233,7 +233,8 @@ class _Turn:
     def search(self, h: int, query: str, here: str, clue: str) -> dict:
         """Search for hop ``h``'s clue."""
         titles = sum(1 for c in self.m.candidates(h) if c.title in query)
-        k = min(TITLES_K, titles + 1) if titles else self.me.k
+        # Room for every titled page and the pages that outrank them (the page it stands on, which lists them all).
+        k = min(TITLES_K, 2 * titles + 2) if titles else self.me.k
         return self.act("search", "search", {"query": query, "k": k}, clue=clue, query=query, page=here)
 
     def open(self, h: int, cand: Cand, here: str, clue: str) -> dict:

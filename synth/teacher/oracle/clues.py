@@ -1,31 +1,33 @@
 """The oracle's clue for one hop: a blurry phrase that only the previous page resolves.
 
-For the hop from entity ``a`` to entity ``b`` (``a`` links to ``b``) the writer tries, in order, the phrases
-``b``'s short description allows (:func:`synth.text.clues.phrases`, most specific first:
-"an Italian Renaissance painter", "an Italian painter", "a painter"...), each alone or
-with a relation word: a word of the sentence where ``a`` links to ``b`` that names a topic
-(a page title: "in a passage on frescoes").  It keeps the first candidate that is
+For the hop from entity ``a`` to entity ``b`` (``a`` links to ``b``) the writer tries the phrases ``b``'s
+definition allows (:func:`synth.text.clues.phrases`: whole noun phrases, coarsest first: "a country",
+"a landlocked country", "a country in Europe"...), each alone and then with a relation word (a word of
+the sentence where ``a`` links to ``b`` that names a topic, a page title: "in a passage on the Alps"),
+which counts as one word more.  It keeps the first candidate that is
 
-* **clean**: it names no later entity of the chain, nor the answer's description, and
-  holds two content words beyond the titles already reached (the ``ambiguous_hop`` floor);
-* **locally unique**: among the pages ``a`` links to, the chain's visited pages aside, no other
-  page fits it
-  (:func:`synth.text.clues.matches` by description, and the relation word in the sentence
-  that links it), nor covers it as the ``ambiguous_hop`` validator measures;
-* **globally ambiguous**: one search for the phrase (with its relation word and without, as
-  written and as bare keywords), for the hop's sub-question, or for its sentence returns no page of the chain past the
-  start in the top ``k`` of the unmasked index, so no search lets a solver enter the chain
-  at this hop.
+* **clean**: it names no later entity of the chain, nor the answer's description, and holds a content
+  word beyond the titles already reached;
+* **locally unique**: among the pages ``a`` links to, the chain's visited pages aside, no other page fits
+  it (:func:`synth.text.clues.matches` by definition, and the relation word in the sentence that links
+  it), nor fits it as the ``ambiguous_hop`` validator measures (:func:`synth.text.clues.rival_fits`);
+* **globally ambiguous**: no adversary of the question checks (``questions.adversaries``: the agents'
+  tool, a plain BM25 over page text, bare keywords) returns a page of the chain past the start in its
+  top ``k`` of the unmasked index for the phrase (with its relation word and without), for the hop's
+  sub-question, or for its sentence, so no search lets a solver enter the chain at this hop.
 
-A repair (``fix``) passes over the first candidate that qualifies and takes the next.
-Frames are drawn from a stream seeded by the question, the hop and the candidate, so a
-clue is always worded the same way within its question.
+So a clue is as coarse as local uniqueness allows: the writer widens rather than sharpens, and a hop
+whose every phrase one search finds has no clue (the writer then drops the walk, or looks for another
+chain through a subgraph).  A repair (``fix``) passes over the first candidate that qualifies and takes
+the next.  Frames are drawn from a stream seeded by the question, the hop and the candidate, so a clue is
+always worded the same way within its question.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -48,6 +50,7 @@ def plural_head(phrase: str) -> bool:
     return len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is", "ics", "ous"))
 
 
+@lru_cache(maxsize=1 << 15)
 def article(phrase: str) -> str:
     """``phrase`` with "a" or "an" ("an Italian painter", "an 18th-century poet", "a 1990s film"); a
     plural one as a page on a class ("a page on organic compounds")."""
@@ -99,6 +102,9 @@ class ClueMaker:
         self.corpus = corpus
         self._hits: dict[tuple, list[str]] = {}
         self._defs: dict[str, str] = {}
+        self._phrases: dict[str, list] = {}  # page id -> its definition's phrases
+        self._topics: dict[tuple[str, str], list] = {}  # (page, linked page) -> words of the linking sentence
+        self._given: dict[tuple[int, str], bool] = {}  # (giveaways, word) -> whether the word names the entity
         self.searches = 0
 
     # ---- what the checks read ---------------------------------------------------------------
@@ -129,41 +135,63 @@ class ClueMaker:
     def relations(self, h: HopContext, phrase_words: frozenset[str]) -> list[str]:
         """Words of the sentence where the current page links to the bridge that name a topic, nearest
         the link first (the solver reads that sentence where it stands)."""
-        text, anchors = self._text(h.here["page_id"])
-        anchor = anchors.get(h.bridge["page_id"])
-        sentence = sentence_with(text, anchor) if anchor else ""
-        if not sentence:
-            return []
-        at = sentence.lower().find(anchor.lower())
-        own = content_words(h.here["title"]) | content_words(h.bridge["title"])
-        found = []
-        for m in re.finditer(r"[^\W\d_]{4,}", sentence):
-            w = m.group(0)
-            words = content_words(w)
-            if not words or words & (phrase_words | own) or w.lower() in anchor.lower():
+        out: list[str] = []
+        for w, words in self._topic_words(h.here["page_id"], h.here["title"], h.bridge["page_id"], h.bridge["title"]):
+            if words & phrase_words or w.lower() in {o.lower() for o in out}:
                 continue
-            if any(g.find(w) for g in h.later) or not self.corpus.is_title(w):
+            if any(self._gives_away(g, w) for g in h.later):
                 continue
-            found.append((abs(m.start() - at), proper_case(w, sentence)))
-        out = []
-        for _, w in sorted(found):
-            if w.lower() not in {o.lower() for o in out}:
-                out.append(w)
-        return out[:MAX_RELATIONS]
+            out.append(w)
+            if len(out) == MAX_RELATIONS:
+                break
+        return out
+
+    def _topic_words(self, here: str, here_title: str, bridge: str, bridge_title: str
+                     ) -> list[tuple[str, frozenset[str]]]:
+        """The words of the sentence where ``here`` links to ``bridge`` that are a page's title, nearest the
+        link first, with their content words (read once per link: every phrase of the hop asks)."""
+        key = (here, bridge)
+        if key not in self._topics:
+            text, anchors = self._text(here)
+            anchor = anchors.get(bridge)
+            sentence = sentence_with(text, anchor) if anchor else ""
+            found = []
+            if sentence:
+                at = sentence.lower().find(anchor.lower())
+                own = content_words(here_title) | content_words(bridge_title)
+                for m in re.finditer(r"[^\W\d_]{4,}", sentence):
+                    w = m.group(0)
+                    words = content_words(w)
+                    if not words or words & own or w.lower() in anchor.lower() or not self.corpus.is_title(w):
+                        continue
+                    found.append((abs(m.start() - at), proper_case(w, sentence), frozenset(words)))
+            self._topics[key] = [(w, words) for _, w, words in sorted(found, key=lambda f: (f[0], f[1]))]
+        return self._topics[key]
+
+    def _gives_away(self, g, word: str) -> bool:
+        key = (id(g), word)
+        if key not in self._given:
+            self._given[key] = g.find(word) is not None
+        return self._given[key]
 
     def candidates(self, h: HopContext) -> Iterator[tuple[str, str | None]]:
-        """(phrase, relation word) pairs in the order they are tried (module docstring)."""
-        rnd = random.Random(derive_seed(h.seed, "oracle-clue", h.i))
+        """(phrase, relation word) pairs in the order they are tried: coarsest first (module docstring).
+
+        A phrase alone comes before it with a relation word, and a relation word counts as one more
+        word: "a country" (1), then "a landlocked country" and "a country, in a passage on the Alps" (2).
+        """
         text = self._text(h.bridge["page_id"])[0]
-        for p in phrases(self.definition(h.bridge["page_id"], h.bridge.get("description")), rarity=self.corpus.rarity):
-            rels = self.relations(h, p.words)
+        out = []
+        pid = h.bridge["page_id"]
+        if pid not in self._phrases:
+            self._phrases[pid] = phrases(self.definition(pid, h.bridge.get("description")), rarity=self.corpus.rarity)
+        for rank, p in enumerate(self._phrases[pid]):
             first, _, rest = p.text.partition(" ")
             phrase = " ".join(x for x in (proper_case(first, text), rest) if x)
-            options: list[str | None] = [None, *rels] if p.size >= 2 else list(rels)
-            if rels and p.size >= 2 and rnd.random() < 0.7:
-                options = [rels[0], None, *rels[1:]]  # a relation mostly: where the previous page links on
-            for w in options:
-                yield phrase, w
+            out.append((p.size, rank, 0, phrase, None))
+            out += [(p.size + 1, rank, j, phrase, w) for j, w in enumerate(self.relations(h, p.words), start=1)]
+        for *_, phrase, w in sorted(out, key=lambda c: c[:3]):
+            yield phrase, w
 
     # ---- the checks ---------------------------------------------------------------------------
     def compose(self, h: HopContext, phrase: str, rel_word: str | None) -> HopClue:
@@ -183,7 +211,7 @@ class ClueMaker:
         if repeats_description(said, answer.get("description")):
             return "repeats the answer's description"
         known = content_words(" ".join(e["title"] for e in chain[:h.i + 1]))
-        if len(content_words(said) - known) < 2:
+        if not content_words(said) - known:
             return "too few words"
         here = h.here["page_id"]
         visited = {e["page_id"] for e in chain[:h.i + 1]}
@@ -198,7 +226,7 @@ class ClueMaker:
             return f"also fits {self.corpus.title(fits[0])!r}"
         chain_ids = {e["page_id"] for e in chain}
         rivals = [(self.corpus.title(p), self.corpus.description(p)) for p in others if p not in chain_ids]
-        if ambiguous_with(content_words(said), bridge.get("description") or "", rivals) is not None:
+        if ambiguous_with(content_words(said), bridge.get("description") or "", rivals, known) is not None:
             return "covers another page's description"
         entry = {e["page_id"] for e in chain[1:]}
         # The clue alone (with its relation word and without, as written and as keywords), its sub-question
@@ -210,21 +238,24 @@ class ClueMaker:
                 return f"one search for {text!r} finds {self.corpus.title(found[0])!r}"
         return None
 
-    def choose(self, h: HopContext, fix: bool = False) -> tuple[HopClue | None, list[str]]:
-        """The hop's clue (the second that qualifies, with ``fix``), and why each candidate before it failed."""
+    def choose(self, h: HopContext, fix: bool = False, skip: int = 0) -> tuple[HopClue | None, list[str]]:
+        """The hop's clue, and why each candidate before it failed: the first that qualifies, after
+        ``skip`` qualifying ones passed over (None when too few qualify); with ``fix`` (a repair), the
+        next after those, or the last one that qualifies when no other does."""
         why: list[str] = []
-        passed = 0
+        passed, last = 0, None
         for phrase, rel in self.candidates(h):
             clue = self.compose(h, phrase, rel)
             bad = self.problem(h, clue)
             if bad is None:
                 passed += 1
-                if passed > int(fix):
+                last = clue
+                if passed > skip + int(fix):
                     return clue, why
-                bad = "passed over by the repair"
+                bad = "passed over by the repair" if fix else "its question was found whole"
             why.append(f"{phrase!r}{f' + {rel!r}' if rel else ''}: {bad}")
-        if fix and passed:  # nothing else qualifies: the repair keeps the one clue there is
-            return self.choose(h, fix=False)
+        if fix and passed > skip:  # nothing else qualifies: the repair keeps the one clue there is
+            return last, why
         return None, why
 
 

@@ -50,10 +50,10 @@ from synth.text.question_text import content_words
 from synth.tools.analysis import title_key
 
 MAX_WINDOWS = 3  # windows of the current page read for its links
-MAX_SEARCHES = 3  # searches per hop
+MAX_SEARCHES = 6  # searches per hop
 FLOOR = -1.0  # least score of a candidate worth opening
 STRONG = 3.0  # a candidate whose known definition fits the clue
-TITLES_PER_QUERY = 8  # link titles searched with the clue at once (the index reads a query's first 32 terms)
+TITLES_PER_QUERY = 4  # link titles searched with the clue at once (more, and other pages crowd them out)
 TITLES_K = 10  # results such a search asks for: the titled pages, and the clue's best
 
 
@@ -452,7 +452,10 @@ class Memory:
                 self.opens[h] += 1
                 self.judge(h, top.page_id, "recall_")
                 continue
-            if self.rejected[h] and self.exhausted(h):
+            if self.rejected[h] and self.exhausted(h) and (self.closest(h)[0] > 0 or len(self.linked(h)) == 1):
+                # Nothing fits: it goes on from the page that fits best, if any fits at all or it is the one
+                # link there is (among several, a page that holds none of the clue is a guess, and it does not
+                # guess).
                 share, pid = self.closest(h)
                 self.chain.append(pid)
                 self.event = ("forced", pid, h)

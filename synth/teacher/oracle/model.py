@@ -33,13 +33,12 @@ from typing import Any
 from synth.engine.seeding import derive_seed
 from synth.teacher.config import TeacherConfig
 from synth.teacher.oracle.clues import ClueMaker
-from synth.teacher.oracle.writer import NoClue, chain_question, subgraph_chain
+from synth.teacher.oracle.writer import NoClue, chain_question, clued_chain, subgraph_chain
 from synth.teacher.tasks import (AgentHint, ClosedBookHint, JudgeHint, ObfuscateHint, QuestionHint, RepairHint,
                                  SolvableHint, Source, SubgraphHint, json_message)
 from synth.teacher.types import BaseChatModel, ChatResponse
 from synth.text.answers import mentions, names_of
 
-SUBGRAPH_TRIES = 4  # chains tried through one subgraph before it is declined
 MAKERS = 16  # clue makers kept (one per shard in flight)
 
 
@@ -126,19 +125,17 @@ class OracleModel(BaseChatModel):
                   **fixes: Any) -> dict:
         if corpus is None:
             return _declined(0, "the oracle writes questions only against a corpus view")
-        last = None
-        for attempt in range(SUBGRAPH_TRIES):
-            found = subgraph_chain(src.entities, src.links, min_hops,
-                                   random.Random(derive_seed(seed, stream, sample_index, attempt)))
-            if found is None:
-                return json_message({"no_chain": min_hops, "why": f"no chain of {min_hops} links or more in which "
-                                     "no page links to one two steps on"})
-            reply = _written(found, derive_seed(seed, "oracle-question", sample_index), corpus,
-                             self._maker(corpus), start=True, **fixes)
-            if not reply["content"].startswith('{"no_clue"'):
-                return reply
-            last = reply
-        return last
+        if subgraph_chain(src.entities, src.links, min_hops, random.Random(derive_seed(seed, stream, sample_index))) is None:
+            return json_message({"no_chain": min_hops, "why": f"no chain of {min_hops} links or more in which "
+                                 "no page links to one two steps on"})
+        try:
+            chain, text, hops = clued_chain(src.entities, src.links, min_hops,
+                                            random.Random(derive_seed(seed, stream, sample_index, 0)),
+                                            derive_seed(seed, "oracle-question", sample_index), corpus,
+                                            self._maker(corpus), **fixes)
+        except NoClue as e:
+            return _declined(e.hop, f"{e}; " + "; ".join(e.why[:6]))
+        return _reply(chain, text, hops, start=True)
 
     def _repair(self, hint: RepairHint, sample_index: int) -> dict:
         """Rewrite a rejected question with other clue choices: new clues for the hop the check named
@@ -169,6 +166,11 @@ def _written(chain: list[dict], seed: int, corpus, maker: ClueMaker, start: bool
         text, hops = chain_question(chain, seed, corpus, maker=maker, **fixes)
     except NoClue as e:
         return _declined(e.hop, f"{e}; " + "; ".join(e.why[:6]))
+    return _reply(chain, text, hops, start)
+
+
+def _reply(chain: list[dict], text: str, hops: list[dict], start: bool = False) -> dict:
+    """The JSON reply for a written question (the subgraph's ``start`` named with ``start``)."""
     answer = chain[-1]
     obj = {"question": text, "answer": answer["title"], "answer_aliases": names_of(answer)[1:], "hops": hops}
     if start:

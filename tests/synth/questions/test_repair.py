@@ -120,7 +120,7 @@ def test_oracle_repairs_rewrite_the_hop_the_check_names(tmp_path, demo_store):
 
     ctx = Ctx()
     ctx.store, ctx.cfg = store, cfg
-    sources = [s for s in load_sources(ctx) if s.kind == "walk"][:30]
+    sources = [s for s in load_sources(ctx) if s.kind == "walk"][:300]  # about one in ten gets a question at k = 5
     pages = {e["page_id"] for s in sources for e in s.entities}
     corpus = ShardCorpus(LinkView.open(store, load_graph(store), pages), SearchIndex.open(store.path("index")), 5)
     oracle = OracleModel(cfg.teacher)
@@ -133,6 +133,9 @@ def test_oracle_repairs_rewrite_the_hop_the_check_names(tmp_path, demo_store):
         again = json.loads(oracle.answer([], 0, REPAIR.hint(
             source=src, seed=src.seed, reason="enterable_hop", hop=1, detail="hop 2's sentence ...", max_words=220,
             min_hops=3, corpus=corpus))["content"])
+        if "hops" not in again:  # no other clue of hop 2 leaves the whole question unfound: declined, by name
+            assert again["no_clue"] == 2
+            continue
         assert [h for i, h in enumerate(first["hops"]) if i != 1] == [h for i, h in enumerate(again["hops"]) if i != 1]
         changed += first["hops"][1]["sub_question"] != again["hops"][1]["sub_question"]
     assert changed >= 5  # the named hop gets another clue wherever a second one qualifies

@@ -148,8 +148,9 @@ def test_clue_shortcut_searches_each_sub_question_and_the_final_clue(indexed):
     bad_sub = _q(path, titles, ok.question, [subs[0], "Which silvery lanthanide metal glows red in phosphors?"])
     f = v.check(bad_sub)
     assert f.reason == "clue_shortcut" and f.hop == 1 and "hop 2's clue" in f.detail
-    # The shortcut check reads the effective-depth searches: only the new clue was searched.
-    assert v.depth.searches == sent + 1
+    # The shortcut check reads the effective-depth searches: only the new clue was searched, once by each
+    # adversary (the tool, the body ranking, and its keywords with both).
+    assert v.depth.searches == sent + 4
     bad_final = _q(path, titles, "Start at Alder. Find the town by the river. The next one glows red in phosphors, "
                                  "a silvery lanthanide metal. What is it?", subs)
     f = v.check(bad_final)
@@ -226,7 +227,7 @@ def test_blurry_clues_need_every_hop(woods):
     q = _woods_q("Start at Alder. It links to a coastal settlement. That links to forestry works. Then a mineral deposit. Which is it?")
     assert v.check(q) is None
     assert (q.effective_depth, q.entry) == (3, None)
-    assert v.depths == [(3, 3)]
+    assert [(d.nominal, d.effective) for d in v.depths] == [(3, 3)]
 
 
 @pytest.mark.parametrize("hop, how, sub, sentence, entered", [
