@@ -35,6 +35,7 @@ from synth.engine.stage import StageContext, StageResult
 from synth.engine.tables import RowMapping
 from synth.engine.workers import guided_batches
 from synth.engine.records import SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
+from synth.text.answers import BASES, NO_MATCH
 
 from filters.band import pass_stats, prompt_messages
 from filters.base import HELD_OUT, NOT_BEST, FilterContext, FilterRunner, build_chain
@@ -44,6 +45,7 @@ from filters.correctness import CorrectnessFilter, grade, run_judge
 from filters.grounded import ungrounded_steps
 from filters.guidance import Reference, keep_best, reference_of
 from filters.pool import write_rl_pool
+from synth.corpus.answerkeys import answer_keys
 from filters.sftrows import sft_messages, sft_row
 
 BATCH_ROWS = 512
@@ -180,6 +182,7 @@ class _PassOne:
         self.pooled = {Split.RL, Split.SFT} if cfg.questions.share_sft_rl else {Split.RL}
         root = Path(root)
         self.questions = load_questions(Store(root))
+        self.keys = answer_keys(Store(root), fcfg.min_f1)
         self.counts = None
         tokenizer = None
         if "length" in fcfg.chain:
@@ -189,7 +192,7 @@ class _PassOne:
 
             tokenizer = load_tokenizer(_tokenizer_path(root), chat_template=True)
             self.counts = TokenCounts(tokenizer, root)
-        self.fctx = FilterContext(self.questions, tokenizer=tokenizer)
+        self.fctx = FilterContext(self.questions, tokenizer=tokenizer, answer_keys=self.keys)
         self.pending: list[tuple[str, str, str | None]] = []  # (trace_id, reason, detail) of this batch's rejects
         self.runner = FilterRunner(chain_of(fcfg), on_reject=lambda trace, reason, detail: self.pending.append(
             (trace.trace_id, reason, detail)))
@@ -197,7 +200,8 @@ class _PassOne:
     def __call__(self, batch: pa.RecordBatch, judge: Any = None, flush: bool = False) -> _BatchOut:
         fcfg, fctx, questions = self.fcfg, self.fctx, self.questions
         recs = [Trace.from_row(r) for r in batch.to_pylist()]
-        fctx.grades = {t.trace_id: grade(t.final_answer, questions.get(t.question_id), fcfg.min_f1) for t in recs}
+        fctx.grades = {t.trace_id: grade(t.final_answer, questions.get(t.question_id), fcfg.min_f1,
+                                         self.keys.get(t.question_id)) for t in recs}
         if judge is not None:
             judge(recs, fctx.grades)
         counted = 0
@@ -246,6 +250,7 @@ class _PassOne:
         ungrounded = len(ungrounded_steps(trace, self.fcfg.min_grounding))
         out.verdicts.append({"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
                              "split": trace.split, "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1,
+                             "match": g.basis,
                              "judge_correct": g.judge_correct, "correct": g.correct, "rubric_raw": rubric,
                              "rubric": None, "n_tokens": None, "ungrounded_steps": ungrounded, "kept": False,
                              "reason": reason})
@@ -293,6 +298,8 @@ def run_filter(ctx: StageContext) -> StageResult:
     """Filter traces into ``sft`` (best-of-n) and ``rl_pool`` (difficulty band); see the module docstring."""
     fcfg = ctx.cfg.filters
     questions = load_questions(ctx.store)
+    # Built (or read from the run's cache) here, before any worker starts: forked workers inherit them.
+    keys = answer_keys(ctx.store, fcfg.min_f1)
     traces = ctx.store.dataset("traces", hint="rollout")
     if "length" in fcfg.chain:
         _tokenizer_path(ctx.store.root)  # a missing tokenizer stops the stage here, before any worker starts
@@ -363,7 +370,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     verdict_rows.write(list(verdicts.values()))
     verdict_rows.close()
     band_report = write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
-                                references, lambda: _teacher(ctx))
+                                references, lambda: _teacher(ctx), keys)
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
@@ -372,6 +379,9 @@ def run_filter(ctx: StageContext) -> StageResult:
         **band_report,
         "pass": pass_stats((p.n, p.c, p.first) for q, p in per_q.items() if q in questions),
         "correct": {"rule": tally["rule"], "combined": tally["combined"], "judge_rescued": tally["judge_rescued"]},
+        # How the answer rule decided (synth.text.answers.BASES), and what the answer keys hold.
+        "match": {b: tally["match:" + b] for b in BASES},
+        "answers": keys.stats,
         "kept_rubric_mean": (round(sum(c.rubric_raw for c in candidates if c.trace_id in kept_ids) / kept, 6)
                              if kept else None),
         # Operational (not part of the tables): how the work was spread, and what the token cache saved.
@@ -462,6 +472,7 @@ def _count(tally: Counter, v: dict) -> None:
     """Add one verdict to the stage's tallies: correct by the rule, in all, rescued by the judge, and how the
     judge compared with the rule where both spoke (``judge:<outcome>``)."""
     tally["rule"] += bool(v["rule_correct"])
+    tally["match:" + (v.get("match") or NO_MATCH)] += 1
     tally["combined"] += bool(v["correct"])
     tally["judge_rescued"] += bool(v["correct"] and not v["rule_correct"])
     j = v["judge_correct"]

@@ -85,6 +85,7 @@ TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("i
 
 # rl.band_by: the filter writes rl_pool (and its curriculum stages) only when the teacher measures the band.
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
+               optional_reads=("ingest",),  # the answer keys (synth.corpus.answerkeys) read the corpus
                sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum", "rl.guidance",
                          "rl.baselines", "rl.rag_k"),
                outputs=("sft", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"), command="filter",
@@ -108,12 +109,14 @@ SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), by_conten
             sections=("sft",), outputs=("student",), command="student", key_extra=_sft_recipe)
 
 EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollout", "index"),
+             optional_reads=("ingest",),  # the answer keys
              sections=("eval", "tools", "filters.min_f1", "filters.min_grounding"), outputs=("eval",), command="eval")
 
 # Under rl.band_by: student, the warm-start student's own rollouts decide the band and this stage writes
 # rl_pool (under `teacher` it measures nothing and writes nothing: the filter wrote the pool).  It reads the
 # student and the filter's verdicts (for the report's teacher figures), rolls out through the eval harness.
 RL_BAND = Stage("rl_band", "sft.rlband:SHARDS", sharded=True, reads=("sft", "questions", "index", "filter"),
+                optional_reads=("ingest",),  # the answer keys
                 sections=("rl", "eval.max_turns", "eval.max_new_tokens", "tools", "filters.min_f1",
                           "questions.share_sft_rl"),
                 outputs=("rl_pool", "rl_band/traces", "rl_curriculum"), command="rl-band")

@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-from synth.text.answers import is_correct
+from synth.corpus.answerkeys import answer_keys
+from synth.text.answers import AnswerKey, is_correct
 from synth.engine.errors import InputError
 from synth.engine.records import Question, Split, Trace
 from synth.report.stage import INF, erf_curve, recovery_turn
@@ -81,8 +82,10 @@ def eval_questions(store) -> list[Question]:
     return held
 
 
-def metrics(traces: Iterable[Trace], golds: dict[str, list[str]], min_f1: float, t_max: int) -> dict[str, Any]:
-    """Answer rate, accuracy, format-valid tool-call rate, tool calls per question and ERF(t), t = 0..t_max."""
+def metrics(traces: Iterable[Trace], golds: Mapping[str, AnswerKey | list[str]], min_f1: float,
+            t_max: int) -> dict[str, Any]:
+    """Answer rate, accuracy, format-valid tool-call rate, tool calls per question and ERF(t), t = 0..t_max;
+    ``golds`` maps each question to its answer key (or its answer and aliases)."""
     traces = list(traces)
     n = len(traces)
     if n == 0:
@@ -141,7 +144,8 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
 
     items = [(q, s) for q in questions for s in range(ecfg.n)]
     student = list(teacher.map(one, items, progress=progress))
-    golds = {q.question_id: [q.answer, *q.answer_aliases] for q in questions}
+    keys = answer_keys(store, cfg.filters.min_f1)  # the filter's rule: the student is judged as the teacher was
+    golds = {q.question_id: keys.key_for(q) for q in questions}
     teacher_traces = [Trace.from_row(r) for r in store.read("traces").to_pylist() if r["question_id"] in golds]
     t_max = max([ecfg.max_turns] + [t.n_turns for t in teacher_traces])
     min_f1 = cfg.filters.min_f1

@@ -351,6 +351,8 @@ VERDICT_SCHEMA = pa.schema(
         pa.field("rule_correct", pa.bool_(), nullable=False),  # exact match or F1 >= min_f1
         pa.field("em", pa.bool_(), nullable=False),
         pa.field("f1", pa.float64(), nullable=False),
+        # How the answer rule decided: page, f1, other_page, qualified or none (synth.text.answers.BASES).
+        pa.field("match", pa.string()),
         pa.field("judge_correct", pa.bool_()),  # null: judge off, not asked (no answer) or failed
         pa.field("correct", pa.bool_(), nullable=False),  # rule_correct or (judge_correct and f1 > 0)
         pa.field("rubric_raw", pa.float64()),  # only for traces that passed the chain (positive-only)
@@ -373,7 +375,8 @@ RL_TOOLS_KWARGS_TYPE = pa.struct([
     # CAPF's training-only check_answer: the ground truth and the chain's titles (synth/tools/feedback.py).
     pa.field("check_answer", pa.struct([
         pa.field("create_kwargs", pa.struct([pa.field("target", pa.list_(pa.string())),
-                                             pa.field("chain", pa.list_(pa.string()))])),
+                                             pa.field("chain", pa.list_(pa.string())),
+                                             pa.field("other_titles", pa.list_(pa.string()))])),
     ])),
 ])
 # extra_info.baselines: the dual reward's closed-book and naive-RAG answers of a question, with their scores.
@@ -386,7 +389,12 @@ RL_SCHEMA = pa.schema(
         pa.field("ability", pa.string(), nullable=False),
         pa.field("reward_model", pa.struct([
             pa.field("style", pa.string()),
-            pa.field("ground_truth", pa.struct([pa.field("target", pa.list_(pa.string()))])),
+            # The answer key (synth.text.answers.AnswerKey.ground_truth): the answer page's names, the titles of
+            # other pages token F1 would mistake for it, and the min_f1 those were gathered at; the reward judges
+            # with it exactly as the filter did, without the corpus.
+            pa.field("ground_truth", pa.struct([pa.field("target", pa.list_(pa.string())),
+                                                pa.field("other_titles", pa.list_(pa.string())),
+                                                pa.field("min_f1", pa.float64())])),
         ]), nullable=False),
         pa.field("extra_info", pa.struct([
             pa.field("question_id", pa.string()),
