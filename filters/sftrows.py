@@ -1,11 +1,13 @@
 """Trace -> SFT row: the conversation as Arrow structs, in the exact shape TRL and chat templates read.
 
-Every message gets the five keys of :data:`synth.engine.records.MESSAGE_TYPE` (role, content,
-tool_calls, tool_call_id, name), with None where a key does not apply -- which is also
+Every message gets the six keys of :data:`synth.engine.records.MESSAGE_TYPE` (role, content,
+tool_calls, tool_call_id, name, reasoning_content), with None where a key does not apply -- which is also
 what Arrow gives back when the table is read, so the length filter measures exactly
 what training renders.  Tool-call ``arguments`` stay JSON strings: as structs Arrow
 would merge the argument keys of every tool into one type (a ``search`` call would gain
-``offset: null``).  Keys outside the schema (e.g. ``reasoning_content``) are not kept.  A row also carries
+``offset: null``).  An assistant turn keeps the teacher's reasoning (``reasoning_content``): distilling a
+thinking teacher without it throws away the most valuable part of the trace; how a template renders it is
+``sft.reasoning`` (:mod:`synth.tokenizer.reasoning`).  A row also carries
 the trace's step labels (``step_labels``, one per assistant turn: E_t, pivot hops, grounded).
 """
 
@@ -21,13 +23,14 @@ MIN_GROUNDING = FiltersConfig.model_fields["min_grounding"].default
 
 
 def sft_message(m: Message) -> dict:
-    """One message as a MESSAGE_TYPE dict (all five keys present)."""
+    """One message as a MESSAGE_TYPE dict (all six keys present)."""
     return {
         "role": m.role,
         "content": m.text,
         "tool_calls": [tc.to_openai() for tc in m.tool_calls] or None,
         "tool_call_id": m.tool_call_id if m.role == "tool" else None,
         "name": m.name if m.role == "tool" else None,
+        "reasoning_content": (m.reasoning_content or None) if m.role == "assistant" else None,
     }
 
 

@@ -47,6 +47,7 @@ from filters.guidance import Reference, keep_best, reference_of
 from filters.pool import write_rl_pool
 from synth.corpus.answerkeys import answer_keys
 from filters.sftrows import sft_messages, sft_row
+from synth.tokenizer.reasoning import apply_reasoning, resolve_mode
 
 BATCH_ROWS = 512
 # A worker's batch: each worker holds its batch's conversations decoded several times over (rows, records,
@@ -185,6 +186,8 @@ class _PassOne:
         self.keys = answer_keys(Store(root), fcfg.min_f1)
         self.counts = None
         tokenizer = None
+        # How the SFT rows' reasoning renders (sft.reasoning): the length filter counts exactly that render.
+        self.reasoning = "keep"
         if "length" in fcfg.chain:
             from synth.tokenizer.counts import TokenCounts
 
@@ -192,6 +195,7 @@ class _PassOne:
 
             tokenizer = load_tokenizer(_tokenizer_path(root), chat_template=True)
             self.counts = TokenCounts(tokenizer, root)
+            self.reasoning = reasoning_mode(cfg, tokenizer)
         self.fctx = FilterContext(self.questions, tokenizer=tokenizer, answer_keys=self.keys)
         self.pending: list[tuple[str, str, str | None]] = []  # (trace_id, reason, detail) of this batch's rejects
         self.runner = FilterRunner(chain_of(fcfg), on_reject=lambda trace, reason, detail: self.pending.append(
@@ -207,8 +211,7 @@ class _PassOne:
         counted = 0
         if self.counts is not None:
             before = self.counts.computed
-            lengths = self.counts.count([(sft_messages(t), json.loads(t.tools) or None) for t in recs])
-            fctx.token_counts = {t.trace_id: n for t, n in zip(recs, lengths) if n is not None}
+            fctx.token_counts = self._lengths(recs)
             counted = self.counts.computed - before
             if flush:
                 self.counts.flush()
@@ -222,6 +225,27 @@ class _PassOne:
         fctx.measures.clear()
         fctx.token_counts = {}
         return out
+
+    def _lengths(self, recs: list[Trace]) -> dict[str, int]:
+        """trace_id -> the rendered length of its SFT row, its reasoning rendered as ``sft.reasoning`` says; left
+        out when the template cannot render it."""
+        items = [(apply_reasoning(sft_messages(t), self.reasoning), json.loads(t.tools) or None) for t in recs]
+        return {t.trace_id: n for t, n in zip(recs, self.counts.count(items)) if n is not None}
+
+    def _reasoning_tokens(self, trace: Trace) -> tuple[int | None, int | None]:
+        """(tokens of the assistant turns' reasoning, tokens of all they wrote), or Nones without a tokenizer."""
+        if self.counts is None:
+            return None, None
+        reasoning, written = [], []
+        for m in trace.conversation.messages:
+            if m.role != "assistant":
+                continue
+            reasoning.append(m.reasoning_content or "")
+            written += [m.reasoning_content or "", m.text or ""]
+            written += [f"{tc.name} {tc.arguments}" for tc in m.tool_calls]
+        n = self.counts.count_texts([t for t in reasoning + written if t])
+        texts = [t for t in reasoning if t]
+        return sum(n[:len(texts)]), sum(n[len(texts):])
 
     def _rejects(self, batch: pa.RecordBatch, recs: list[Trace]) -> pa.Table | list[dict]:
         pending, self.pending = self.pending, []
@@ -245,7 +269,8 @@ class _PassOne:
             self.runner.reject(trace, reason, f"a question of the {trace.split} split: its traces are never SFT rows")
         elif keep:
             rubric = rubric_raw(trace, self.fctx.questions[qid])
-            out.candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric))
+            out.candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric,
+                                            0.0, *self._reasoning_tokens(trace)))
         # Counted for every trace, whichever filter dropped it (the report's grounding histogram reads it).
         ungrounded = len(ungrounded_steps(trace, self.fcfg.min_grounding))
         out.verdicts.append({"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
@@ -258,6 +283,14 @@ class _PassOne:
     def close(self) -> None:
         if self.counts is not None:
             self.counts.flush()
+
+
+def reasoning_mode(cfg: Any, tokenizer: Any) -> str:
+    """``sft.reasoning`` resolved against DIR/tokenizer's chat template (a config error names the keys)."""
+    from synth.tokenizer.chat_templates import family_of
+
+    template = tokenizer.chat_template
+    return resolve_mode(cfg.sft.reasoning, template, family_of(template) or "of DIR/tokenizer")
 
 
 def chain_of(fcfg: FiltersConfig) -> list:
@@ -301,8 +334,13 @@ def run_filter(ctx: StageContext) -> StageResult:
     # Built (or read from the run's cache) here, before any worker starts: forked workers inherit them.
     keys = answer_keys(ctx.store, fcfg.min_f1)
     traces = ctx.store.dataset("traces", hint="rollout")
+    mode = ctx.cfg.sft.reasoning
     if "length" in fcfg.chain:
-        _tokenizer_path(ctx.store.root)  # a missing tokenizer stops the stage here, before any worker starts
+        from synth.tokenizer.tokens import load_tokenizer
+
+        # A missing tokenizer, or an sft.reasoning its template cannot train, stops the stage here, before any
+        # worker starts.
+        mode = reasoning_mode(ctx.cfg, load_tokenizer(_tokenizer_path(ctx.store.root), chat_template=True))
     rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA, row_group_rows=TRACE_ROW_GROUP)
     pending: list[tuple[str, str, str | None]] = []  # pass two's rejects of the batch at hand
     chain = chain_of(fcfg)
@@ -384,6 +422,8 @@ def run_filter(ctx: StageContext) -> StageResult:
         "answers": keys.stats,
         "kept_rubric_mean": (round(sum(c.rubric_raw for c in candidates if c.trace_id in kept_ids) / kept, 6)
                              if kept else None),
+        # The reasoning the sft rows carry (sft.reasoning: how the length filter and training render it).
+        "reasoning": reasoning_report([c for c in candidates if c.trace_id in kept_ids], mode),
         # Operational (not part of the tables): how the work was spread, and what the token cache saved.
         "workers": workers,
         "tokens_counted": counted,
@@ -393,6 +433,18 @@ def run_filter(ctx: StageContext) -> StageResult:
     if teacher is not None:
         extra["teacher"] = teacher.stats.since(snap)
     return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra)
+
+
+def reasoning_report(kept: list[Candidate], mode: str | None) -> dict[str, Any]:
+    """The kept traces' reasoning: how many carry any (``traces_with_reasoning``), its tokens, and its share of the
+    tokens the assistant wrote (reasoning, text and tool calls: what SFT trains, template markup aside; the sft
+    stage's mask_report.json has the share of the trained tokens exactly), with the ``sft.reasoning`` mode."""
+    counted = [c for c in kept if c.assistant_tokens is not None]
+    reasoning = sum(c.reasoning_tokens or 0 for c in counted)
+    written = sum(c.assistant_tokens or 0 for c in counted)
+    return {"mode": mode, "traces": len(kept), "traces_with_reasoning": sum(1 for c in counted if c.reasoning_tokens),
+            "reasoning_tokens": reasoning if counted else None, "assistant_tokens": written if counted else None,
+            "share_of_assistant_tokens": round(reasoning / written, 6) if written else None}
 
 
 def _teacher(ctx: StageContext) -> Any:

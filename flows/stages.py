@@ -86,8 +86,9 @@ TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("i
 # rl.band_by: the filter writes rl_pool (and its curriculum stages) only when the teacher measures the band.
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
                optional_reads=("ingest",),  # the answer keys (synth.corpus.answerkeys) read the corpus
+               # sft.reasoning: how the length filter renders the rows' reasoning
                sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum", "rl.guidance",
-                         "rl.baselines", "rl.rag_k"),
+                         "rl.baselines", "rl.rag_k", "sft.reasoning"),
                outputs=("sft", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"), command="filter",
                key_extra=_filter_identity)
 

@@ -283,6 +283,10 @@ class Trace(Record):
     server_cached_prompt_tokens: int = 0
     # One per assistant turn (synth.rollout.labels); empty in tables written before labels existed.
     step_labels: list[StepLabel] = field(default_factory=list)
+    # Where the teacher's server put its reasoning (reasoning, reasoning_content, think, or teacher.reasoning_field),
+    # and so where earlier turns' reasoning was sent back; None when no turn carried any.  Whatever the field,
+    # the conversation keeps it as each assistant message's reasoning_content.
+    reasoning_field: str | None = None
 
     @property
     def conversation(self) -> Conversation:
@@ -293,6 +297,8 @@ class Trace(Record):
 
 # Chat messages as TRL's SFTTrainer reads them (conversational, with tool calls).
 # Tool-call arguments stay JSON strings: Arrow would otherwise merge argument keys across rows.
+# An assistant turn's reasoning is `reasoning_content` (the key Qwen3's and DeepSeek's templates read), whatever
+# field the teacher's server used; how a template without a thinking format trains it is `sft.reasoning`.
 TOOL_CALL_TYPE = pa.struct(
     [
         pa.field("id", pa.string()),
@@ -307,6 +313,7 @@ MESSAGE_TYPE = pa.struct(
         pa.field("tool_calls", pa.list_(TOOL_CALL_TYPE)),
         pa.field("tool_call_id", pa.string()),
         pa.field("name", pa.string()),
+        pa.field("reasoning_content", pa.string()),
     ]
 )
 

@@ -94,7 +94,9 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
             "samples": {sp: sum(len(done[q.question_id]) for q in shard if q.split == sp) for sp in SPLITS},
             "saved": sum(plan.n - len(done[q.question_id]) for q in shard),  # against policy fixed
             "turns": sum(t.n_turns for t in traces), "tool_calls": sum(t.n_tool_calls for t in traces),
-            "tool_errors": sum(t.n_tool_errors for t in traces), **shard_usage(teacher)}
+            "tool_errors": sum(t.n_tool_errors for t in traces),
+            "reasoning_fields": dict(Counter(t.reasoning_field for t in traces if t.reasoning_field)),
+            **shard_usage(teacher)}
 
 
 @dataclass(frozen=True)
@@ -155,10 +157,12 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     stops: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     samples: Counter[str] = Counter()
+    fields: Counter[str] = Counter()
     for s in summaries:
         stops.update(s["stop_reasons"])
         failed.update(s["failed"])
         samples.update(s["samples"])
+        fields.update(s.get("reasoning_fields") or {})
     n_in = sum(s["input"] for s in summaries)
     return StageResult(
         input=n_in, output=rows, dropped={}, failed=dict(failed),
@@ -168,6 +172,10 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
                "stop_reasons": dict(stops),
                "turns": sum(s["turns"] for s in summaries), "tool_calls": sum(s["tool_calls"] for s in summaries),
                "tool_errors": sum(s["tool_errors"] for s in summaries), "shards": len(summaries),
+               # Where the teacher's server put its reasoning (and so where it was sent back), traces per field;
+               # the field most traces show, or None when no trace carried reasoning.
+               "reasoning": {"field": fields.most_common(1)[0][0] if fields else None,
+                             "traces": sum(fields.values()), "by_field": dict(sorted(fields.items()))},
                **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)},
     )
 

@@ -45,7 +45,8 @@ def test_the_prompt_and_tools_are_those_the_sft_rows_trained_on(rl_rows, sft_row
     (system,) = systems
     for r in sft_rows:  # SFT: the system prompt, then the question as the user turn
         assert r["messages"][1] == {"role": "user", "content": rl_questions[r["question_id"]]["question"],
-                                    "tool_calls": None, "tool_call_id": None, "name": None}
+                                    "tool_calls": None, "tool_call_id": None, "name": None,
+                                    "reasoning_content": None}
     sft_tools = {r["tools"] for r in sft_rows}
     assert len(sft_tools) == 1
     for row in rl_rows:
