@@ -19,7 +19,8 @@ An ``rl_pool`` row is what verl's ``RLHFDataset`` and its multi-turn tool rollou
                    tools_kwargs: {search: {create_kwargs: {exclude: [answer_page_id]}},
                                   check_answer: {create_kwargs: {target: [...], chain: titles,
                                                                  other_titles: [...]}}},
-                   need_tools_kwargs: true, reference_trace_id, step_labels, guidance, baselines}
+                   need_tools_kwargs: true, reference_trace_id, step_labels, guidance, baselines,
+                   context: {policy, compress_observations, keep_observations}}
     tools         the rollout's tool schemas as a JSON string (the ``tools`` of the SFT rows)
 
 ``n`` and ``c`` are the rollouts and correct ones of the model that measured the band, and
@@ -50,6 +51,9 @@ What the seeds' rewards and methods read (:mod:`filters.reward`, :mod:`filters.g
   ``gain`` mode's ``a_I`` and ``a_R``); null otherwise.
 - ``tools_kwargs.check_answer``: the ground truth for CAPF's training-only ``check_answer`` tool
   (:class:`synth.tools.verl_tool.CheckAnswerTool`), which only a CAPF tool config instantiates.
+- ``context``: the run's ``sft.context`` (:func:`context_of`): the observations the policy trained with.  verl
+  0.9's tool agent loop keeps every observation of a rollout in one token sequence, which is ``full``; a row
+  of an ``as_seen`` run says so, for an agent loop that compresses (README "RL with verl").
 """
 
 from __future__ import annotations
@@ -109,13 +113,13 @@ def tools_kwargs(question: Question, key: AnswerKey | None = None) -> dict:
 
 def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int,
            band_model: str | None = None, *, reference: dict | None = None, guidance: str | None = None,
-           baselines: dict | None = None, key: AnswerKey | None = None) -> dict:
+           baselines: dict | None = None, key: AnswerKey | None = None, context: dict | None = None) -> dict:
     """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`); ``prompt`` is the harness of the
     question's first rollout (:func:`prompt_messages`), ``tools`` its tool schemas JSON, ``band_model``
     the model whose ``n`` rollouts (``c`` correct) put the question in the band; ``reference`` the best
     correct rollout (``{"trace_id", "step_labels"}``), ``guidance`` its tool calls (JSON), ``baselines``
     the closed-book and naive-RAG answers, ``key`` the question's answer key (None: its answer and aliases
-    alone; see the module docstring)."""
+    alone; see the module docstring), ``context`` the run's :func:`context_of`."""
     key = key if key is not None else AnswerKey.of(question.golds)
     return {
         "data_source": DATA_SOURCE,
@@ -128,9 +132,17 @@ def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, i
                        "need_tools_kwargs": True,
                        "reference_trace_id": (reference or {}).get("trace_id"),
                        "step_labels": list((reference or {}).get("step_labels") or []),
-                       "guidance": guidance, "baselines": baselines},
+                       "guidance": guidance, "baselines": baselines, "context": context},
         "tools": tools,
     }
+
+
+def context_of(cfg) -> dict:
+    """``extra_info.context``: the run's ``sft.context`` and the compression it implies for the policy's rollouts
+    (``as_seen``: the teacher's ``rollout.compress_observations`` / ``keep_observations``; ``full``: none)."""
+    as_seen = cfg.sft.context == "as_seen"
+    return {"policy": cfg.sft.context, "compress_observations": bool(as_seen and cfg.rollout.compress_observations),
+            "keep_observations": int(cfg.rollout.keep_observations)}
 
 
 def band_model_name(by: str, models: Iterable[str]) -> str:

@@ -16,7 +16,7 @@ from synth.engine.records import RL_SCHEMA, Question, Split
 from synth.engine.stage import StageContext
 from synth.text.answers import AnswerKey
 
-from filters.band import BANDS, band, band_counts, band_model_name, rl_row
+from filters.band import BANDS, band, band_counts, band_model_name, context_of, rl_row
 from filters.curriculum import write_curriculum
 from filters.guidance import Reference
 from filters.rlconfig import TEACHER
@@ -72,7 +72,7 @@ def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: d
         rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows),
                            band_model=band_model_name(TEACHER, p.models),
                            reference=ref.as_reference() if ref else None, guidance=guidance,
-                           key=(keys or {}).get(qid)))
+                           key=(keys or {}).get(qid), context=context_of(ctx.cfg)))
     out: dict[str, Any] = {"band_by": band_by, "band_model": band_model_name(TEACHER, models), "bands": counts,
                            "bands_of_splits": sorted(str(x) for x in pool_splits), "bands_by_split": band_counts(facts),
                            "rl_pool_rows": len(rows), "guidance": guided}

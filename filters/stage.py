@@ -10,9 +10,9 @@ harness prompt and its best correct rollout's tool calls and step labels (a
 Pass 2 reads back only the survivors, writes the kept ones to ``sft`` and the others
 to the rejects as ``not_best``.  Memory holds no conversation beyond one batch.
 
-Funnel: input = traces, output = ``sft`` rows, dropped by reason = the chain's reasons
-plus ``not_best``.  ``filter/verdicts`` has one row per trace, with its count of ungrounded
-tool calls (:mod:`filters.grounded`) whichever filter dropped it; a verdict is written as soon as
+Funnel: input = traces, output = kept traces (``sft`` rows under ``sft.context: full``; one row per
+assistant turn under ``as_seen``), dropped by reason = the chain's reasons plus ``not_best``.
+``filter/verdicts`` has one row per trace, with its count of ungrounded tool calls (:mod:`filters.grounded`) whichever filter dropped it; a verdict is written as soon as
 it is final (after pass one, or after pass two for a best-of-n candidate), so the parent holds
 none beyond the candidates'.
 """
@@ -46,7 +46,7 @@ from filters.grounded import ungrounded_steps
 from filters.guidance import Reference, keep_best, reference_of
 from filters.pool import write_rl_pool
 from synth.corpus.answerkeys import answer_keys
-from filters.sftrows import sft_messages, sft_row
+from filters.sftrows import samples, sft_messages, sft_rows
 from synth.tokenizer.reasoning import apply_reasoning, resolve_mode
 
 BATCH_ROWS = 512
@@ -186,7 +186,10 @@ class _PassOne:
         self.keys = answer_keys(Store(root), fcfg.min_f1)
         self.counts = None
         tokenizer = None
-        # How the SFT rows' reasoning renders (sft.reasoning): the length filter counts exactly that render.
+        # What a kept trace's SFT rows hold (sft.context) and how their reasoning renders (sft.reasoning): the
+        # length filter counts exactly those renders.
+        self.context = cfg.sft.context
+        self.compress, self.keep = cfg.rollout.compress_observations, cfg.rollout.keep_observations
         self.reasoning = "keep"
         if "length" in fcfg.chain:
             from synth.tokenizer.counts import TokenCounts
@@ -227,10 +230,23 @@ class _PassOne:
         return out
 
     def _lengths(self, recs: list[Trace]) -> dict[str, int]:
-        """trace_id -> the rendered length of its SFT row, its reasoning rendered as ``sft.reasoning`` says; left
-        out when the template cannot render it."""
-        items = [(apply_reasoning(sft_messages(t), self.reasoning), json.loads(t.tools) or None) for t in recs]
-        return {t.trace_id: n for t, n in zip(recs, self.counts.count(items)) if n is not None}
+        """trace_id -> the rendered length of its longest SFT row (one row under ``full``; under ``as_seen`` one a
+        turn, each of which must fit), its reasoning rendered as ``sft.reasoning`` says; left out when the
+        template cannot render one of them."""
+        items, owner = [], []
+        for t in recs:
+            tools = json.loads(t.tools) or None
+            for _, msgs in samples(sft_messages(t), self.context, self.compress, self.keep):
+                items.append((apply_reasoning(msgs, self.reasoning), tools))
+                owner.append(t.trace_id)
+        out: dict[str, int] = {}
+        failed: set[str] = set()
+        for tid, n in zip(owner, self.counts.count(items)):
+            if n is None:
+                failed.add(tid)
+            else:
+                out[tid] = max(n, out.get(tid, 0))
+        return {tid: n for tid, n in out.items() if tid not in failed}
 
     def _reasoning_tokens(self, trace: Trace) -> tuple[int | None, int | None]:
         """(tokens of the assistant turns' reasoning, tokens of all they wrote), or Nones without a tokenizer."""
@@ -403,7 +419,7 @@ def run_filter(ctx: StageContext) -> StageResult:
         compact_cache(ctx.store.root)
 
     kept_ids = select_best(candidates, fcfg.keep_per_question)
-    kept = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending, rejects)
+    kept, n_rows = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending, rejects)
     rejects.close()
     verdict_rows.write(list(verdicts.values()))
     verdict_rows.close()
@@ -422,7 +438,11 @@ def run_filter(ctx: StageContext) -> StageResult:
         "answers": keys.stats,
         "kept_rubric_mean": (round(sum(c.rubric_raw for c in candidates if c.trace_id in kept_ids) / kept, 6)
                              if kept else None),
-        # The reasoning the sft rows carry (sft.reasoning: how the length filter and training render it).
+        # What the sft rows hold (sft.context: one row per kept trace, or one per assistant turn) and the reasoning
+        # they carry (sft.reasoning: how the length filter and training render it).
+        "sft_rows": n_rows,
+        "context": {"policy": ctx.cfg.sft.context, "compress_observations": ctx.cfg.rollout.compress_observations,
+                    "keep_observations": ctx.cfg.rollout.keep_observations},
         "reasoning": reasoning_report([c for c in candidates if c.trace_id in kept_ids], mode),
         # Operational (not part of the tables): how the work was spread, and what the token cache saved.
         "workers": workers,
@@ -466,14 +486,17 @@ def _judge_batch(teacher: Any, traces: list[Trace], questions: Mapping[str, Ques
 
 
 def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate], kept_ids: set[str],
-              runner: FilterRunner, verdicts: dict, pending: list, rejects: Any) -> int:
-    """Write the kept survivors to ``sft`` and reject the others as ``not_best``, batch by batch (``runner``
-    notes each reject in ``pending``); returns the kept count."""
+              runner: FilterRunner, verdicts: dict, pending: list, rejects: Any) -> tuple[int, int]:
+    """Write the kept survivors to ``sft`` (their rows under ``sft.context``) and reject the others as
+    ``not_best``, batch by batch (``runner`` notes each reject in ``pending``); returns the kept traces and the
+    rows written."""
     by_id = {c.trace_id: c for c in candidates}
+    cfg = ctx.cfg
+    context = (cfg.sft.context, cfg.rollout.compress_observations, cfg.rollout.keep_observations)
     group_size = Counter(c.question_id for c in candidates)
     group_kept = Counter(c.question_id for c in candidates if c.trace_id in kept_ids)
     sft = ctx.writer("sft", SFT_SCHEMA, row_group_rows=TRACE_ROW_GROUP)
-    kept = 0
+    kept = n_rows = 0
     if by_id:
         survivors = traces.to_batches(filter=ds.field("trace_id").isin(pa.array(sorted(by_id), pa.string())),
                                       batch_size=BATCH_ROWS, **SCAN)
@@ -485,7 +508,7 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
                 v["rubric"] = c.rubric
                 if c.trace_id in kept_ids:
                     v["kept"] = True
-                    rows.append(sft_row(trace, c.rubric, ctx.cfg.filters.min_grounding))
+                    rows.extend(sft_rows(trace, c.rubric, ctx.cfg.filters.min_grounding, *context))
                 else:
                     v["reason"] = NOT_BEST
                     runner.reject(trace, NOT_BEST, f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
@@ -494,9 +517,10 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
             sft.write(rows)
             rejects.write(reject_rows(batch, recs, pending))  # with their batch: never all of a run's losers at once
             pending.clear()
-            kept += len(rows)
+            kept += len({r["trace_id"] for r in rows})
+            n_rows += len(rows)
     sft.close()
-    return kept
+    return kept, n_rows
 
 
 def reject_rows(batch: pa.RecordBatch, recs: list[Trace], pending: list[tuple[str, str, str | None]]

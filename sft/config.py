@@ -22,6 +22,14 @@ class SFTStageConfig(Section):
         "template has a thinking format, inline elsewhere. keep with a template that has none, and inline with one "
         "that has one, are config errors. The filter's length count renders the rows the same way (with "
         "DIR/tokenizer's template), and the sft stage passes it to the recipe as `reasoning`.")
+    context: Literal["full", "as_seen"] = Field(
+        "full", description="What the student trains, is evaluated and does RL on, one policy for the sft rows, "
+        "eval, the student band and rl_pool. `full`: every tool observation in full (the teacher may have run with "
+        "rollout.compress_observations; OpenSeeker puts the raw results back into training); one row per kept trace, "
+        "every assistant turn trained; eval and rl_band run the student without compression. `as_seen`: one row per "
+        "assistant turn of a kept trace, holding exactly the context the teacher saw at that turn (older "
+        "observations as placeholders, rollout.compress_observations / keep_observations), with the loss on that "
+        "turn's message alone; eval and rl_band compress the student's context the same way.")
 
 
 class EvalConfig(Section):

@@ -24,7 +24,9 @@ character offsets overlap the message's span.  The checks:
 * every row has trained tokens;
 * the reasoning of every trained assistant turn is rendered and every one of its tokens trained
   (``reasoning_untrained_turns == 0``), however ``reasoning`` (``sft.reasoning``) renders it:
-  in the template's thinking format (``keep``) or before the content (``inline``).
+  in the template's thinking format (``keep``) or before the content (``inline``);
+* a row of ``sft.context: as_seen`` (its ``turn`` set) trains its last assistant message only: the
+  earlier ones are the context the teacher saw, and count as prompt.
 
 A failure raises :class:`synth.engine.errors.InputError` naming the row (exit 2).
 """
@@ -164,6 +166,12 @@ def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, m
     turns = conversation_turns(tokenizer, messages, tools, chat_template, eot)
     mask = list(enc["assistant_masks"]) if markers else turns.assistant_mask(offsets)
     roles = [m["role"] for m in messages]
+    if example.get("turn") is not None:
+        # sft.context as_seen: the row trains its last assistant message; the earlier ones are what the teacher saw.
+        last = max(i for i, r in enumerate(roles) if r == "assistant")
+        roles = [CONTEXT if r == "assistant" and i != last else r for i, r in enumerate(roles)]
+        a, b = turns.spans[last]
+        mask = [t if e > a and s < b else 0 for t, (s, e) in zip(mask, offsets)]
     out.update(assistant_masks=mask, n_trained=sum(mask))
     problems = _leaks(out, turns, roles, offsets, mask)
     problems += _eot_problems(out, turns, roles, offsets, mask, eot)
@@ -229,6 +237,10 @@ def _leaks(out: dict, turns, roles: list[str], offsets, mask) -> list[str]:
         leaked.setdefault(roles[m], {})[m] = int(hits[m])
     return [f"{sum(per.values())} token(s) of {role} message(s) {sorted(per)} are trained"
             for role, per in sorted(leaked.items(), key=lambda kv: kv[0] != "tool")]
+
+
+# The role an earlier assistant message of an as_seen row is checked as: context the model reads, never trained.
+CONTEXT = "context"
 
 
 def _reasoning_problems(out: dict, turns, roles: list[str], thoughts: list[str], offsets, mask) -> list[str]:

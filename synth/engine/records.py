@@ -328,6 +328,9 @@ SFT_SCHEMA = pa.schema(
         pa.field("teacher_model", pa.string(), nullable=False),
         pa.field("split", pa.string(), nullable=False),  # always sft
         pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),  # the trace's, one per assistant turn
+        # sft.context as_seen: the assistant turn (from 1) this row trains, its last message; the messages before it
+        # are the context the teacher saw then.  Null (context full): the whole trace, every assistant turn trained.
+        pa.field("turn", pa.int32()),
     ]
 )
 
@@ -389,6 +392,8 @@ RL_TOOLS_KWARGS_TYPE = pa.struct([
 # extra_info.baselines: the dual reward's closed-book and naive-RAG answers of a question, with their scores.
 BASELINE_TYPE = pa.struct([pa.field("answer", pa.string()), pa.field("acc", pa.float64()),
                            pa.field("f1", pa.float64())])
+CONTEXT_TYPE = pa.struct([pa.field("policy", pa.string()), pa.field("compress_observations", pa.bool_()),
+                          pa.field("keep_observations", pa.int32())])
 RL_SCHEMA = pa.schema(
     [
         pa.field("data_source", pa.string(), nullable=False),
@@ -422,6 +427,9 @@ RL_SCHEMA = pa.schema(
             pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),
             pa.field("guidance", pa.string()),  # JSON: tool calls' arguments differ by tool
             pa.field("baselines", pa.struct([pa.field("closed_book", BASELINE_TYPE), pa.field("rag", BASELINE_TYPE)])),
+            # sft.context of the run: the observations the policy trained with (full, or as_seen: the teacher's
+            # compression), which an RL rollout should show it too.
+            pa.field("context", CONTEXT_TYPE),
         ]), nullable=False),
         pa.field("tools", pa.string(), nullable=False),
     ]
@@ -471,6 +479,7 @@ __all__ = [
     "StepLabel",
     "Trace",
     "SFT_SCHEMA",
+    "CONTEXT_TYPE",
     "TRACE_REJECT_SCHEMA",
     "VERDICT_SCHEMA",
     "PROMPT_MESSAGE_TYPE",

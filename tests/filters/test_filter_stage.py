@@ -211,7 +211,10 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
                                                       "other_titles": []}}},
                                  "need_tools_kwargs": True, "titles": q1.titles, "reference_trace_id": "t1a",
                                  "step_labels": label_rows(labels_of(t1a, 0.8)), "guidance": None,
-                                 "baselines": None}
+                                 "baselines": None,
+                                 # sft.context (full by default): the observations the policy trains with
+                                 "context": {"policy": "full", "compress_observations": False,
+                                             "keep_observations": 2}}
     first = next(tr for tr in traces if tr.trace_id == "t1b").conversation  # sample_index 0
     assert row["prompt"] == [{"role": m.role, "content": m.content} for m in first.messages[:2]]
     assert json.loads(row["tools"]) == TOOL_SCHEMAS
