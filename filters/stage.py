@@ -11,8 +11,10 @@ Pass 2 reads back only the survivors, writes the kept ones to ``sft`` and the ot
 to the rejects as ``not_best``.  Memory holds no conversation beyond one batch.
 
 Funnel: input = traces, output = kept traces (``sft`` rows under ``sft.context: full``; one row per
-assistant turn under ``as_seen``), dropped by reason = the chain's reasons plus ``not_best``.
-``filter/verdicts`` has one row per trace, with its count of ungrounded tool calls (:mod:`filters.grounded`) whichever filter dropped it; a verdict is written as soon as
+assistant turn under ``as_seen``), dropped by reason = the chain's reasons plus ``not_best``.  The
+``preference`` table pairs each kept trace with another rollout of its question (:mod:`filters.preference`),
+read in a last pass over only the paired traces.  ``filter/verdicts`` has one row per trace, with its count
+of ungrounded tool calls (:mod:`filters.grounded`) whichever filter dropped it; a verdict is written as soon as
 it is final (after pass one, or after pass two for a best-of-n candidate), so the parent holds
 none beyond the candidates'.
 """
@@ -45,6 +47,7 @@ from filters.correctness import CorrectnessFilter, grade, run_judge
 from filters.grounded import ungrounded_steps
 from filters.guidance import Reference, keep_best, reference_of
 from filters.pool import write_rl_pool
+from filters.preference import WRONG_ANSWER, Loser, pair, write_preference
 from synth.corpus.answerkeys import answer_keys
 from filters.sftrows import samples, sft_messages, sft_rows
 from synth.tokenizer.reasoning import apply_reasoning, resolve_mode
@@ -166,6 +169,7 @@ class _BatchOut:
     dropped: Counter
     counted: int = 0  # traces whose length was rendered and tokenized (not read from the cache)
     references: list[Reference] = field(default_factory=list)  # correct rollouts of rl questions
+    wrong: list[Loser] = field(default_factory=list)  # sft traces that answered wrong: preference's rejected ones
 
 
 class _PassOne:
@@ -263,6 +267,11 @@ class _PassOne:
         texts = [t for t in reasoning if t]
         return sum(n[:len(texts)]), sum(n[len(texts):])
 
+    def _fits(self, trace_id: str) -> bool:
+        """Whether a trace fits ``filters.max_tokens`` as the length filter counted it (True when not counted)."""
+        n = self.fctx.token_counts.get(trace_id)
+        return n is None or "length" not in self.fcfg.chain or n <= self.fcfg.max_tokens
+
     def _rejects(self, batch: pa.RecordBatch, recs: list[Trace]) -> pa.Table | list[dict]:
         pending, self.pending = self.pending, []
         return reject_rows(batch, recs, pending)
@@ -275,6 +284,8 @@ class _PassOne:
         q = self.fctx.questions.get(qid)
         out.facts.append(_Fact.of(trace, g.correct, with_prompt=q is not None and q.split in self.pooled))
         keep, reason, _ = self.runner.apply(trace, self.fctx)
+        if reason == WRONG_ANSWER and trace.split == Split.SFT and self._fits(tid):
+            out.wrong.append(Loser(qid, int(trace.sample_index), tid))
         if g.correct and trace.split in self.pooled and qid in self.fctx.questions:
             # rl_pool rows name their question's best correct rollout (and guide all-wrong ones by it).
             out.references.append(reference_of(trace, self.fctx.questions[qid], keep, self.fcfg.min_grounding))
@@ -381,6 +392,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     tally: Counter[str] = Counter()  # correctness and judge agreement over every verdict
     per_q: dict[str, _PerQuestion] = {}
     candidates: list[Candidate] = []
+    wrong: list[Loser] = []
     references: dict[str, Reference] = {}
     counted = 0
     local: _PassOne | None = None
@@ -400,6 +412,7 @@ def run_filter(ctx: StageContext) -> StageResult:
                 for fact in out.facts:
                     per_q.setdefault(fact.question_id, _PerQuestion()).add(fact)
                 candidates.extend(out.candidates)
+                wrong.extend(out.wrong)
                 keep_best(references, out.references)
                 waiting = {c.trace_id for c in out.candidates}
                 for v in out.verdicts:
@@ -421,6 +434,9 @@ def run_filter(ctx: StageContext) -> StageResult:
     kept_ids = select_best(candidates, fcfg.keep_per_question)
     kept, n_rows = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending, rejects)
     rejects.close()
+    pairs = pair([c for c in candidates if c.trace_id in kept_ids], wrong,
+                 [c for c in candidates if c.trace_id not in kept_ids])
+    preference = write_preference(ctx, traces, pairs, {c.trace_id: c.rubric_raw for c in candidates})
     verdict_rows.write(list(verdicts.values()))
     verdict_rows.close()
     band_report = write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
@@ -444,6 +460,9 @@ def run_filter(ctx: StageContext) -> StageResult:
         "context": {"policy": ctx.cfg.sft.context, "compress_observations": ctx.cfg.rollout.compress_observations,
                     "keep_observations": ctx.cfg.rollout.keep_observations},
         "reasoning": reasoning_report([c for c in candidates if c.trace_id in kept_ids], mode),
+        # DPO pairs from the same rollouts (filters/preference.py): chosen the kept trace, rejected a wrong answer
+        # of its question, else a correct one with a lower rubric.
+        "preference": preference,
         # Operational (not part of the tables): how the work was spread, and what the token cache saved.
         "workers": workers,
         "tokens_counted": counted,

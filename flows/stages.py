@@ -90,7 +90,8 @@ FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollou
                sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum", "rl.guidance",
                          "rl.baselines", "rl.rag_k", "sft.context", "sft.reasoning", "rollout.compress_observations",
                          "rollout.keep_observations"),
-               outputs=("sft", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"), command="filter",
+               outputs=("sft", "preference", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"),
+               command="filter",
                key_extra=_filter_identity)
 
 ASSEMBLE = Stage("assemble", "synth.assemble.stage:run_assemble",

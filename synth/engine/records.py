@@ -335,6 +335,26 @@ SFT_SCHEMA = pa.schema(
 )
 
 
+# DPO pairs from the same rollouts (filters/preference.py), in TRL's conversational preference format with tools.
+PREFERENCE_SCHEMA = pa.schema(
+    [
+        pa.field("prompt", pa.list_(MESSAGE_TYPE), nullable=False),  # system + user: before the first assistant turn
+        pa.field("chosen", pa.list_(MESSAGE_TYPE), nullable=False),  # the kept trace after the prompt
+        pa.field("rejected", pa.list_(MESSAGE_TYPE), nullable=False),  # another rollout of the question, after it
+        pa.field("tools", pa.string(), nullable=False),  # JSON list of OpenAI function schemas (TRL json.loads it)
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("chosen_trace_id", pa.string(), nullable=False),
+        pa.field("rejected_trace_id", pa.string(), nullable=False),
+        pa.field("rejected_reason", pa.string(), nullable=False),  # wrong_answer | lower_rubric
+        pa.field("chosen_rubric", pa.float64(), nullable=False),  # raw entity rubric
+        pa.field("rejected_rubric", pa.float64()),  # lower_rubric only
+        pa.field("rejected_answer", pa.string()),
+        pa.field("teacher_model", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),  # always sft
+    ]
+)
+
+
 # Rejected rows of per-record stages (questions, assemble) keep the raw model output and the reason.
 REJECT_SCHEMA = pa.schema(
     [
@@ -479,6 +499,7 @@ __all__ = [
     "StepLabel",
     "Trace",
     "SFT_SCHEMA",
+    "PREFERENCE_SCHEMA",
     "CONTEXT_TYPE",
     "TRACE_REJECT_SCHEMA",
     "VERDICT_SCHEMA",
