@@ -140,3 +140,15 @@ def test_a_thinking_teacher_s_reasoning_goes_back_to_it_and_into_the_sft_rows(tm
     # length filter rendered it inline (sft.reasoning unset).
     fr = report_of(store, "filter")["reasoning"]
     assert fr["mode"] == "inline" and fr["traces_with_reasoning"] == 3 and 0 < fr["share_of_assistant_tokens"] < 1
+    # The length filter counted the rows with their reasoning, as training will render them.
+    from synth.tokenizer.counts import TokenCounts
+    from synth.tokenizer.reasoning import apply_reasoning
+    from synth.tokenizer.tokens import load_tokenizer
+
+    counts = TokenCounts(load_tokenizer(store.path("tokenizer"), chat_template=True), None)
+    verdicts = {v["trace_id"]: v["n_tokens"] for v in ds.dataset(store.path("filter/verdicts")).to_table().to_pylist()}
+    for row in rows:
+        tools = json.loads(row["tools"])
+        with_it, without = counts.count([(apply_reasoning(row["messages"], "inline"), tools),
+                                         (apply_reasoning(row["messages"], "drop"), tools)])
+        assert verdicts[row["trace_id"]] == with_it > without
