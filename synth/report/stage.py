@@ -405,7 +405,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     else:
         rep.skipped.append("traces")
 
-    distillation_section(md, reports.get("filter"), rep.summary)
+    distillation_section(md, reports.get("filter"), rep.summary, reports.get("rollout"))
     _cost_section(md, reports, rep, price)
     if (headline := read_headline(store.root, price)) is not None:
         md += ["## Per kept SFT row", ""] + headline.markdown()
@@ -566,11 +566,13 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
     rep.summary["calibration"] = cal
 
 
-def distillation_section(md: list[str], filter_report: dict | None, summary: dict) -> None:
+def distillation_section(md: list[str], filter_report: dict | None, summary: dict,
+                         rollout_report: dict | None = None) -> None:
     """What the student learns from the teacher (``reports/filter.json``): the SFT rows' context (``sft.context``),
     the reasoning they carry and its share of what the assistant writes, how answers were judged (page identity
     first) and the teacher aliases the corpus did not support, and the preference pairs.  The scalars also go to
-    ``summary``, which the explorer shows."""
+    ``summary``, which the explorer shows.  ``rollout_report`` says where the teacher's server put its reasoning
+    (and so where it was sent back)."""
     fr = filter_report or {}
     if not any(k in fr for k in ("context", "reasoning", "match", "preference")):
         return
@@ -593,6 +595,12 @@ def distillation_section(md: list[str], filter_report: dict | None, summary: dic
                + (f"; it is {share:.1%} of the tokens the assistant writes (the trained part; the sft stage's "
                   "mask_report.json gives its exact share of the trained tokens)" if share is not None else "")
                + ".", ""]
+    seen = (rollout_report or {}).get("reasoning") or {}
+    if seen.get("field"):
+        where = "in `<think>` blocks of its content" if seen["field"] == "think" else f"under `{seen['field']}`"
+        summary["teacher_reasoning_field"] = seen["field"]
+        md += [f"The teacher's server returned its reasoning {where} ({seen.get('traces', 0):,} traces), and every "
+               "earlier turn's reasoning was sent back to it there.", ""]
     m, a = fr.get("match") or {}, fr.get("answers") or {}
     if m:
         aliases, others = a.get("aliases") or {}, a.get("other_titles") or {}

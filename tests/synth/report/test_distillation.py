@@ -18,7 +18,7 @@ FILTER = {"output": 3, "sft_rows": 15,
 
 def test_the_section_says_what_the_rows_hold_and_the_explorer_gets_the_figures() -> None:
     md, summary = [], {}
-    distillation_section(md, FILTER, summary)
+    distillation_section(md, FILTER, summary, {"reasoning": {"field": "reasoning", "traces": 7}})
     text = "\n".join(md)
     assert text.startswith("## Distillation")
     assert "Context `as_seen`: 15 SFT rows from 3 kept traces (one row per assistant turn" in text
@@ -26,10 +26,11 @@ def test_the_section_says_what_the_rows_hold_and_the_explorer_gets_the_figures()
     assert "2 named another page of the corpus, 1 a qualified sibling page" in text
     assert "3 have no support in the corpus" in text and "'Gotham' for 'New York'" in text
     assert "Preference pairs (`preference`, DPO): 2" in text
+    assert "returned its reasoning under `reasoning` (7 traces)" in text
     # scalars: the explorer shows them as chips
     assert summary == {"sft_context": "as_seen", "sft_rows": 15, "sft_rows_with_reasoning": 2,
                        "reasoning_share_of_assistant_tokens": 0.25, "answers_other_page": 3, "aliases_dropped": 3,
-                       "preference_pairs": 2}
+                       "preference_pairs": 2, "teacher_reasoning_field": "reasoning"}
 
 
 def test_a_run_from_before_says_nothing() -> None:
