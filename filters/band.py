@@ -13,11 +13,14 @@ An ``rl_pool`` row is what verl's ``RLHFDataset`` and its multi-turn tool rollou
     prompt        [{role, content}]: the harness's system prompt and the question, exactly the first
                   two messages of the SFT rows (the teacher's rollout harness)
     ability       "multihop_search"
-    reward_model  {style: "rule", ground_truth: {target: [answer, *aliases]}}
+    reward_model  {style: "rule", ground_truth: {target: [answer, *aliases], other_titles: [...], min_f1}}
+                  (the question's answer key, :mod:`synth.corpus.answerkeys`: the reward judges with it)
     extra_info    {question_id, index, path, titles, n, c, band_model, split,
                    tools_kwargs: {search: {create_kwargs: {exclude: [answer_page_id]}},
-                                  check_answer: {create_kwargs: {target: [...], chain: titles}}},
-                   need_tools_kwargs: true, reference_trace_id, step_labels, guidance, baselines}
+                                  check_answer: {create_kwargs: {target: [...], chain: titles,
+                                                                 other_titles: [...]}}},
+                   need_tools_kwargs: true, reference_trace_id, step_labels, guidance, baselines,
+                   context: {policy, compress_observations, keep_observations}}
     tools         the rollout's tool schemas as a JSON string (the ``tools`` of the SFT rows)
 
 ``n`` and ``c`` are the rollouts and correct ones of the model that measured the band, and
@@ -48,6 +51,9 @@ What the seeds' rewards and methods read (:mod:`filters.reward`, :mod:`filters.g
   ``gain`` mode's ``a_I`` and ``a_R``); null otherwise.
 - ``tools_kwargs.check_answer``: the ground truth for CAPF's training-only ``check_answer`` tool
   (:class:`synth.tools.verl_tool.CheckAnswerTool`), which only a CAPF tool config instantiates.
+- ``context``: the run's ``sft.context`` (:func:`context_of`): the observations the policy trained with.  verl
+  0.9's tool agent loop keeps every observation of a rollout in one token sequence, which is ``full``; a row
+  of an ``as_seen`` run says so, for an agent loop that compresses (README "RL with verl").
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from typing import Iterable
 
 from synth.engine.records import Question
 from synth.engine.conversation import Message
+from synth.text.answers import AnswerKey
 
 DATA_SOURCE = "hopforge"
 ABILITY = "multihop_search"
@@ -89,40 +96,53 @@ def prompt_messages(messages: Iterable[Message]) -> list[dict]:
     return out
 
 
-def tools_kwargs(question: Question) -> dict:
+def tools_kwargs(question: Question, key: AnswerKey | None = None) -> dict:
     """``extra_info.tools_kwargs`` of a question: verl passes ``create_kwargs`` to the tool's ``create``.
 
     The search never returns the answer page, as in the question's rollouts (the rollout stage builds
     ``Toolbox(index, cfg.tools, mask_page_ids=[question.answer_page_id])``); the tool server takes the
     pages as ``exclude``.  ``open`` and ``find`` take nothing: a rollout may open the answer page once it
     has found its name through the hops.  ``check_answer`` (CAPF, training only) gets the ground truth
-    and the chain's titles; the model never sees ``tools_kwargs``."""
+    (the answer key's names and other titles; ``key`` None: the answer and aliases) and the chain's titles;
+    the model never sees ``tools_kwargs``."""
+    key = key if key is not None else AnswerKey.of(question.golds)
     return {"search": {"create_kwargs": {"exclude": [question.answer_page_id]}},
-            "check_answer": {"create_kwargs": {"target": question.golds, "chain": list(question.titles)}}}
+            "check_answer": {"create_kwargs": {"target": list(key.names), "chain": list(question.titles),
+                                               "other_titles": list(key.other_titles)}}}
 
 
 def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int,
            band_model: str | None = None, *, reference: dict | None = None, guidance: str | None = None,
-           baselines: dict | None = None) -> dict:
+           baselines: dict | None = None, key: AnswerKey | None = None, context: dict | None = None) -> dict:
     """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`); ``prompt`` is the harness of the
     question's first rollout (:func:`prompt_messages`), ``tools`` its tool schemas JSON, ``band_model``
     the model whose ``n`` rollouts (``c`` correct) put the question in the band; ``reference`` the best
     correct rollout (``{"trace_id", "step_labels"}``), ``guidance`` its tool calls (JSON), ``baselines``
-    the closed-book and naive-RAG answers (see the module docstring)."""
-    target = [question.answer, *[a for a in (question.answer_aliases or []) if a]]
+    the closed-book and naive-RAG answers, ``key`` the question's answer key (None: its answer and aliases
+    alone; see the module docstring), ``context`` the run's :func:`context_of`."""
+    key = key if key is not None else AnswerKey.of(question.golds)
     return {
         "data_source": DATA_SOURCE,
         "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
         "ability": ABILITY,
-        "reward_model": {"style": "rule", "ground_truth": {"target": target}},
+        "reward_model": {"style": "rule", "ground_truth": key.ground_truth()},
         "extra_info": {"question_id": question.question_id, "index": index, "path": list(question.path),
                        "titles": list(question.titles), "n": n, "c": c, "band_model": band_model,
-                       "split": question.split, "tools_kwargs": tools_kwargs(question), "need_tools_kwargs": True,
+                       "split": question.split, "tools_kwargs": tools_kwargs(question, key),
+                       "need_tools_kwargs": True,
                        "reference_trace_id": (reference or {}).get("trace_id"),
                        "step_labels": list((reference or {}).get("step_labels") or []),
-                       "guidance": guidance, "baselines": baselines},
+                       "guidance": guidance, "baselines": baselines, "context": context},
         "tools": tools,
     }
+
+
+def context_of(cfg) -> dict:
+    """``extra_info.context``: the run's ``sft.context`` and the compression it implies for the policy's rollouts
+    (``as_seen``: the teacher's ``rollout.compress_observations`` / ``keep_observations``; ``full``: none)."""
+    as_seen = cfg.sft.context == "as_seen"
+    return {"policy": cfg.sft.context, "compress_observations": bool(as_seen and cfg.rollout.compress_observations),
+            "keep_observations": int(cfg.rollout.keep_observations)}
 
 
 def band_model_name(by: str, models: Iterable[str]) -> str:

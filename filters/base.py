@@ -115,11 +115,14 @@ class FilterContext:
     ``tokenizer`` is the DIR/tokenizer tokenizer (None when no filter needs it).
     ``measures`` collects per-trace numbers a filter computed on the way (e.g. the
     rendered token count), keyed by trace_id.  ``token_counts`` holds the rendered lengths of
-    the batch being filtered, counted together beforehand (trace_id -> tokens).
+    the batch being filtered, counted together beforehand (trace_id -> tokens).  ``answer_keys`` maps
+    question_id -> :class:`~synth.text.answers.AnswerKey` (:mod:`synth.corpus.answerkeys`); None, or a
+    question it lacks, grades against the question's answer and aliases alone.
     """
 
     questions: Mapping[str, Question] = field(default_factory=dict)
     grades: dict[str, Any] = field(default_factory=dict)
+    answer_keys: Mapping[str, Any] | None = None
     tokenizer: Any = None
     measures: dict[str, dict[str, Any]] = field(default_factory=dict)
     token_counts: dict[str, int] = field(default_factory=dict)

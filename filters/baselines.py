@@ -22,9 +22,10 @@ exact-or-F1 match at ``filters.min_f1``; ``f1``: token F1), as ``extra_info.base
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from synth.engine.records import Question
+from synth.text.answers import AnswerKey
 from synth.teacher.tasks import CLOSED_BOOK, SOLVABLE
 from synth.tools.toolbox import Toolbox
 
@@ -44,15 +45,19 @@ def rag_pages(toolbox: Toolbox, question: Question, k: int) -> list[dict]:
     return [{"title": r.get("title") or "", "text": r.get("snippet") or ""} for r in results if isinstance(r, dict)]
 
 
-def scored(answer: str | None, question: Question, min_f1: float) -> dict:
-    """``{answer, acc, f1}`` of one baseline answer."""
-    return {"answer": answer, "acc": float(grade_answer(answer, question.golds, min_f1).rule_correct),
-            "f1": float(answer_f1(answer, question.golds))}
+def scored(answer: str | None, question: Question, min_f1: float, key: AnswerKey | None = None) -> dict:
+    """``{answer, acc, f1}`` of one baseline answer, judged against the question's answer key (``key``; None:
+    its answer and aliases), as the reward judges the rollout's own."""
+    key = key if key is not None else AnswerKey.of(question.golds)
+    return {"answer": answer, "acc": float(grade_answer(answer, key, min_f1).rule_correct),
+            "f1": float(answer_f1(answer, list(key.names)))}
 
 
 def compute_baselines(teacher: Any, questions: list[Question], index: Any, tools_cfg: Any, k: int,
-                      min_f1: float) -> tuple[dict[str, dict], dict[str, int]]:
-    """Question id -> ``{closed_book, rag}`` for ``questions``, and counts (asked, failed, unanswered)."""
+                      min_f1: float, keys: Mapping[str, AnswerKey] | None = None
+                      ) -> tuple[dict[str, dict], dict[str, int]]:
+    """Question id -> ``{closed_book, rag}`` for ``questions``, and counts (asked, failed, unanswered);
+    ``keys`` the questions' answer keys."""
     from synth.teacher.client import TeacherError
 
     items = [(q, kind) for q in questions for kind in ("closed_book", "rag")]
@@ -79,7 +84,7 @@ def compute_baselines(teacher: Any, questions: list[Question], index: Any, tools
         answer = task.format_output(res).value
         answer = answer if isinstance(answer, str) and answer.strip() else None
         counts["unanswered"] += answer is None
-        answers.setdefault(q.question_id, {})[kind] = scored(answer, q, min_f1)
+        answers.setdefault(q.question_id, {})[kind] = scored(answer, q, min_f1, (keys or {}).get(q.question_id))
     for qid in failed:
         answers.pop(qid, None)
     counts["failed"] = len(failed)

@@ -39,6 +39,10 @@ class Candidate:
     n_tool_calls: int
     rubric_raw: float
     rubric: float = 0.0
+    # What the filter's report says of the kept rows' reasoning: tokens of the assistant turns' reasoning, and of
+    # everything the assistant wrote (reasoning, text, tool calls); None when no tokenizer counted them.
+    reasoning_tokens: int | None = None
+    assistant_tokens: int | None = None
 
 
 def title_variants(title: str) -> list[str]:

@@ -1,8 +1,12 @@
 """The correctness filter (reason ``wrong_answer``) and the optional LLM judge.
 
-The rule: a trace's ``final_answer`` is correct when, after SQuAD/HotpotQA
-normalisation, it equals the question's answer or one of its aliases, or its token F1
-against the best of them reaches ``filters.min_f1`` (:mod:`synth.text.answers`).
+The rule (:func:`synth.text.answers.judge`, against the question's answer key,
+:mod:`synth.corpus.answerkeys`): a trace's ``final_answer`` is correct when, after Unicode
+folding and SQuAD/HotpotQA normalisation, it is a name of the answer page (its title, an alias
+the corpus supports); it is wrong when it is the title of another page of the corpus, or a name
+with a qualifier the page does not carry ("Milky Way (disambiguation)"); any other text is
+correct when its token F1 against the best name reaches ``filters.min_f1``.  How it was decided
+is recorded (``filter/verdicts.match``).
 
 The judge (``filters.judge``) asks the teacher, through ``synth/teacher/prompts/judge.jinja2``,
 whether the answer names the same thing as the gold.  It can only *add* a verdict:
@@ -12,7 +16,8 @@ whether the answer names the same thing as the gold.  It can only *add* a verdic
 so a rule match is never overturned, and the judge rescues a rule miss only when the
 answer shares at least one normalised word with the gold (F1 > 0) -- a paraphrase or
 a longer form ("Bill Clinton" for "William Jefferson Clinton" shares one), never an
-unrelated string, which keeps a lenient or confused judge from admitting guesses.
+unrelated string, which keeps a lenient or confused judge from admitting guesses -- and
+never an answer the rule found to name another page (``other_page``, ``qualified``).
 Both verdicts are recorded (``filter/verdicts``: ``rule_correct``, ``f1``,
 ``judge_correct``, ``correct``); a judge call that fails or cannot be parsed leaves
 ``judge_correct`` null and the rule stands.
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from synth.engine.records import Question, Trace
-from synth.text.answers import best_match
+from synth.text.answers import NO_MATCH, OTHER_PAGE, QUALIFIED, AnswerKey, judge
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
 
@@ -37,15 +42,19 @@ class Grade:
     em: bool
     f1: float
     judge_correct: bool | None = None
+    basis: str = NO_MATCH  # how the rule decided (synth.text.answers.BASES)
 
     @property
     def correct(self) -> bool:
         """The combined verdict (see the module docstring)."""
-        return combine(self.rule_correct, self.f1, self.judge_correct)
+        return combine(self.rule_correct, self.f1, self.judge_correct, self.basis)
 
 
-def combine(rule_correct: bool, f1: float, judge_correct: bool | None) -> bool:
-    """``rule_correct or (judge_correct is True and f1 > 0)``: the judge only adds."""
+def combine(rule_correct: bool, f1: float, judge_correct: bool | None, basis: str = NO_MATCH) -> bool:
+    """``rule_correct or (judge_correct is True and f1 > 0)``: the judge only adds, and never for an answer the
+    rule found to name another page."""
+    if basis in (OTHER_PAGE, QUALIFIED):
+        return bool(rule_correct)
     return bool(rule_correct or (judge_correct is True and f1 > 0))
 
 
@@ -54,21 +63,21 @@ def golds(question: Question) -> list[str]:
     return question.golds
 
 
-def grade(prediction: str | None, question: Question | None, min_f1: float) -> Grade:
-    """The rule's grade of ``prediction`` against ``question``'s answer and aliases."""
+def grade(prediction: str | None, question: Question | None, min_f1: float, key: AnswerKey | None = None) -> Grade:
+    """The rule's grade of ``prediction`` against ``question``'s answer key (``key``; without one, a key of the
+    question's answer and aliases alone)."""
     if question is None:
         return Grade(False, False, 0.0)
-    return grade_answer(prediction, golds(question), min_f1)
+    return grade_answer(prediction, key if key is not None else golds(question), min_f1)
 
 
-def grade_answer(prediction: str | None, gold_answers: Iterable[str], min_f1: float) -> Grade:
-    """The rule's grade of ``prediction`` against gold answers: exact match after normalisation, or
-    token F1 against the best of them ``>= min_f1``.  The one matching rule of the filter and of the
-    RL reward (:mod:`filters.reward`); an empty prediction is wrong."""
-    if prediction is None or not prediction.strip():
-        return Grade(False, False, 0.0)
-    em, f1 = best_match(prediction, [g for g in gold_answers if g])
-    return Grade(bool(em or f1 >= min_f1), bool(em), float(f1))
+def grade_answer(prediction: str | None, gold: AnswerKey | Iterable[str], min_f1: float) -> Grade:
+    """The rule's grade of ``prediction`` against an answer key (or gold answers: a key without other titles):
+    :func:`synth.text.answers.judge`, page identity first, token F1 ``>= min_f1`` for free text.  The one
+    matching rule of the filter and of the RL reward (:mod:`filters.reward`); an empty prediction is wrong."""
+    key = gold if isinstance(gold, AnswerKey) else AnswerKey.of(gold)
+    j = judge(prediction, key, min_f1)
+    return Grade(j.correct, j.em, float(j.f1), None, j.basis)
 
 
 # ---- the judge ----------------------------------------------------------------------------
@@ -131,15 +140,17 @@ class CorrectnessFilter(BaseFilter):
         g = ctx.grades.get(trace.trace_id)
         question = ctx.questions.get(trace.question_id)
         if g is None:
-            g = grade(trace.final_answer, question, self.min_f1)
+            key = ctx.answer_keys.get(trace.question_id) if ctx.answer_keys is not None else None
+            g = grade(trace.final_answer, question, self.min_f1, key)
             ctx.grades[trace.trace_id] = g
         if g.correct:
             return True
         if question is None:
             return False, "wrong_answer", f"question {trace.question_id!r} not found"
         judge = "" if g.judge_correct is None else f", judge {'correct' if g.judge_correct else 'wrong'}"
+        how = {OTHER_PAGE: ", the title of another page", QUALIFIED: ", a qualified title of another page"}
         return False, "wrong_answer", (f"answer {trace.final_answer!r} vs {question.answer!r}: "
-                                       f"F1 {g.f1:.2f}{judge}")
+                                       f"F1 {g.f1:.2f}{how.get(g.basis, '')}{judge}")
 
 
 __all__ = ["CorrectnessFilter", "Grade", "combine", "golds", "grade", "grade_answer", "judge_messages", "parse_judge",

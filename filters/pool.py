@@ -14,8 +14,9 @@ from typing import Any, Callable, Mapping
 
 from synth.engine.records import RL_SCHEMA, Question, Split
 from synth.engine.stage import StageContext
+from synth.text.answers import AnswerKey
 
-from filters.band import BANDS, band, band_counts, band_model_name, rl_row
+from filters.band import BANDS, band, band_counts, band_model_name, context_of, rl_row
 from filters.curriculum import write_curriculum
 from filters.guidance import Reference
 from filters.rlconfig import TEACHER
@@ -23,10 +24,11 @@ from filters.rlconfig import TEACHER
 
 def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: dict[str, Any],
                   share_sft: bool, band_by: str, references: dict[str, Reference],
-                  teacher: Callable[[], Any]) -> dict[str, Any]:
+                  teacher: Callable[[], Any], keys: Mapping[str, AnswerKey] | None = None) -> dict[str, Any]:
     """Band every question with rollouts and, when the teacher measures the band (``rl.band_by``), write
     the ``rl_pool`` rows: rl questions in the band, and sft ones too when ``share_sft``; with ``rl.guidance``
-    also the all-wrong ones that have a correct rollout (ACTGUIDE-RL).
+    also the all-wrong ones that have a correct rollout (ACTGUIDE-RL).  Each row carries its question's
+    answer key (``keys``, :mod:`synth.corpus.answerkeys`) for the reward.
 
     Returns the report's band figures, each counted over exactly what its name says, so none disagrees
     with the table: ``bands`` over the questions ``rl_pool`` draws from, ``bands_by_split`` over every
@@ -69,13 +71,14 @@ def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: d
         # Each row names the teacher model(s) of its own rollouts; the report names them all.
         rows.append(rl_row(q, prompt, p.tools or "[]", p.n, p.c, index=len(rows),
                            band_model=band_model_name(TEACHER, p.models),
-                           reference=ref.as_reference() if ref else None, guidance=guidance))
+                           reference=ref.as_reference() if ref else None, guidance=guidance,
+                           key=(keys or {}).get(qid), context=context_of(ctx.cfg)))
     out: dict[str, Any] = {"band_by": band_by, "band_model": band_model_name(TEACHER, models), "bands": counts,
                            "bands_of_splits": sorted(str(x) for x in pool_splits), "bands_by_split": band_counts(facts),
                            "rl_pool_rows": len(rows), "guidance": guided}
     if band_by == TEACHER:
         if rl_cfg.baselines and rows:
-            out["baselines"] = _add_baselines(ctx, questions, rows, teacher())
+            out["baselines"] = _add_baselines(ctx, questions, rows, teacher(), keys)
         w = ctx.writer("rl_pool", RL_SCHEMA)
         w.write(rows)
         w.close()
@@ -88,7 +91,8 @@ def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: d
     return out
 
 
-def _add_baselines(ctx: StageContext, questions: Mapping[str, Question], rows: list[dict], teacher: Any) -> dict[str, int]:
+def _add_baselines(ctx: StageContext, questions: Mapping[str, Question], rows: list[dict], teacher: Any,
+                   keys: Mapping[str, AnswerKey] | None = None) -> dict[str, int]:
     """Ask the teacher each row's closed-book and naive-RAG answers (:mod:`filters.baselines`) into its
     ``extra_info.baselines``; returns the counts."""
     from filters.baselines import compute_baselines
@@ -97,7 +101,7 @@ def _add_baselines(ctx: StageContext, questions: Mapping[str, Question], rows: l
     cfg = ctx.cfg
     index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     asked = [questions[r["extra_info"]["question_id"]] for r in rows]
-    found, counts = compute_baselines(teacher, asked, index, cfg.tools, cfg.rl.rag_k, cfg.filters.min_f1)
+    found, counts = compute_baselines(teacher, asked, index, cfg.tools, cfg.rl.rag_k, cfg.filters.min_f1, keys)
     for r in rows:
         r["extra_info"]["baselines"] = found.get(r["extra_info"]["question_id"])
     return counts

@@ -17,9 +17,12 @@ verl calls ``compute_score`` from ``reward.custom_reward_function`` (``path: pkg
    call and holds the final ``<answer>...</answer>``.  A malformed solution scores 0 in every mode.
 2. **Mode** (``reward_kwargs.mode``, default ``em``; the formulas and sources are in
    :mod:`filters.reward_modes`):
-   - ``em``: ``acc``, the correctness filter's rule (SQuAD/HotpotQA normalisation, exact match or
-     token F1 ``>= min_f1``; :func:`filters.correctness.grade_answer`).  Set ``min_f1`` to the run's
-     ``filters.min_f1`` so RL rewards exactly what the filter called correct.
+   - ``em``: ``acc``, the correctness filter's rule (:func:`filters.correctness.grade_answer`, i.e.
+     :func:`synth.text.answers.judge`: page identity first, token F1 ``>= min_f1`` for free text), against
+     the answer key the row carries in ``reward_model.ground_truth`` (the answer page's names, the titles
+     of other pages F1 would mistake for it, and the ``min_f1`` they were gathered at), so the reward needs
+     no corpus.  Set ``min_f1`` to the run's ``filters.min_f1`` so RL rewards exactly what the filter
+     called correct; a lower one is refused (the key lists other titles only from its own threshold up).
    - ``f1``: the answer's token F1 against the best gold (MultiSearch).
    - ``rubric``: ``acc + rubric_weight · r_rb / max_group r_rb`` when ``acc > 0``, else ``acc``
      (positive-only; ``r_rb`` the share of the path's bridge entities, ``extra_info.path`` and
@@ -54,6 +57,7 @@ from filters.correctness import grade_answer
 from filters.reward_modes import (MODES, answer_f1, entity_share, feedback_factor, gain_reward, group_ids,
                                   rubric_rewards, step_penalty)
 from filters.solution import Solution, _as_list, evidence_share, gold_answers, parse_solution
+from synth.text.answers import AnswerKey
 
 MIN_F1 = FiltersConfig.model_fields["min_f1"].default
 
@@ -68,10 +72,10 @@ class _Scored:
     def __init__(self, solution_str: str, ground_truth: Any, extra_info: dict | None, min_f1: float) -> None:
         extra = extra_info or {}
         self.sol = sol = parse_solution(solution_str)
-        golds = gold_answers(ground_truth)
-        g = grade_answer(sol.answer, golds, min_f1)
+        key = AnswerKey.from_ground_truth(ground_truth)
+        g = grade_answer(sol.answer, key, min_f1)
         self.acc = float(sol.format_ok and g.rule_correct)
-        self.em, self.f1 = float(g.em), float(answer_f1(sol.answer, golds))
+        self.em, self.f1 = float(g.em), float(answer_f1(sol.answer, list(key.names)))
         path = [str(p) for p in _as_list(extra.get("path"))]
         self.evidence = evidence_share(sol.read_page_ids, path)
         self.share = entity_share(sol, path, [str(t) for t in _as_list(extra.get("titles"))])
@@ -79,7 +83,7 @@ class _Scored:
         self.mine = True
 
 
-def _baseline_scores(extra_info: dict | None, min_f1: float, gain_score: str, golds: list[str]) -> tuple[float, float]:
+def _baseline_scores(extra_info: dict | None, min_f1: float, gain_score: str, gold: AnswerKey) -> tuple[float, float]:
     """``(S(a_closed), S(a_rag))`` from ``extra_info.baselines`` (see :func:`filters.band.rl_row`)."""
     b = (extra_info or {}).get("baselines") or {}
     out = []
@@ -89,8 +93,8 @@ def _baseline_scores(extra_info: dict | None, min_f1: float, gain_score: str, go
             raise ValueError(f"reward mode 'gain' needs extra_info.baselines.{key} (the question's {key} answer); "
                              "this rl_pool row has none: build rl_pool with `rl.baselines: true`")
         answer = entry.get("answer")
-        out.append(answer_f1(answer, golds) if gain_score == "f1"
-                   else float(grade_answer(answer, golds, min_f1).rule_correct))
+        out.append(answer_f1(answer, list(gold.names)) if gain_score == "f1"
+                   else float(grade_answer(answer, gold, min_f1).rule_correct))
     return out[0], out[1]
 
 
@@ -104,7 +108,7 @@ def _mode_score(s: _Scored, mode: str, ground_truth: Any, extra_info: dict | Non
     if mode == "rubric":
         return s.acc
     if mode == "gain":
-        closed, rag = _baseline_scores(extra_info, min_f1, gain_score, gold_answers(ground_truth))
+        closed, rag = _baseline_scores(extra_info, min_f1, gain_score, AnswerKey.from_ground_truth(ground_truth))
         return gain_reward(s.acc if gain_score == "em" else s.f1, closed, rag)
     raise ValueError(f"unknown reward mode {mode!r} (allowed: {', '.join(MODES)})")
 

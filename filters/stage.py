@@ -10,9 +10,11 @@ harness prompt and its best correct rollout's tool calls and step labels (a
 Pass 2 reads back only the survivors, writes the kept ones to ``sft`` and the others
 to the rejects as ``not_best``.  Memory holds no conversation beyond one batch.
 
-Funnel: input = traces, output = ``sft`` rows, dropped by reason = the chain's reasons
-plus ``not_best``.  ``filter/verdicts`` has one row per trace, with its count of ungrounded
-tool calls (:mod:`filters.grounded`) whichever filter dropped it; a verdict is written as soon as
+Funnel: input = traces, output = kept traces (``sft`` rows under ``sft.context: full``; one row per
+assistant turn under ``as_seen``), dropped by reason = the chain's reasons plus ``not_best``.  The
+``preference`` table pairs each kept trace with another rollout of its question (:mod:`filters.preference`),
+read in a last pass over only the paired traces.  ``filter/verdicts`` has one row per trace, with its count
+of ungrounded tool calls (:mod:`filters.grounded`) whichever filter dropped it; a verdict is written as soon as
 it is final (after pass one, or after pass two for a best-of-n candidate), so the parent holds
 none beyond the candidates'.
 """
@@ -35,6 +37,7 @@ from synth.engine.stage import StageContext, StageResult
 from synth.engine.tables import RowMapping
 from synth.engine.workers import guided_batches
 from synth.engine.records import SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
+from synth.text.answers import BASES, NO_MATCH
 
 from filters.band import pass_stats, prompt_messages
 from filters.base import HELD_OUT, NOT_BEST, FilterContext, FilterRunner, build_chain
@@ -44,7 +47,10 @@ from filters.correctness import CorrectnessFilter, grade, run_judge
 from filters.grounded import ungrounded_steps
 from filters.guidance import Reference, keep_best, reference_of
 from filters.pool import write_rl_pool
-from filters.sftrows import sft_messages, sft_row
+from filters.preference import WRONG_ANSWER, Loser, pair, write_preference
+from synth.corpus.answerkeys import answer_keys
+from filters.sftrows import samples, sft_messages, sft_rows
+from synth.tokenizer.reasoning import apply_reasoning, resolve_mode
 
 BATCH_ROWS = 512
 # A worker's batch: each worker holds its batch's conversations decoded several times over (rows, records,
@@ -163,6 +169,7 @@ class _BatchOut:
     dropped: Counter
     counted: int = 0  # traces whose length was rendered and tokenized (not read from the cache)
     references: list[Reference] = field(default_factory=list)  # correct rollouts of rl questions
+    wrong: list[Loser] = field(default_factory=list)  # sft traces that answered wrong: preference's rejected ones
 
 
 class _PassOne:
@@ -180,8 +187,14 @@ class _PassOne:
         self.pooled = {Split.RL, Split.SFT} if cfg.questions.share_sft_rl else {Split.RL}
         root = Path(root)
         self.questions = load_questions(Store(root))
+        self.keys = answer_keys(Store(root), fcfg.min_f1)
         self.counts = None
         tokenizer = None
+        # What a kept trace's SFT rows hold (sft.context) and how their reasoning renders (sft.reasoning): the
+        # length filter counts exactly those renders.
+        self.context = cfg.sft.context
+        self.compress, self.keep = cfg.rollout.compress_observations, cfg.rollout.keep_observations
+        self.reasoning = "keep"
         if "length" in fcfg.chain:
             from synth.tokenizer.counts import TokenCounts
 
@@ -189,7 +202,8 @@ class _PassOne:
 
             tokenizer = load_tokenizer(_tokenizer_path(root), chat_template=True)
             self.counts = TokenCounts(tokenizer, root)
-        self.fctx = FilterContext(self.questions, tokenizer=tokenizer)
+            self.reasoning = reasoning_mode(cfg, tokenizer)
+        self.fctx = FilterContext(self.questions, tokenizer=tokenizer, answer_keys=self.keys)
         self.pending: list[tuple[str, str, str | None]] = []  # (trace_id, reason, detail) of this batch's rejects
         self.runner = FilterRunner(chain_of(fcfg), on_reject=lambda trace, reason, detail: self.pending.append(
             (trace.trace_id, reason, detail)))
@@ -197,14 +211,14 @@ class _PassOne:
     def __call__(self, batch: pa.RecordBatch, judge: Any = None, flush: bool = False) -> _BatchOut:
         fcfg, fctx, questions = self.fcfg, self.fctx, self.questions
         recs = [Trace.from_row(r) for r in batch.to_pylist()]
-        fctx.grades = {t.trace_id: grade(t.final_answer, questions.get(t.question_id), fcfg.min_f1) for t in recs}
+        fctx.grades = {t.trace_id: grade(t.final_answer, questions.get(t.question_id), fcfg.min_f1,
+                                         self.keys.get(t.question_id)) for t in recs}
         if judge is not None:
             judge(recs, fctx.grades)
         counted = 0
         if self.counts is not None:
             before = self.counts.computed
-            lengths = self.counts.count([(sft_messages(t), json.loads(t.tools) or None) for t in recs])
-            fctx.token_counts = {t.trace_id: n for t, n in zip(recs, lengths) if n is not None}
+            fctx.token_counts = self._lengths(recs)
             counted = self.counts.computed - before
             if flush:
                 self.counts.flush()
@@ -219,6 +233,45 @@ class _PassOne:
         fctx.token_counts = {}
         return out
 
+    def _lengths(self, recs: list[Trace]) -> dict[str, int]:
+        """trace_id -> the rendered length of its longest SFT row (one row under ``full``; under ``as_seen`` one a
+        turn, each of which must fit), its reasoning rendered as ``sft.reasoning`` says; left out when the
+        template cannot render one of them."""
+        items, owner = [], []
+        for t in recs:
+            tools = json.loads(t.tools) or None
+            for _, msgs in samples(sft_messages(t), self.context, self.compress, self.keep):
+                items.append((apply_reasoning(msgs, self.reasoning), tools))
+                owner.append(t.trace_id)
+        out: dict[str, int] = {}
+        failed: set[str] = set()
+        for tid, n in zip(owner, self.counts.count(items)):
+            if n is None:
+                failed.add(tid)
+            else:
+                out[tid] = max(n, out.get(tid, 0))
+        return {tid: n for tid, n in out.items() if tid not in failed}
+
+    def _reasoning_tokens(self, trace: Trace) -> tuple[int | None, int | None]:
+        """(tokens of the assistant turns' reasoning, tokens of all they wrote), or Nones without a tokenizer."""
+        if self.counts is None:
+            return None, None
+        reasoning, written = [], []
+        for m in trace.conversation.messages:
+            if m.role != "assistant":
+                continue
+            reasoning.append(m.reasoning_content or "")
+            written += [m.reasoning_content or "", m.text or ""]
+            written += [f"{tc.name} {tc.arguments}" for tc in m.tool_calls]
+        n = self.counts.count_texts([t for t in reasoning + written if t])
+        texts = [t for t in reasoning if t]
+        return sum(n[:len(texts)]), sum(n[len(texts):])
+
+    def _fits(self, trace_id: str) -> bool:
+        """Whether a trace fits ``filters.max_tokens`` as the length filter counted it (True when not counted)."""
+        n = self.fctx.token_counts.get(trace_id)
+        return n is None or "length" not in self.fcfg.chain or n <= self.fcfg.max_tokens
+
     def _rejects(self, batch: pa.RecordBatch, recs: list[Trace]) -> pa.Table | list[dict]:
         pending, self.pending = self.pending, []
         return reject_rows(batch, recs, pending)
@@ -231,6 +284,8 @@ class _PassOne:
         q = self.fctx.questions.get(qid)
         out.facts.append(_Fact.of(trace, g.correct, with_prompt=q is not None and q.split in self.pooled))
         keep, reason, _ = self.runner.apply(trace, self.fctx)
+        if reason == WRONG_ANSWER and trace.split == Split.SFT and self._fits(tid):
+            out.wrong.append(Loser(qid, int(trace.sample_index), tid))
         if g.correct and trace.split in self.pooled and qid in self.fctx.questions:
             # rl_pool rows name their question's best correct rollout (and guide all-wrong ones by it).
             out.references.append(reference_of(trace, self.fctx.questions[qid], keep, self.fcfg.min_grounding))
@@ -241,11 +296,13 @@ class _PassOne:
             self.runner.reject(trace, reason, f"a question of the {trace.split} split: its traces are never SFT rows")
         elif keep:
             rubric = rubric_raw(trace, self.fctx.questions[qid])
-            out.candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric))
+            out.candidates.append(Candidate(tid, qid, int(trace.n_tool_calls), rubric,
+                                            0.0, *self._reasoning_tokens(trace)))
         # Counted for every trace, whichever filter dropped it (the report's grounding histogram reads it).
         ungrounded = len(ungrounded_steps(trace, self.fcfg.min_grounding))
         out.verdicts.append({"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
                              "split": trace.split, "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1,
+                             "match": g.basis,
                              "judge_correct": g.judge_correct, "correct": g.correct, "rubric_raw": rubric,
                              "rubric": None, "n_tokens": None, "ungrounded_steps": ungrounded, "kept": False,
                              "reason": reason})
@@ -253,6 +310,14 @@ class _PassOne:
     def close(self) -> None:
         if self.counts is not None:
             self.counts.flush()
+
+
+def reasoning_mode(cfg: Any, tokenizer: Any) -> str:
+    """``sft.reasoning`` resolved against DIR/tokenizer's chat template (a config error names the keys)."""
+    from synth.tokenizer.chat_templates import family_of
+
+    template = tokenizer.chat_template
+    return resolve_mode(cfg.sft.reasoning, template, family_of(template) or "of DIR/tokenizer")
 
 
 def chain_of(fcfg: FiltersConfig) -> list:
@@ -293,9 +358,16 @@ def run_filter(ctx: StageContext) -> StageResult:
     """Filter traces into ``sft`` (best-of-n) and ``rl_pool`` (difficulty band); see the module docstring."""
     fcfg = ctx.cfg.filters
     questions = load_questions(ctx.store)
+    # Built (or read from the run's cache) here, before any worker starts: forked workers inherit them.
+    keys = answer_keys(ctx.store, fcfg.min_f1)
     traces = ctx.store.dataset("traces", hint="rollout")
+    mode = ctx.cfg.sft.reasoning
     if "length" in fcfg.chain:
-        _tokenizer_path(ctx.store.root)  # a missing tokenizer stops the stage here, before any worker starts
+        from synth.tokenizer.tokens import load_tokenizer
+
+        # A missing tokenizer, or an sft.reasoning its template cannot train, stops the stage here, before any
+        # worker starts.
+        mode = reasoning_mode(ctx.cfg, load_tokenizer(_tokenizer_path(ctx.store.root), chat_template=True))
     rejects = ctx.writer("rejects/filter", TRACE_REJECT_SCHEMA, row_group_rows=TRACE_ROW_GROUP)
     pending: list[tuple[str, str, str | None]] = []  # pass two's rejects of the batch at hand
     chain = chain_of(fcfg)
@@ -320,6 +392,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     tally: Counter[str] = Counter()  # correctness and judge agreement over every verdict
     per_q: dict[str, _PerQuestion] = {}
     candidates: list[Candidate] = []
+    wrong: list[Loser] = []
     references: dict[str, Reference] = {}
     counted = 0
     local: _PassOne | None = None
@@ -339,6 +412,7 @@ def run_filter(ctx: StageContext) -> StageResult:
                 for fact in out.facts:
                     per_q.setdefault(fact.question_id, _PerQuestion()).add(fact)
                 candidates.extend(out.candidates)
+                wrong.extend(out.wrong)
                 keep_best(references, out.references)
                 waiting = {c.trace_id for c in out.candidates}
                 for v in out.verdicts:
@@ -358,12 +432,15 @@ def run_filter(ctx: StageContext) -> StageResult:
         compact_cache(ctx.store.root)
 
     kept_ids = select_best(candidates, fcfg.keep_per_question)
-    kept = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending, rejects)
+    kept, n_rows = _pass_two(ctx, traces, candidates, kept_ids, runner, verdicts, pending, rejects)
     rejects.close()
+    pairs = pair([c for c in candidates if c.trace_id in kept_ids], wrong,
+                 [c for c in candidates if c.trace_id not in kept_ids])
+    preference = write_preference(ctx, traces, pairs, {c.trace_id: c.rubric_raw for c in candidates})
     verdict_rows.write(list(verdicts.values()))
     verdict_rows.close()
     band_report = write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
-                                references, lambda: _teacher(ctx))
+                                references, lambda: _teacher(ctx), keys)
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),
@@ -372,8 +449,20 @@ def run_filter(ctx: StageContext) -> StageResult:
         **band_report,
         "pass": pass_stats((p.n, p.c, p.first) for q, p in per_q.items() if q in questions),
         "correct": {"rule": tally["rule"], "combined": tally["combined"], "judge_rescued": tally["judge_rescued"]},
+        # How the answer rule decided (synth.text.answers.BASES), and what the answer keys hold.
+        "match": {b: tally["match:" + b] for b in BASES},
+        "answers": keys.stats,
         "kept_rubric_mean": (round(sum(c.rubric_raw for c in candidates if c.trace_id in kept_ids) / kept, 6)
                              if kept else None),
+        # What the sft rows hold (sft.context: one row per kept trace, or one per assistant turn) and the reasoning
+        # they carry (sft.reasoning: how the length filter and training render it).
+        "sft_rows": n_rows,
+        "context": {"policy": ctx.cfg.sft.context, "compress_observations": ctx.cfg.rollout.compress_observations,
+                    "keep_observations": ctx.cfg.rollout.keep_observations},
+        "reasoning": reasoning_report([c for c in candidates if c.trace_id in kept_ids], mode),
+        # DPO pairs from the same rollouts (filters/preference.py): chosen the kept trace, rejected a wrong answer
+        # of its question, else a correct one with a lower rubric.
+        "preference": preference,
         # Operational (not part of the tables): how the work was spread, and what the token cache saved.
         "workers": workers,
         "tokens_counted": counted,
@@ -383,6 +472,18 @@ def run_filter(ctx: StageContext) -> StageResult:
     if teacher is not None:
         extra["teacher"] = teacher.stats.since(snap)
     return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra)
+
+
+def reasoning_report(kept: list[Candidate], mode: str | None) -> dict[str, Any]:
+    """The kept traces' reasoning: how many carry any (``traces_with_reasoning``), its tokens, and its share of the
+    tokens the assistant wrote (reasoning, text and tool calls: what SFT trains, template markup aside; the sft
+    stage's mask_report.json has the share of the trained tokens exactly), with the ``sft.reasoning`` mode."""
+    counted = [c for c in kept if c.assistant_tokens is not None]
+    reasoning = sum(c.reasoning_tokens or 0 for c in counted)
+    written = sum(c.assistant_tokens or 0 for c in counted)
+    return {"mode": mode, "traces": len(kept), "traces_with_reasoning": sum(1 for c in counted if c.reasoning_tokens),
+            "reasoning_tokens": reasoning if counted else None, "assistant_tokens": written if counted else None,
+            "share_of_assistant_tokens": round(reasoning / written, 6) if written else None}
 
 
 def _teacher(ctx: StageContext) -> Any:
@@ -404,14 +505,17 @@ def _judge_batch(teacher: Any, traces: list[Trace], questions: Mapping[str, Ques
 
 
 def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate], kept_ids: set[str],
-              runner: FilterRunner, verdicts: dict, pending: list, rejects: Any) -> int:
-    """Write the kept survivors to ``sft`` and reject the others as ``not_best``, batch by batch (``runner``
-    notes each reject in ``pending``); returns the kept count."""
+              runner: FilterRunner, verdicts: dict, pending: list, rejects: Any) -> tuple[int, int]:
+    """Write the kept survivors to ``sft`` (their rows under ``sft.context``) and reject the others as
+    ``not_best``, batch by batch (``runner`` notes each reject in ``pending``); returns the kept traces and the
+    rows written."""
     by_id = {c.trace_id: c for c in candidates}
+    cfg = ctx.cfg
+    context = (cfg.sft.context, cfg.rollout.compress_observations, cfg.rollout.keep_observations)
     group_size = Counter(c.question_id for c in candidates)
     group_kept = Counter(c.question_id for c in candidates if c.trace_id in kept_ids)
     sft = ctx.writer("sft", SFT_SCHEMA, row_group_rows=TRACE_ROW_GROUP)
-    kept = 0
+    kept = n_rows = 0
     if by_id:
         survivors = traces.to_batches(filter=ds.field("trace_id").isin(pa.array(sorted(by_id), pa.string())),
                                       batch_size=BATCH_ROWS, **SCAN)
@@ -423,7 +527,7 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
                 v["rubric"] = c.rubric
                 if c.trace_id in kept_ids:
                     v["kept"] = True
-                    rows.append(sft_row(trace, c.rubric, ctx.cfg.filters.min_grounding))
+                    rows.extend(sft_rows(trace, c.rubric, ctx.cfg.filters.min_grounding, *context))
                 else:
                     v["reason"] = NOT_BEST
                     runner.reject(trace, NOT_BEST, f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
@@ -432,9 +536,10 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
             sft.write(rows)
             rejects.write(reject_rows(batch, recs, pending))  # with their batch: never all of a run's losers at once
             pending.clear()
-            kept += len(rows)
+            kept += len({r["trace_id"] for r in rows})
+            n_rows += len(rows)
     sft.close()
-    return kept
+    return kept, n_rows
 
 
 def reject_rows(batch: pa.RecordBatch, recs: list[Trace], pending: list[tuple[str, str, str | None]]
@@ -462,6 +567,7 @@ def _count(tally: Counter, v: dict) -> None:
     """Add one verdict to the stage's tallies: correct by the rule, in all, rescued by the judge, and how the
     judge compared with the rule where both spoke (``judge:<outcome>``)."""
     tally["rule"] += bool(v["rule_correct"])
+    tally["match:" + (v.get("match") or NO_MATCH)] += 1
     tally["combined"] += bool(v["correct"])
     tally["judge_rescued"] += bool(v["correct"] and not v["rule_correct"])
     j = v["judge_correct"]

@@ -85,9 +85,13 @@ TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("i
 
 # rl.band_by: the filter writes rl_pool (and its curriculum stages) only when the teacher measures the band.
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
+               optional_reads=("ingest",),  # the answer keys (synth.corpus.answerkeys) read the corpus
+               # sft.context / sft.reasoning: what a kept trace's rows hold and how the length filter renders them
                sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum", "rl.guidance",
-                         "rl.baselines", "rl.rag_k"),
-               outputs=("sft", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"), command="filter",
+                         "rl.baselines", "rl.rag_k", "sft.context", "sft.reasoning", "rollout.compress_observations",
+                         "rollout.keep_observations"),
+               outputs=("sft", "preference", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"),
+               command="filter",
                key_extra=_filter_identity)
 
 ASSEMBLE = Stage("assemble", "synth.assemble.stage:run_assemble",
@@ -108,14 +112,19 @@ SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), by_conten
             sections=("sft",), outputs=("student",), command="student", key_extra=_sft_recipe)
 
 EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollout", "index"),
-             sections=("eval", "tools", "filters.min_f1", "filters.min_grounding"), outputs=("eval",), command="eval")
+             optional_reads=("ingest",),  # the answer keys
+             # sft.context: the student is evaluated in the context it trained in
+             sections=("eval", "tools", "filters.min_f1", "filters.min_grounding", "sft.context",
+                       "rollout.compress_observations", "rollout.keep_observations"), outputs=("eval",), command="eval")
 
 # Under rl.band_by: student, the warm-start student's own rollouts decide the band and this stage writes
 # rl_pool (under `teacher` it measures nothing and writes nothing: the filter wrote the pool).  It reads the
 # student and the filter's verdicts (for the report's teacher figures), rolls out through the eval harness.
 RL_BAND = Stage("rl_band", "sft.rlband:SHARDS", sharded=True, reads=("sft", "questions", "index", "filter"),
+                optional_reads=("ingest",),  # the answer keys
                 sections=("rl", "eval.max_turns", "eval.max_new_tokens", "tools", "filters.min_f1",
-                          "questions.share_sft_rl"),
+                          "questions.share_sft_rl", "sft.context", "rollout.compress_observations",
+                          "rollout.keep_observations"),
                 outputs=("rl_pool", "rl_band/traces", "rl_curriculum"), command="rl-band")
 
 PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT,

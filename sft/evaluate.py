@@ -8,6 +8,7 @@ OpenAI-compatible server (e.g. vLLM serving the checkpoint).  ``eval_report.json
 for the student and for the teacher on the same questions: the answer rate, accuracy,
 the format-valid tool-call rate, tool calls per question, and the evidence-recovery curve;
 for the student also ``truncation``: how many of its turns were cut at ``eval.max_new_tokens``.
+The student sees the context it trained in (``sft.context``, :func:`harness_config`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-from synth.text.answers import is_correct
+from synth.corpus.answerkeys import answer_keys
+from synth.text.answers import AnswerKey, is_correct
 from synth.engine.errors import InputError
 from synth.engine.records import Question, Split, Trace
 from synth.report.stage import INF, erf_curve, recovery_turn
@@ -70,6 +72,16 @@ class CountedTurns:
         return getattr(self._teacher, name)
 
 
+def harness_config(cfg: Any) -> Any:
+    """The run config the student rolls out with (eval and the student band): ``eval.max_turns`` turns, and the
+    context it trained in (``sft.context``): ``full``, every observation in full; ``as_seen``, compressed as the
+    teacher's was (``rollout.compress_observations``, ``keep_observations``), so the student meets the
+    placeholders its rows showed it, at the same turns."""
+    compress = cfg.sft.context == "as_seen" and cfg.rollout.compress_observations
+    return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(
+        update={"max_turns": cfg.eval.max_turns, "compress_observations": compress})})
+
+
 def eval_questions(store) -> list[Question]:
     """The questions of the ``eval`` split, in question-id order."""
     from synth.rollout.stage import load_questions
@@ -81,8 +93,10 @@ def eval_questions(store) -> list[Question]:
     return held
 
 
-def metrics(traces: Iterable[Trace], golds: dict[str, list[str]], min_f1: float, t_max: int) -> dict[str, Any]:
-    """Answer rate, accuracy, format-valid tool-call rate, tool calls per question and ERF(t), t = 0..t_max."""
+def metrics(traces: Iterable[Trace], golds: Mapping[str, AnswerKey | list[str]], min_f1: float,
+            t_max: int) -> dict[str, Any]:
+    """Answer rate, accuracy, format-valid tool-call rate, tool calls per question and ERF(t), t = 0..t_max;
+    ``golds`` maps each question to its answer key (or its answer and aliases)."""
     traces = list(traces)
     n = len(traces)
     if n == 0:
@@ -128,7 +142,7 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         teacher_cfg = cfg.teacher.model_copy(update={"temperature": ecfg.temperature, "max_tokens": ecfg.max_new_tokens})
     held = eval_questions(store)
     questions = held[: ecfg.max_questions]
-    run_cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"max_turns": ecfg.max_turns})})
+    run_cfg = harness_config(cfg)
     index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     # No call cache: a checkpoint retrained at the same path must never be answered from stale calls.
     teacher = Teacher(teacher_cfg, None)
@@ -141,7 +155,8 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
 
     items = [(q, s) for q in questions for s in range(ecfg.n)]
     student = list(teacher.map(one, items, progress=progress))
-    golds = {q.question_id: [q.answer, *q.answer_aliases] for q in questions}
+    keys = answer_keys(store, cfg.filters.min_f1)  # the filter's rule: the student is judged as the teacher was
+    golds = {q.question_id: keys.key_for(q) for q in questions}
     teacher_traces = [Trace.from_row(r) for r in store.read("traces").to_pylist() if r["question_id"] in golds]
     t_max = max([ecfg.max_turns] + [t.n_turns for t in teacher_traces])
     min_f1 = cfg.filters.min_f1
@@ -152,6 +167,8 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         "evaluated_questions": len(questions),
         "samples_per_question": ecfg.n,
         "max_turns": ecfg.max_turns,
+        "context": {"policy": cfg.sft.context, "compress_observations": run_cfg.rollout.compress_observations,
+                    "keep_observations": run_cfg.rollout.keep_observations},
         "student": {**metrics(student, golds, min_f1, t_max), "truncation": cut.report()},
         "teacher": metrics(teacher_traces, golds, min_f1, t_max),
         "teacher_model": sorted({t.teacher_model for t in teacher_traces}),

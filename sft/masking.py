@@ -21,7 +21,12 @@ character offsets overlap the message's span.  The checks:
   tools block trains an agent that has never seen its tools;
 * a template without markers renders each generation prompt as a prefix of the conversation,
   or its masks cannot be derived;
-* every row has trained tokens.
+* every row has trained tokens;
+* the reasoning of every trained assistant turn is rendered and every one of its tokens trained
+  (``reasoning_untrained_turns == 0``), however ``reasoning`` (``sft.reasoning``) renders it:
+  in the template's thinking format (``keep``) or before the content (``inline``);
+* a row of ``sft.context: as_seen`` (its ``turn`` set) trains its last assistant message only: the
+  earlier ones are the context the teacher saw, and count as prompt.
 
 A failure raises :class:`synth.engine.errors.InputError` naming the row (exit 2).
 """
@@ -117,14 +122,20 @@ def missing_tool_schemas(prompt: str, tools: list[dict] | None) -> list[str]:
     return missing
 
 
+_EMPTY = {"n_reasoning_tokens": 0, "reasoning_trained": 0, "reasoning_turns": 0, "reasoning_untrained": 0}
+
+
 def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, max_length: int | None,
-                mapped: str | None = None) -> dict:
+                mapped: str | None = None, reasoning: str = "keep") -> dict:
     """Tokenize one row as TRL does, derive or read its masks, and measure them (a ``datasets.map`` function).
 
     ``mapped``: the folder of the dataset's memory-mapped files, whose read pages are released every
-    :data:`WRITER_ROWS` rows (:func:`release_mapped_pages`)."""
+    :data:`WRITER_ROWS` rows (:func:`release_mapped_pages`).  ``reasoning``: how the rows' reasoning is
+    rendered (:func:`synth.tokenizer.reasoning.apply_reasoning`, a resolved mode)."""
     from jinja2 import TemplateError
     from trl.data_utils import _tokenize
+
+    from synth.tokenizer.reasoning import apply_reasoning
 
     _release_every(mapped)
 
@@ -134,8 +145,11 @@ def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, m
         # template (synth.tokenizer.counts keys it by both).
         return {"input_ids": [], "assistant_masks": [], "n_tokens": int(known), "too_long": True, "n_trained": 0,
                 "n_tool_tokens": 0, "tool_trained": 0, "prompt_trained": 0, "assistant_turns": 0, "eot_untrained": 0,
-                "missing_tools": 0, "problem": ""}
-    messages, tools = [dict(m) for m in example["messages"]], parse_tools(example["tools"])
+                "missing_tools": 0, **_EMPTY, "problem": ""}
+    original, tools = [dict(m) for m in example["messages"]], parse_tools(example["tools"])
+    thoughts = [(m.get("reasoning_content") or "").strip() if m.get("role") == "assistant" and reasoning != "drop"
+                else "" for m in original]
+    messages = apply_reasoning(original, reasoning)
     markers = has_generation_markers(chat_template)
     try:
         enc = _tokenize(tokenizer, messages, chat_template=chat_template, tools=tools,
@@ -145,15 +159,23 @@ def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, m
     ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
     out = {"input_ids": ids, "assistant_masks": [], "n_tokens": len(ids), "too_long": False, "n_trained": 0,
            "n_tool_tokens": 0, "tool_trained": 0, "prompt_trained": 0, "assistant_turns": 0, "eot_untrained": 0,
-           "missing_tools": 0, "problem": ""}
+           "missing_tools": 0, **_EMPTY, "problem": ""}
     if max_length is not None and len(ids) > max_length:
         out.update(input_ids=[], too_long=True)  # dropped, never truncated
         return out
     turns = conversation_turns(tokenizer, messages, tools, chat_template, eot)
     mask = list(enc["assistant_masks"]) if markers else turns.assistant_mask(offsets)
+    roles = [m["role"] for m in messages]
+    if example.get("turn") is not None:
+        # sft.context as_seen: the row trains its last assistant message; the earlier ones are what the teacher saw.
+        last = max(i for i, r in enumerate(roles) if r == "assistant")
+        roles = [CONTEXT if r == "assistant" and i != last else r for i, r in enumerate(roles)]
+        a, b = turns.spans[last]
+        mask = [t if e > a and s < b else 0 for t, (s, e) in zip(mask, offsets)]
     out.update(assistant_masks=mask, n_trained=sum(mask))
-    problems = _leaks(out, turns, [m["role"] for m in messages], offsets, mask)
-    problems += _eot_problems(out, turns, [m["role"] for m in messages], offsets, mask, eot)
+    problems = _leaks(out, turns, roles, offsets, mask)
+    problems += _eot_problems(out, turns, roles, offsets, mask, eot)
+    problems += _reasoning_problems(out, turns, roles, thoughts, offsets, mask)
     missing = missing_tool_schemas(turns.text[:turns.prompt_end()], tools)
     if missing:
         out["missing_tools"] = len(missing)
@@ -217,6 +239,37 @@ def _leaks(out: dict, turns, roles: list[str], offsets, mask) -> list[str]:
             for role, per in sorted(leaked.items(), key=lambda kv: kv[0] != "tool")]
 
 
+# The role an earlier assistant message of an as_seen row is checked as: context the model reads, never trained.
+CONTEXT = "context"
+
+
+def _reasoning_problems(out: dict, turns, roles: list[str], thoughts: list[str], offsets, mask) -> list[str]:
+    """Find each trained assistant turn's reasoning in its rendered span and count its tokens (every one of them
+    must be trained); a reasoning the template does not render at all is a problem too."""
+    problems = []
+    for m, (role, thought) in enumerate(zip(roles, thoughts)):
+        if role != "assistant" or not thought:
+            continue
+        out["reasoning_turns"] += 1
+        a, b = turns.spans[m]
+        at = turns.text.find(thought, a, b)
+        if at < 0:
+            out["reasoning_untrained"] += 1
+            problems.append(f"the reasoning of assistant message {m} is not in the rendered text (does the chat "
+                            "template render reasoning_content? see sft.reasoning)")
+            continue
+        lo, hi = at, at + len(thought)
+        inside = [i for i, (s, e) in enumerate(offsets) if e > lo and s < hi and e > s]
+        trained = sum(1 for i in inside if mask[i])
+        out["n_reasoning_tokens"] += len(inside)
+        out["reasoning_trained"] += trained
+        if trained < len(inside):
+            out["reasoning_untrained"] += 1
+            problems.append(f"{len(inside) - trained} of the {len(inside)} reasoning token(s) of assistant message {m} "
+                            "are not trained")
+    return problems
+
+
 def _eot_problems(out: dict, turns, roles: list[str], offsets, mask, eot: str) -> list[str]:
     """Check that the end-of-turn token of every assistant turn is trained."""
     problems, starts = [], [s for s, _ in offsets]
@@ -234,13 +287,14 @@ def _eot_problems(out: dict, turns, roles: list[str], offsets, mask, eot: str) -
 
 
 def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length: int | None,
-             num_proc: int | None = None, template_name: str = "") -> tuple[Any, dict]:
+             num_proc: int | None = None, template_name: str = "", reasoning: str = "keep") -> tuple[Any, dict]:
     """Tokenize and check every row; returns ``(dataset with input_ids/assistant_masks/..., report)``.
 
     ``chat_template`` None means the tokenizer's own.  The report holds ``mask_source``
     (``generation markers`` or ``prefix renders``), ``trained_tokens``, ``masked_tokens``,
-    ``tool_tokens_trained``, ``eot_untrained_turns``, ``rows_missing_tools``, ``too_long`` and the
-    offending rows (``failures``); call :func:`raise_on_failure` after writing it.
+    ``tool_tokens_trained``, ``eot_untrained_turns``, ``rows_missing_tools``, ``too_long``, the reasoning
+    (``reasoning``: the mode, rows and turns that carry it, its tokens, how many are trained, and its share of
+    the trained tokens) and the offending rows (``failures``); call :func:`raise_on_failure` after writing it.
     """
     from trl.data_utils import _tokenize  # noqa: F401 - imported here once: forked map processes inherit it
 
@@ -250,11 +304,12 @@ def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length
     untracked_template(chat_template)  # compiled here once, for the same reason
     processed = dataset.map(analyse_row, fn_kwargs={"tokenizer": tokenizer, "chat_template": chat_template,
                                                     "eot": eot, "max_length": max_length,
-                                                    "mapped": mapped_folder(dataset)},
+                                                    "mapped": mapped_folder(dataset), "reasoning": reasoning},
                             num_proc=num_proc if num_proc and num_proc > 1 else None, desc="Checking loss masks",
                             writer_batch_size=WRITER_ROWS)
     cols = processed.select_columns(["trace_id", "question_id", "n_tokens", "too_long", "n_trained", "n_tool_tokens",
                                      "tool_trained", "prompt_trained", "assistant_turns", "eot_untrained", "missing_tools",
+                                     "n_reasoning_tokens", "reasoning_trained", "reasoning_turns", "reasoning_untrained",
                                      "problem"])
     rows = cols.to_list()
     kept = [r for r in rows if not r["too_long"]]
@@ -275,6 +330,13 @@ def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length
         "eot_untrained_turns": sum(r["eot_untrained"] for r in kept),
         "rows_missing_tools": sum(1 for r in kept if r["missing_tools"]),
         "rows_without_trained_tokens": sum(1 for r in kept if r["n_trained"] == 0),
+        "reasoning": {
+            "mode": reasoning, "rows": sum(1 for r in kept if r["reasoning_turns"]),
+            "turns": sum(r["reasoning_turns"] for r in kept),
+            "tokens": sum(r["n_reasoning_tokens"] for r in kept),
+            "tokens_trained": sum(r["reasoning_trained"] for r in kept),
+            "share_of_trained": round(sum(r["reasoning_trained"] for r in kept) / trained, 6) if trained else 0.0},
+        "reasoning_untrained_turns": sum(r["reasoning_untrained"] for r in kept),
         "ok": not failures, "n_failures": len(failures), "failures": failures[:MAX_FAILURES_LISTED],
     }
     return processed, report
@@ -288,6 +350,7 @@ def raise_on_failure(report: dict) -> None:
     raise InputError(f"loss-mask check failed for row trace_id={f['trace_id']} (question_id={f['question_id']}): "
                      f"{f['problem']} [{report['n_failures']} row(s) fail; tool_tokens_trained="
                      f"{report['tool_tokens_trained']}, eot_untrained_turns={report['eot_untrained_turns']}, "
+                     f"reasoning_untrained_turns={report.get('reasoning_untrained_turns', 0)}, "
                      f"rows_missing_tools={report['rows_missing_tools']}, template {report['template'] or '?'}]")
 
 
@@ -301,7 +364,7 @@ def write_report(report: dict, path: str | Path) -> Path:
 
 
 def check_rows(rows: list[dict], tokenizer, chat_template: str | None, eot: str | None = None,
-               max_length: int | None = None, template_name: str = "") -> dict:
+               max_length: int | None = None, template_name: str = "", reasoning: str = "keep") -> dict:
     """Check in-memory rows (dicts in ``SFT_SCHEMA``) without a ``datasets`` table: for tests and tools.
 
     ``eot`` None reads the end-of-turn token off the template, as training does.
@@ -318,7 +381,7 @@ def check_rows(rows: list[dict], tokenizer, chat_template: str | None, eot: str 
     if not eot:
         raise InputError("the chat template writes no special token after an assistant message; pass eot")
     ds = Dataset(InMemoryTable(pa.Table.from_pylist(rows, schema=SFT_SCHEMA)))
-    _, report = validate(ds, tokenizer, template, eot, max_length, template_name=template_name)
+    _, report = validate(ds, tokenizer, template, eot, max_length, template_name=template_name, reasoning=reasoning)
     return report
 
 

@@ -26,16 +26,17 @@ import logging
 from collections import Counter
 from typing import Any
 
-from filters.band import BANDS, band, band_counts, band_model_name, pass_stats, prompt_messages, rl_row
+from filters.band import BANDS, band, band_counts, band_model_name, context_of, pass_stats, prompt_messages, rl_row
 from filters.curriculum import write_curriculum
 from filters.rlconfig import STUDENT
-from sft.evaluate import CountedTurns, TurnCounter
+from sft.evaluate import CountedTurns, TurnCounter, harness_config
 from sft.policy import student_teacher
 from synth.engine.records import RL_SCHEMA, TEACHER_FAILED, Question, Split, Trace
 from synth.engine.seeding import derive_seed
 from synth.engine.stage import Shards, StageContext, StageResult, failed_item
 from synth.engine.store import write_parquet_atomic
 from synth.rollout.loop import rollout_one
+from synth.corpus.answerkeys import answer_keys
 from synth.text.answers import is_correct
 from synth.tools.search import SearchIndex
 from synth.tools.toolbox import Toolbox
@@ -81,9 +82,10 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> dict:
     pool = pool_questions(ctx.store, cfg)
     questions = [q for q in pool if q.question_id in wanted]
     n = cfg.rl.n
+    keys = answer_keys(ctx.store, cfg.filters.min_f1)  # the filter's rule (and the reward's)
     teacher, model = _student(ctx)
     index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
-    run_cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"max_turns": cfg.eval.max_turns})})
+    run_cfg = harness_config(cfg)  # eval's harness: the student sees the context it trained in (sft.context)
     cut = TurnCounter(cfg.eval.max_new_tokens)
     counted = CountedTurns(teacher, cut)
 
@@ -108,11 +110,12 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> dict:
             failed.append(failed_item(q.question_id, TEACHER_FAILED, (bad.error if bad else "") or "missing rollouts"))
             continue
         kept.extend(ts)
-        c = sum(is_correct(t.final_answer, q.golds, cfg.filters.min_f1) for t in ts)
+        key = keys.key_for(q)
+        c = sum(is_correct(t.final_answer, key, cfg.filters.min_f1) for t in ts)
         first = ts[0]
         prompt = prompt_messages(first.conversation.messages) or [{"role": "user", "content": q.question}]
         facts.append({"question_id": q.question_id, "split": q.split, "n": n, "c": int(c),
-                      "first": is_correct(first.final_answer, q.golds, cfg.filters.min_f1),
+                      "first": is_correct(first.final_answer, key, cfg.filters.min_f1),
                       "prompt": prompt, "tools": first.tools or "[]"})
     write_parquet_atomic(Trace.to_table(kept), ctx.shard_out(TRACES, i))
     return {"model": model, "facts": facts, "failed": failed, "turns": cut.turns, "cut": cut.cut}
@@ -125,14 +128,16 @@ def _finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
         return StageResult(input=0, output=0, extra={
             "band_by": cfg.rl.band_by, "skipped": "rl.band_by is teacher: the filter stage wrote rl_pool"})
     questions = {q.question_id: q for q in pool_questions(ctx.store, cfg)}
+    keys = answer_keys(ctx.store, cfg.filters.min_f1)
     facts = sorted((f for s in summaries for f in s["facts"]), key=lambda f: f["question_id"])
     failed = [f for s in summaries for f in s["failed"]]
     model = band_model_name(STUDENT, [m.partition(":")[2] for m in {s["model"] for s in summaries}])
     rows = []
     for f in facts:
         if band(f["c"], f["n"]) == "rl_pool":
-            rows.append(rl_row(questions[f["question_id"]], f["prompt"], f["tools"], f["n"], f["c"], index=len(rows),
-                               band_model=model))
+            q = questions[f["question_id"]]
+            rows.append(rl_row(q, f["prompt"], f["tools"], f["n"], f["c"], index=len(rows), band_model=model,
+                               key=keys.key_for(q), context=context_of(cfg)))
     w = ctx.writer("rl_pool", RL_SCHEMA)
     w.write(rows)
     w.close()

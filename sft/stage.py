@@ -144,7 +144,10 @@ def recipe_identity(cfg: Any, store: Any = None) -> str:
 
 
 def _stage_recipe(cfg: Any) -> tuple[str, list[str]]:
-    return cfg.sft.config, list(cfg.sft.overrides)
+    """The recipe and its overrides; ``sft.reasoning``, when set, is the recipe's ``reasoning`` (after the
+    user's overrides, so the pipeline's one setting rules the filter's count and the training alike)."""
+    extra = [f"reasoning={cfg.sft.reasoning}"] if cfg.sft.reasoning else []
+    return cfg.sft.config, list(cfg.sft.overrides) + extra
 
 
 def run_sft(ctx) -> Any:

@@ -54,6 +54,11 @@ class HopforgeSFTArguments:
     init_config: dict | str | None = field(default=None, metadata={
         "help": "Build a fresh model from this config (mapping or JSON with model_type and sizes) instead of "
                 "loading model_name_or_path; vocab size and special-token ids come from the tokenizer."})
+    reasoning: str | None = field(default=None, metadata={
+        "help": "How each assistant turn's reasoning (reasoning_content) is trained: keep (the template's thinking "
+                "format, e.g. qwen3's <think>), inline (as text before the turn's content, for a template without "
+                "one), drop; unset: keep where the template has a thinking format, inline elsewhere.  The pipeline's "
+                "sft stage passes sft.reasoning here (synth/tokenizer/reasoning.py)."})
     eval_fraction: float = field(default=0.05, metadata={"help": "Fraction of questions held out (hash of id)."})
     merge_lora: bool = field(default=True, metadata={"help": "Merge LoRA adapters into the saved checkpoint."})
     batching: str = field(default="auto", metadata={
@@ -296,6 +301,13 @@ def prepare(script_args, training_args, model_args) -> Prepared:
     if spec != script_args.chat_template:
         template_name = script_args.chat_template  # reported as written
     tokenizer.chat_template = template
+    from synth.engine.config import ConfigError
+    from synth.tokenizer.reasoning import resolve_mode
+
+    try:
+        reasoning = resolve_mode(script_args.reasoning, template, template_name, key="reasoning (sft.reasoning)")
+    except ConfigError as e:
+        raise InputError(str(e)) from None
     data = load_sft_dataset(table)
     if script_args.max_rows:
         data = data.select(range(min(script_args.max_rows, len(data))))
@@ -315,13 +327,14 @@ def prepare(script_args, training_args, model_args) -> Prepared:
                  "renders", template_name)
         assistant_only_loss = False
     held = held_out_questions(data["question_id"], script_args.eval_fraction)
-    counts, digests, known = _cached_lengths(data, tokenizer, script_args.data_dir)
+    counts, digests, known = _cached_lengths(data, tokenizer, script_args.data_dir, reasoning)
     release_mapped_pages(mapped_folder(data))  # the digests read every row: their pages are not ours to keep
     if any(n is not None for n in known):
         data = data.add_column("known_n_tokens", known)
     with training_args.main_process_first(desc="loss-mask check"):
         processed, mask_report = validate(data, tokenizer, template, eot, training_args.max_length,
-                                          num_proc=training_args.dataset_num_proc, template_name=template_name)
+                                          num_proc=training_args.dataset_num_proc, template_name=template_name,
+                                          reasoning=reasoning)
     mask_report["token_counts"] = _record_lengths(counts, digests, known, processed["n_tokens"],
                                                   training_args.process_index == 0)
     out = Path(training_args.output_dir)
@@ -351,23 +364,26 @@ def prepare(script_args, training_args, model_args) -> Prepared:
     )
 
 
-def _cached_lengths(data, tokenizer, data_dir: str | None) -> tuple[Any, list[bytes], list[int | None]]:
+def _cached_lengths(data, tokenizer, data_dir: str | None, reasoning: str = "keep"
+                    ) -> tuple[Any, list[bytes], list[int | None]]:
     """Each row's rendered length as an earlier stage counted it (the length filter), from the run's token-count
     cache: ``(TokenCounts or None, digests, counts or None)``.
 
     The cache is keyed by the tokenizer's serialisation and its chat template, here the training template, so a
     count is found only where the filter rendered with the very template trained on: the same number as
     ``len(apply_chat_template(messages, tools=tools, tokenize=True))``.  A row counted longer than
-    ``max_length`` is then dropped without being tokenized again.
+    ``max_length`` is then dropped without being tokenized again.  Rows are looked up as rendered, their
+    reasoning as ``reasoning`` says (:func:`synth.tokenizer.reasoning.apply_reasoning`), as the filter counted them.
     """
     if not data_dir:
         return None, [], [None] * len(data)
     from synth.tokenizer.counts import TokenCounts, conversation_digest
+    from synth.tokenizer.reasoning import apply_reasoning
 
     from sft.rows import parse_tools
 
     counts = TokenCounts(tokenizer, data_dir)
-    digests = [conversation_digest(m, parse_tools(t)) for batch in
+    digests = [conversation_digest(apply_reasoning(m, reasoning), parse_tools(t)) for batch in
                data.select_columns(["messages", "tools"]).iter(batch_size=1_000)
                for m, t in zip(batch["messages"], batch["tools"])]
     return counts, digests, counts.known(digests)

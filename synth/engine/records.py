@@ -284,6 +284,10 @@ class Trace(Record):
     server_cached_prompt_tokens: int = 0
     # One per assistant turn (synth.rollout.labels); empty in tables written before labels existed.
     step_labels: list[StepLabel] = field(default_factory=list)
+    # Where the teacher's server put its reasoning (reasoning, reasoning_content, think, or teacher.reasoning_field),
+    # and so where earlier turns' reasoning was sent back; None when no turn carried any.  Whatever the field,
+    # the conversation keeps it as each assistant message's reasoning_content.
+    reasoning_field: str | None = None
 
     @property
     def conversation(self) -> Conversation:
@@ -294,6 +298,8 @@ class Trace(Record):
 
 # Chat messages as TRL's SFTTrainer reads them (conversational, with tool calls).
 # Tool-call arguments stay JSON strings: Arrow would otherwise merge argument keys across rows.
+# An assistant turn's reasoning is `reasoning_content` (the key Qwen3's and DeepSeek's templates read), whatever
+# field the teacher's server used; how a template without a thinking format trains it is `sft.reasoning`.
 TOOL_CALL_TYPE = pa.struct(
     [
         pa.field("id", pa.string()),
@@ -308,6 +314,7 @@ MESSAGE_TYPE = pa.struct(
         pa.field("tool_calls", pa.list_(TOOL_CALL_TYPE)),
         pa.field("tool_call_id", pa.string()),
         pa.field("name", pa.string()),
+        pa.field("reasoning_content", pa.string()),
     ]
 )
 
@@ -322,6 +329,29 @@ SFT_SCHEMA = pa.schema(
         pa.field("teacher_model", pa.string(), nullable=False),
         pa.field("split", pa.string(), nullable=False),  # always sft
         pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),  # the trace's, one per assistant turn
+        # sft.context as_seen: the assistant turn (from 1) this row trains, its last message; the messages before it
+        # are the context the teacher saw then.  Null (context full): the whole trace, every assistant turn trained.
+        pa.field("turn", pa.int32()),
+    ]
+)
+
+
+# DPO pairs from the same rollouts (filters/preference.py), in TRL's conversational preference format with tools.
+PREFERENCE_SCHEMA = pa.schema(
+    [
+        pa.field("prompt", pa.list_(MESSAGE_TYPE), nullable=False),  # system + user: before the first assistant turn
+        pa.field("chosen", pa.list_(MESSAGE_TYPE), nullable=False),  # the kept trace after the prompt
+        pa.field("rejected", pa.list_(MESSAGE_TYPE), nullable=False),  # another rollout of the question, after it
+        pa.field("tools", pa.string(), nullable=False),  # JSON list of OpenAI function schemas (TRL json.loads it)
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("chosen_trace_id", pa.string(), nullable=False),
+        pa.field("rejected_trace_id", pa.string(), nullable=False),
+        pa.field("rejected_reason", pa.string(), nullable=False),  # wrong_answer | lower_rubric
+        pa.field("chosen_rubric", pa.float64(), nullable=False),  # raw entity rubric
+        pa.field("rejected_rubric", pa.float64()),  # lower_rubric only
+        pa.field("rejected_answer", pa.string()),
+        pa.field("teacher_model", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),  # always sft
     ]
 )
 
@@ -352,6 +382,8 @@ VERDICT_SCHEMA = pa.schema(
         pa.field("rule_correct", pa.bool_(), nullable=False),  # exact match or F1 >= min_f1
         pa.field("em", pa.bool_(), nullable=False),
         pa.field("f1", pa.float64(), nullable=False),
+        # How the answer rule decided: page, f1, other_page, qualified or none (synth.text.answers.BASES).
+        pa.field("match", pa.string()),
         pa.field("judge_correct", pa.bool_()),  # null: judge off, not asked (no answer) or failed
         pa.field("correct", pa.bool_(), nullable=False),  # rule_correct or (judge_correct and f1 > 0)
         pa.field("rubric_raw", pa.float64()),  # only for traces that passed the chain (positive-only)
@@ -374,12 +406,15 @@ RL_TOOLS_KWARGS_TYPE = pa.struct([
     # CAPF's training-only check_answer: the ground truth and the chain's titles (synth/tools/feedback.py).
     pa.field("check_answer", pa.struct([
         pa.field("create_kwargs", pa.struct([pa.field("target", pa.list_(pa.string())),
-                                             pa.field("chain", pa.list_(pa.string()))])),
+                                             pa.field("chain", pa.list_(pa.string())),
+                                             pa.field("other_titles", pa.list_(pa.string()))])),
     ])),
 ])
 # extra_info.baselines: the dual reward's closed-book and naive-RAG answers of a question, with their scores.
 BASELINE_TYPE = pa.struct([pa.field("answer", pa.string()), pa.field("acc", pa.float64()),
                            pa.field("f1", pa.float64())])
+CONTEXT_TYPE = pa.struct([pa.field("policy", pa.string()), pa.field("compress_observations", pa.bool_()),
+                          pa.field("keep_observations", pa.int32())])
 RL_SCHEMA = pa.schema(
     [
         pa.field("data_source", pa.string(), nullable=False),
@@ -387,7 +422,12 @@ RL_SCHEMA = pa.schema(
         pa.field("ability", pa.string(), nullable=False),
         pa.field("reward_model", pa.struct([
             pa.field("style", pa.string()),
-            pa.field("ground_truth", pa.struct([pa.field("target", pa.list_(pa.string()))])),
+            # The answer key (synth.text.answers.AnswerKey.ground_truth): the answer page's names, the titles of
+            # other pages token F1 would mistake for it, and the min_f1 those were gathered at; the reward judges
+            # with it exactly as the filter did, without the corpus.
+            pa.field("ground_truth", pa.struct([pa.field("target", pa.list_(pa.string())),
+                                                pa.field("other_titles", pa.list_(pa.string())),
+                                                pa.field("min_f1", pa.float64())])),
         ]), nullable=False),
         pa.field("extra_info", pa.struct([
             pa.field("question_id", pa.string()),
@@ -408,6 +448,9 @@ RL_SCHEMA = pa.schema(
             pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),
             pa.field("guidance", pa.string()),  # JSON: tool calls' arguments differ by tool
             pa.field("baselines", pa.struct([pa.field("closed_book", BASELINE_TYPE), pa.field("rag", BASELINE_TYPE)])),
+            # sft.context of the run: the observations the policy trained with (full, or as_seen: the teacher's
+            # compression), which an RL rollout should show it too.
+            pa.field("context", CONTEXT_TYPE),
         ]), nullable=False),
         pa.field("tools", pa.string(), nullable=False),
     ]
@@ -457,6 +500,8 @@ __all__ = [
     "StepLabel",
     "Trace",
     "SFT_SCHEMA",
+    "PREFERENCE_SCHEMA",
+    "CONTEXT_TYPE",
     "TRACE_REJECT_SCHEMA",
     "VERDICT_SCHEMA",
     "PROMPT_MESSAGE_TYPE",

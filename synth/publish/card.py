@@ -38,9 +38,15 @@ from synth.teacher.stats import TeacherUsage
 
 CONFIG_TEXT = {
     "sft": "Kept teacher trajectories (best of n by entity rubric) in TRL's conversational format: `messages` "
-           "(a list of `{role, content, tool_calls, tool_call_id, name}`; tool-call `arguments` are JSON strings), "
-           "`tools` (a JSON string of OpenAI function schemas) and `step_labels` (per turn: E_t, pivot hops, "
-           "grounded).",
+           "(a list of `{role, content, tool_calls, tool_call_id, name, reasoning_content}`; tool-call `arguments` "
+           "are JSON strings; `reasoning_content` is the teacher's reasoning of an assistant turn), `tools` (a JSON "
+           "string of OpenAI function schemas), `step_labels` (per turn: E_t, pivot hops, grounded) and `turn` (null: "
+           "the whole trajectory, every assistant turn trained; under context `as_seen`, the one assistant turn the "
+           "row trains, after the context the teacher saw for it).",
+    "preference": "DPO pairs from the same rollouts, in TRL's conversational preference format with tools: "
+                  "`prompt` (system and question), `chosen` (the kept trajectory after it), `rejected` (another "
+                  "rollout of the question: a wrong answer, else a correct one with a lower rubric; "
+                  "`rejected_reason`), `tools`; no extra teacher call.",
     "longctx": "Long-context rows: the gold pages, tier-1 distractors (pages the traces retrieved) and tier-2 "
                "fill up to a target length L, as `prompt` / `completion`.",
     "rl_pool": "Questions with 1 <= c <= n-1 correct rollouts (a GRPO group with a gradient) of the model that "
@@ -62,6 +68,7 @@ SPLIT_TEXT = {
 # Which splits each config holds, and why.
 CONFIG_SPLITS = {
     "sft": "training data: trajectories of `sft` questions only",
+    "preference": "training data: pairs of rollouts of `sft` questions only",
     "longctx": "training data: built from `sft` questions only",
     "rl_pool": "the `rl` questions in the difficulty band",
     "questions": "every split (provenance); evaluate on `eval`, never train on it",
@@ -190,6 +197,7 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
         "usage": teacher_usage(reports, COST_STAGES, cfg.teacher.price_per_mtok),
         "judge_usage": teacher_usage(reports, ("filter",), cfg.teacher.price_per_mtok),
         "headline": read_headline(root, cfg.teacher.price_per_mtok),
+        "student_reasoning_share": _mask_reasoning(root),
     }
 
 
@@ -282,7 +290,8 @@ def _load_snippet(target: str, configs: list[dict]) -> list[str]:
     have = {c["name"]: c["splits"] for c in configs}
     lines = ["```python", "from datasets import load_dataset", ""]
     where = json.dumps(target)
-    wanted = (("sft", "sft", Split.SFT), ("longctx", "longctx", Split.SFT), ("rl", "rl_pool", Split.RL),
+    wanted = (("sft", "sft", Split.SFT), ("preference", "preference", Split.SFT), ("longctx", "longctx", Split.SFT),
+              ("rl", "rl_pool", Split.RL),
               ("eval_questions", "questions", Split.EVAL))
     for var, config, split in wanted:
         if split in have.get(config, {}):
@@ -339,6 +348,61 @@ def _band_lines(reports: dict, configs: list[dict]) -> list[str]:
         lines.append(f"| {split} | {_n(b.get('all_wrong', 0))} | {_n(b.get('rl_pool', 0))} | "
                      f"{_n(b.get('all_right', 0))} | {rows} |")
     return lines + [""]
+
+
+def distillation_lines(fr: dict, exact: float | None = None) -> list[str]:
+    """What the student learns from the teacher (``reports/filter.json``): the context of the SFT rows, the
+    reasoning they carry and its share of the trained tokens (exact from the sft stage's mask report when the
+    run has one), how answers were judged, and the preference pairs."""
+    md: list[str] = []
+    ctx = fr.get("context") or {}
+    if ctx:
+        how = ("every tool observation in full, one row per kept trajectory, every assistant turn trained"
+               if ctx.get("policy") == "full" else
+               "one row per assistant turn, holding the context the teacher saw for it (older observations as "
+               f"placeholders, the latest {ctx.get('keep_observations')} in full), only that turn trained")
+        md += ["### Context", "", f"`sft.context` is `{ctx.get('policy')}`: {how}; {_n(fr.get('sft_rows'))} `sft` "
+               f"rows from {_n(fr.get('output'))} kept trajectories. The student's evaluation and its RL band see the "
+               "same context.", ""]
+    r = fr.get("reasoning") or {}
+    if r:
+        share = r.get("share_of_assistant_tokens")
+        md += ["### Reasoning", "",
+               f"{_n(r.get('traces_with_reasoning'))} of {_n(r.get('traces'))} kept trajectories carry the teacher's "
+               f"reasoning (`reasoning_content`), trained as `sft.reasoning` `{r.get('mode')}`"
+               + (f"; it is {share:.1%} of the tokens the assistant writes" if share is not None else "")
+               + (f", {exact:.1%} of the trained tokens of the student's SFT run" if exact is not None else "")
+               + ".", ""]
+    m, a = fr.get("match") or {}, (fr.get("answers") or {}).get("aliases") or {}
+    if m:
+        md += ["### Answers", "",
+               "An answer is right when it names the answer page (its title or an alias the corpus supports, "
+               "Unicode folded), never when it is the title of another page; token F1 judges free text only. "
+               f"Verdicts: page {_n(m.get('page'))}, F1 {_n(m.get('f1'))}, another page {_n(m.get('other_page'))}, "
+               f"qualified sibling {_n(m.get('qualified'))}, no match {_n(m.get('none'))}; "
+               f"{_n(a.get('dropped', 0))} teacher-written aliases without support in the corpus were not accepted.", ""]
+    p = fr.get("preference") or {}
+    if p:
+        b = p.get("by_rejected") or {}
+        md += ["### Preference pairs", "",
+               f"`preference` holds {_n(p.get('pairs'))} DPO pairs, each against another rollout of the same question: "
+               "a wrong answer where there is one, else a correct one with a lower entity rubric ("
+               + ", ".join(f"`{k}` {_n(v)}" for k, v in b.items())
+               + f"); {_n(p.get('without_rejected'))} kept trajectories had no other rollout to pair. "
+               "Load it with `load_dataset(..., \"preference\", split=\"sft\")` and train with TRL's `DPOTrainer`; "
+               "`chosen` and `rejected` are whole trajectories, and DPOTrainer scores their tool observations too.", ""]
+    return md
+
+
+def _mask_reasoning(root: Any) -> float | None:
+    """The reasoning's share of the trained tokens in the run's student mask report, when there is one."""
+    if root is None:
+        return None
+    try:
+        rep = json.loads((Path(root) / "student" / "mask_report.json").read_text())
+        return float(rep["reasoning"]["share_of_trained"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _cost_rows(usage: dict, kept: int) -> list[str]:
@@ -445,7 +509,9 @@ def render_card(f: dict) -> str:
            f"BM25 index of the corpus (the answer page masked); {out('rollout')} traces.",
            "4. **filters**: " + ", ".join(f"`{x}`" for x in (fr.get("chain") or [])) + ", then best-of-n by "
            f"entity rubric; {_n(fr.get('output'))} kept as `sft`.",
-           "5. **datasets**: `sft`, `rl_pool` (difficulty band), `questions` and `traces` (provenance)"
+           "5. **datasets**: `sft`"
+           + (", `preference` (DPO pairs)" if any(c["name"] == "preference" for c in f["configs"]) else "")
+           + ", `rl_pool` (difficulty band), `questions` and `traces` (provenance)"
            + (", `longctx`" if any(c["name"] == "longctx" for c in f["configs"]) else "") + ".", "",
            "Stage content keys (from the run's manifest): "
            + ", ".join(f"{s} `{k}`" for s, k in f["stage_keys"].items() if k) + ".", ""]
@@ -489,6 +555,7 @@ def render_card(f: dict) -> str:
                + ", ".join(f"{k} {_n(ps[k])}" for k in ("pass@1", "pass@2", "pass@4", "pass@8", "pass@n") if k in ps)
                + ".", ""]
     md += _band_lines(reports, f["configs"])
+    md += distillation_lines(fr, f.get("student_reasoning_share"))
 
     md += signals_section({c["name"] for c in f["configs"]}, fr.get("guidance"))
 

@@ -20,6 +20,7 @@ class ShardRows(Section):
     shards (1 when ``R <= rows``), so a shard holds between about ``rows / 2`` and ``rows`` rows."""
 
     sft: int = Field(20_000, ge=1, description="Rows per `sft` shard (a row is one conversation, ~10-50 KB).")
+    preference: int = Field(10_000, ge=1, description="Rows per `preference` shard (a row is two conversations).")
     longctx: int = Field(1_000, ge=1, description="Rows per `longctx` shard (a row is up to L tokens of documents).")
     rl_pool: int = Field(100_000, ge=1, description="Rows per `rl_pool` shard (a row is one prompt).")
     questions: int = Field(100_000, ge=1, description="Rows per `questions` shard.")

@@ -98,12 +98,14 @@ log = logging.getLogger("hopforge")
 
 # (config, id column, split column) in card order; a dotted column is a struct field.
 TABLES: tuple[tuple[str, str, str], ...] = (
-    ("sft", "trace_id", "split"), ("longctx", "sample_id", "split"),
+    ("sft", "trace_id", "split"), ("preference", "chosen_trace_id", "split"), ("longctx", "sample_id", "split"),
     ("rl_pool", "extra_info.question_id", "extra_info.split"), ("questions", "question_id", "split"),
     ("traces", "trace_id", "split"))
 # Configs that are training data: an eval row there would be trained on, so it is refused.
-TRAINING_CONFIGS = frozenset({"sft", "longctx", "rl_pool"})
-OPTIONAL_TABLES = {"longctx": "no `longctx` table in DIR (the assemble stage has not run)"}
+TRAINING_CONFIGS = frozenset({"sft", "preference", "longctx", "rl_pool"})
+OPTIONAL_TABLES = {"longctx": "no `longctx` table in DIR (the assemble stage has not run)",
+                   "preference": "no `preference` table in DIR (a filter stage from before preference pairs wrote it: "
+                                 "rerun `hopforge filter`)"}
 REQUIRED_STAGES = ("ingest", "questions", "rollout", "filter")
 CONSISTENT_STAGES = ("questions", "rollout", "filter", "assemble")
 SHARD_RE = re.compile(r"^data/[^/]+/[A-Za-z0-9_.-]+-\d{5}-of-\d{5}\.parquet$")

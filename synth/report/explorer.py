@@ -565,7 +565,7 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
                                "source_id": r["source_id"], "question": proposed})
 
     trace_reasons: set[str] = set()
-    for rows in _batches(verdicts, ["trace_id", "question_id", "teacher_model", "rule_correct", "em", "f1",
+    for rows in _batches(verdicts, ["trace_id", "question_id", "teacher_model", "rule_correct", "em", "f1", "match",
                                     "judge_correct", "correct", "rubric_raw", "rubric", "n_tokens",
                                     "ungrounded_steps", "kept", "reason"]):
         for v in rows:

@@ -405,6 +405,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     else:
         rep.skipped.append("traces")
 
+    distillation_section(md, reports.get("filter"), rep.summary, reports.get("rollout"))
     _cost_section(md, reports, rep, price)
     if (headline := read_headline(store.root, price)) is not None:
         md += ["## Per kept SFT row", ""] + headline.markdown()
@@ -563,6 +564,67 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
     rep.summary["erf"] = {t: {"recovered": c["recovered"], "final": c["erf"][-1] if c["erf"] else None}
                           for t, c in curves.items()}
     rep.summary["calibration"] = cal
+
+
+def distillation_section(md: list[str], filter_report: dict | None, summary: dict,
+                         rollout_report: dict | None = None) -> None:
+    """What the student learns from the teacher (``reports/filter.json``): the SFT rows' context (``sft.context``),
+    the reasoning they carry and its share of what the assistant writes, how answers were judged (page identity
+    first) and the teacher aliases the corpus did not support, and the preference pairs.  The scalars also go to
+    ``summary``, which the explorer shows.  ``rollout_report`` says where the teacher's server put its reasoning
+    (and so where it was sent back)."""
+    fr = filter_report or {}
+    if not any(k in fr for k in ("context", "reasoning", "match", "preference")):
+        return
+    md += ["## Distillation", ""]
+    ctx, r = fr.get("context") or {}, fr.get("reasoning") or {}
+    if ctx:
+        summary["sft_context"] = ctx.get("policy")
+        summary["sft_rows"] = fr.get("sft_rows")
+        md += [f"Context `{ctx.get('policy')}`: {fr.get('sft_rows', 0):,} SFT rows from {fr.get('output', 0):,} kept "
+               "traces (" + ("every observation in full, every assistant turn trained" if ctx.get("policy") == "full"
+                             else "one row per assistant turn, the context the teacher saw for it, that turn trained")
+               + "); the student's eval and band see the same context.", ""]
+    if r:
+        share = r.get("share_of_assistant_tokens")
+        summary["sft_rows_with_reasoning"] = r.get("traces_with_reasoning")
+        if share is not None:
+            summary["reasoning_share_of_assistant_tokens"] = share
+        md += [f"Reasoning: {r.get('traces_with_reasoning', 0):,} of {r.get('traces', 0):,} kept traces carry the "
+               f"teacher's reasoning (`sft.reasoning`: {r.get('mode')})"
+               + (f"; it is {share:.1%} of the tokens the assistant writes (the trained part; the sft stage's "
+                  "mask_report.json gives its exact share of the trained tokens)" if share is not None else "")
+               + ".", ""]
+    seen = (rollout_report or {}).get("reasoning") or {}
+    if seen.get("field"):
+        where = "in `<think>` blocks of its content" if seen["field"] == "think" else f"under `{seen['field']}`"
+        summary["teacher_reasoning_field"] = seen["field"]
+        md += [f"The teacher's server returned its reasoning {where} ({seen.get('traces', 0):,} traces), and every "
+               "earlier turn's reasoning was sent back to it there.", ""]
+    m, a = fr.get("match") or {}, fr.get("answers") or {}
+    if m:
+        aliases, others = a.get("aliases") or {}, a.get("other_titles") or {}
+        summary["answers_other_page"] = m.get("other_page", 0) + m.get("qualified", 0)
+        md += ["Answers are judged by page identity first (`synth/text/answers.py`): "
+               f"{m.get('page', 0):,} named the answer page (its title or an alias the corpus supports, Unicode "
+               f"folded), {m.get('f1', 0):,} were free text within token F1 of it, {m.get('other_page', 0):,} named "
+               f"another page of the corpus, {m.get('qualified', 0):,} a qualified sibling page (\"X (...)\"), and "
+               f"{m.get('none', 0):,} matched nothing.", ""]
+        if a.get("corpus"):
+            ex = aliases.get("dropped_examples") or []
+            summary["aliases_dropped"] = aliases.get("dropped", 0)
+            md += [f"{others.get('questions', 0):,} questions have other pages within F1 {others.get('min_f1')} of "
+                   f"their answer ({others.get('titles', 0):,} titles), which never count as right. Of "
+                   f"{aliases.get('teacher', 0):,} teacher-written aliases, {aliases.get('dropped', 0):,} have no "
+                   "support in the corpus (not a name of the page, nor the text of a link to it) and are not accepted"
+                   + (f", e.g. {ex[0]['alias']!r} for {ex[0]['answer']!r}" if ex else "") + ".", ""]
+    p = fr.get("preference") or {}
+    if p:
+        b = p.get("by_rejected") or {}
+        summary["preference_pairs"] = p.get("pairs")
+        md += [f"Preference pairs (`preference`, DPO): {p.get('pairs', 0):,}; the rejected rollout by why it lost: "
+               + ", ".join(f"`{k}` {v:,}" for k, v in b.items())
+               + f"; {p.get('without_rejected', 0):,} kept traces had no other rollout to pair.", ""]
 
 
 def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: Price | None = None) -> None:

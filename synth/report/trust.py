@@ -22,7 +22,7 @@ from synth.engine.records import SPLITS
 def split_counts(root: Path) -> dict[str, dict[str, int]]:
     """Rows per split of every table that carries one (``rl_pool`` keeps it in ``extra_info``)."""
     out: dict[str, dict[str, int]] = {}
-    for table in ("questions", "traces", "sft", "rl_pool", "longctx"):
+    for table in ("questions", "traces", "sft", "preference", "rl_pool", "longctx"):
         path = root / table
         if not path.exists():
             continue

@@ -10,9 +10,10 @@ carried them; the trace records which (``tool_protocol``).  A malformed or unkno
 tool call becomes a tool message with the error; it never aborts the run.
 
 With ``rollout.compress_observations`` only the latest ``rollout.keep_observations`` observations
-are sent in full (earlier ones become a short placeholder, past actions and the model's own words
-are kept); the stored trace always keeps every observation in full (OpenSeeker puts raw results
-back likewise).
+are sent in full (earlier ones become a short placeholder, past actions, the model's own words and its
+reasoning are kept); the stored trace always keeps every observation in full (OpenSeeker puts raw results
+back likewise).  What the teacher saw at each turn is :func:`teacher_view` of the trace's messages up to
+that turn, which the ``as_seen`` SFT rows (``sft.context``) and the student's harness reproduce.
 """
 
 from __future__ import annotations
@@ -62,9 +63,19 @@ def compress(messages: list[dict], keep: int = 1) -> list[dict]:
             for i, m in enumerate(messages)]
 
 
+def teacher_view(messages: list[dict], compress_observations: bool, keep: int) -> list[dict]:
+    """What the model is sent for its next turn after ``messages``: every message, or under
+    ``compress_observations`` :func:`compress` with the latest ``keep`` observations in full.  The rollout
+    loop sends it to the teacher and to the student under eval and the band; the ``as_seen`` SFT rows
+    (:func:`filters.sftrows.sft_rows`) are it, turn by turn, so training and the student's harness agree."""
+    return compress(messages, keep) if compress_observations else messages
+
+
 def _assistant_message(resp_message: dict, turn: int) -> tuple[dict, list[ToolCall]]:
-    """The assistant turn as stored (role, content, tool_calls with ids made up when the server gave
-    none) and its tool calls."""
+    """The assistant turn as stored (role, content, its reasoning as ``reasoning_content`` whatever field the
+    server used, tool_calls with ids made up when the server gave none) and its tool calls.  The reasoning stays
+    in the conversation, so every next request carries it back (the backend puts it where its server reads it:
+    :func:`synth.teacher.types.outgoing_reasoning`)."""
     msg: dict[str, Any] = {"role": "assistant", "content": resp_message.get("content") or ""}
     if resp_message.get("reasoning_content"):
         msg["reasoning_content"] = resp_message["reasoning_content"]
@@ -87,10 +98,10 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
     first_seen = [-1] * len(gold_ids)
     where = {pid: j for j, pid in enumerate(gold_ids)}
     t = _Tally()
-    stop, answer, error, protocol = "max_turns", None, None, None
+    stop, answer, error, protocol, reasoning = "max_turns", None, None, None, None
     hint = AGENT.hint(seed=derive_seed(cfg.seed, "rollout", question.question_id))
     while t.n_turns < rcfg.max_turns:
-        context = compress(messages, rcfg.keep_observations) if rcfg.compress_observations else messages
+        context = teacher_view(messages, rcfg.compress_observations, rcfg.keep_observations)
         try:
             resp = await teacher.chat(context, tools, sample_index=sample_index, hint=hint)
         except TeacherError as e:
@@ -98,6 +109,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
             break
         t.n_turns += 1
         protocol = resp.tool_protocol or protocol
+        reasoning = resp.reasoning_field or reasoning
         t.latency += resp.model_latency_s or 0.0
         t.prompt_tokens += resp.usage.get("prompt_tokens", 0)
         t.server_cached_prompt_tokens += resp.usage.get("server_cached_prompt_tokens", 0)
@@ -144,6 +156,6 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
         latency_s=round(t.latency, 6), teacher_model=teacher.cfg.model, error=error, split=question.split,
         tool_protocol=protocol or teacher.tool_protocol, server_cached_prompt_tokens=t.server_cached_prompt_tokens,
-        step_labels=labels,
+        step_labels=labels, reasoning_field=reasoning,
     )
 

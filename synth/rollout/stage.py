@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from synth.engine.stage import Shards, StageContext, StageResult, failed_item
 from synth.engine.records import SPLITS, TEACHER_FAILED as FAILED, Question, Split, Trace
-from synth.text.answers import is_correct
+from synth.corpus.answerkeys import AnswerKeys, answer_keys
+from synth.text.answers import AnswerKey, is_correct
 from synth.rollout.loop import rollout_one
 from synth.tools.search import SearchIndex
 from synth.engine.store import write_parquet_atomic
@@ -36,13 +37,14 @@ def load_questions(store, limit: int | None = None) -> list[Question]:
     return [Question.from_row(r) for r in rows[:limit]]
 
 
-_CACHE: dict[tuple[str, str], tuple[list[Question], SearchIndex]] = {}
+_CACHE: dict[tuple[str, str], tuple[list[Question], SearchIndex, AnswerKeys]] = {}
 _LOCK = threading.Lock()
 
 
-def _inputs(ctx: StageContext) -> tuple[list[Question], SearchIndex]:
+def _inputs(ctx: StageContext) -> tuple[list[Question], SearchIndex, AnswerKeys]:
     # Loaded once per process and stage run; every shard uses them.  Nothing of the gold chain beyond
     # the question record is loaded: the teacher is handed the question text and a persona seed only.
+    # The answer keys decide, as the filter will, when an sft question has its correct samples.
     key = (str(ctx.store.root), ctx.key)
     with _LOCK:
         if key not in _CACHE:
@@ -50,7 +52,7 @@ def _inputs(ctx: StageContext) -> tuple[list[Question], SearchIndex]:
             cfg = ctx.cfg
             questions = load_questions(ctx.store, cfg.rollout.max_questions)
             index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
-            _CACHE[key] = (questions, index)
+            _CACHE[key] = (questions, index, answer_keys(ctx.store, cfg.filters.min_f1))
         return _CACHE[key]
 
 
@@ -63,7 +65,7 @@ def plan(ctx: StageContext) -> list[list[int]]:
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     """The trajectories of one shard's questions (see :func:`samples_of`), written as one part of ``traces``."""
     cfg = ctx.cfg
-    questions, index = _inputs(ctx)
+    questions, index, keys = _inputs(ctx)
     shard = questions[span[0]:span[1]]
     teacher = stage_teacher(ctx)
     plan = SamplePlan.of(cfg)
@@ -79,7 +81,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     while todo:  # waves: each asks only for what the samples so far leave undecided
         for (q, _), t in zip(todo, teacher.map(one, todo, progress=bar)):
             done[q.question_id].append(t)
-        todo = [(q, s) for q in shard for s in plan.more(q, done[q.question_id])]
+        todo = [(q, s) for q in shard for s in plan.more(q, done[q.question_id], keys.key_for(q))]
     bar.update(sum(plan.most(q) - len(done[q.question_id]) for q in shard))  # decided early: nothing left to do
     ordered = [t for q in shard for t in sorted(done[q.question_id], key=lambda t: t.sample_index)]
     # A trajectory whose teacher call failed is not a finished one: it is left out of the table and listed,
@@ -92,7 +94,9 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
             "samples": {sp: sum(len(done[q.question_id]) for q in shard if q.split == sp) for sp in SPLITS},
             "saved": sum(plan.n - len(done[q.question_id]) for q in shard),  # against policy fixed
             "turns": sum(t.n_turns for t in traces), "tool_calls": sum(t.n_tool_calls for t in traces),
-            "tool_errors": sum(t.n_tool_errors for t in traces), **shard_usage(teacher)}
+            "tool_errors": sum(t.n_tool_errors for t in traces),
+            "reasoning_fields": dict(Counter(t.reasoning_field for t in traces if t.reasoning_field)),
+            **shard_usage(teacher)}
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ class SamplePlan:
 
     Under ``fixed`` every question gets ``rollout.n``.  Under ``adaptive``, an sft question is sampled
     in sample-index order until ``keep`` samples are correct (the answer rule alone: the final answer
-    against the gold answer and aliases at ``min_f1``, nothing the other filters decide), up to n; an rl
+    judged against the question's answer key at ``min_f1``, nothing the other filters decide), up to n; an rl
     question gets all n; an eval question ``rollout.eval_n``.  Samples are deterministic by (question,
     sample index), so the samples a question gets depend on nothing but those samples: a larger n, or a
     larger ``keep``, only adds samples after the ones there are (paid once, then call-cache hits).
@@ -131,11 +135,13 @@ class SamplePlan:
             return min(self.keep, self.n)
         return self.most(q)
 
-    def more(self, q: Question, got: list[Trace]) -> range:
-        """The next sample indices ``q`` needs, given the samples it ``got`` (empty when decided)."""
+    def more(self, q: Question, got: list[Trace], key: AnswerKey | None = None) -> range:
+        """The next sample indices ``q`` needs, given the samples it ``got`` (empty when decided); ``key`` is its
+        answer key (None: its answer and aliases alone)."""
         if self.policy != "adaptive" or q.split != Split.SFT or any(t.stop_reason == FAILED for t in got):
             return range(0)
-        correct = sum(is_correct(t.final_answer, q.golds, self.min_f1) for t in got)
+        gold = key if key is not None else q.golds
+        correct = sum(is_correct(t.final_answer, gold, self.min_f1) for t in got)
         return range(len(got), min(self.n, len(got) + max(0, self.keep - correct)))
 
 
@@ -151,10 +157,12 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     stops: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     samples: Counter[str] = Counter()
+    fields: Counter[str] = Counter()
     for s in summaries:
         stops.update(s["stop_reasons"])
         failed.update(s["failed"])
         samples.update(s["samples"])
+        fields.update(s.get("reasoning_fields") or {})
     n_in = sum(s["input"] for s in summaries)
     return StageResult(
         input=n_in, output=rows, dropped={}, failed=dict(failed),
@@ -164,6 +172,10 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
                "stop_reasons": dict(stops),
                "turns": sum(s["turns"] for s in summaries), "tool_calls": sum(s["tool_calls"] for s in summaries),
                "tool_errors": sum(s["tool_errors"] for s in summaries), "shards": len(summaries),
+               # Where the teacher's server put its reasoning (and so where it was sent back), traces per field;
+               # the field most traces show, or None when no trace carried reasoning.
+               "reasoning": {"field": fields.most_common(1)[0][0] if fields else None,
+                             "traces": sum(fields.values()), "by_field": dict(sorted(fields.items()))},
                **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)},
     )
 

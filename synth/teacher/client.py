@@ -235,6 +235,9 @@ class Teacher:
                 hit = self._cached(key)
                 if hit is not None:
                     hit.latency_s = time.perf_counter() - t0
+                    observe = getattr(self.backend, "observe", None)
+                    if observe is not None:  # a replayed reply tells the backend what a sent one would
+                        observe(hit)
                     self.stats.add(cache_hits=1, cached_prompt_tokens=hit.usage["prompt_tokens"],
                                    cached_completion_tokens=hit.usage["completion_tokens"],
                                    cached_server_cached_prompt_tokens=hit.usage.get("server_cached_prompt_tokens", 0))

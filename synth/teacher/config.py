@@ -118,6 +118,16 @@ class TeacherConfig(Section):
         "system prompt and parses the calls from the text, for servers that ignore or reject tools. `auto`: probe "
         "the endpoint once with a tiny tool-call request and use what it does (the default).",
     )
+    reasoning_field: str = Field(
+        "auto", pattern=r"^(auto|think|[A-Za-z_][A-Za-z0-9_]*)$",
+        description="Where the server puts an assistant turn's reasoning, and so where earlier turns' reasoning is "
+        "sent back on every next turn (`openai` backend; models with interleaved thinking need it there). `auto` "
+        "(the default): read `reasoning` (vLLM, OpenRouter), `reasoning_content` (DeepSeek, older vLLM) or "
+        "`<think>` in the content, whichever the server's replies carry, and send it back the same way. `think`: "
+        "`<think>` blocks in the content. Any other name: a server's own field (auto warns once when a reply holds "
+        "text under a key named like reasoning that it does not read). Reasoning is stored as `reasoning_content` "
+        "in traces and SFT rows whatever the server called it.",
+    )
     structured_output: Literal["off", "on", "auto"] = Field(
         "off",
         description="Send JSON tasks (questions, judge...) with `response_format` (a JSON schema when the task "

@@ -12,7 +12,12 @@ the API key is scrubbed from it.
 
 Tool calls travel as ``teacher.tool_protocol`` says (:mod:`synth.teacher.protocols`): a
 text protocol is applied here, on the way out and back, so callers always see OpenAI's
-``tool_calls``; ``auto`` asks the endpoint once (:mod:`synth.teacher.probe`).  JSON tasks
+``tool_calls``; ``auto`` asks the endpoint once (:mod:`synth.teacher.probe`).  Reasoning is read
+from wherever the server puts it (``reasoning``, ``reasoning_content``, ``<think>`` in the content, or
+``teacher.reasoning_field``) into ``reasoning_content``, and earlier turns' reasoning is sent back on
+every request under the field the server used (:func:`synth.teacher.types.outgoing_reasoning`): found
+from the first reply that carries any (the preflight's tool probe, a call, or a cached call), once per
+process and endpoint.  JSON tasks
 may go out with ``response_format`` (``teacher.structured_output``).  What a call's request
 adds to the conversation (a protocol, a response format) is its *variant*
 (:meth:`OpenAIBackend.prepare`), which the call cache keys on.
@@ -51,7 +56,8 @@ from synth.teacher import probe, protocols
 from synth.teacher.limits import parse_retry_after
 from synth.teacher.tasks import Hint
 from synth.teacher.types import (BackendError, BaseChatModel, ChatResponse, ToolsUnusable, content_text,
-                                 normalise_message, read_usage, scrub)
+                                 normalise_message, outgoing_reasoning, read_usage, reasoning_field_of, scrub,
+                                 unread_reasoning_keys)
 
 log = logging.getLogger("hopforge")
 CONNECTIONS_PER_CLIENT = 8
@@ -125,6 +131,8 @@ class OpenAIBackend(BaseChatModel):
         self._turn = itertools.count()
         self._endpoint = (cfg.base_url, cfg.model)
         self._native = probe.NativeWatch()
+        self._configured_reasoning = None if cfg.reasoning_field == "auto" else cfg.reasoning_field
+        self._unread_said = False
 
     def _client(self) -> openai.AsyncOpenAI:
         # Requests are spread over several clients of about 8 connections each: httpcore's pool
@@ -162,6 +170,21 @@ class OpenAIBackend(BaseChatModel):
         found = probe.recall(self._endpoint, "tools")
         return found.found if found is not None and found.found in protocols.PROTOCOLS else "native"
 
+    @property
+    def reasoning_field(self) -> str | None:
+        """Where this endpoint reads earlier turns' reasoning: ``teacher.reasoning_field``, or what its replies
+        showed (None until a reply carried reasoning)."""
+        return self._configured_reasoning or probe.recall(self._endpoint, "reasoning")
+
+    def observe(self, resp: ChatResponse) -> None:
+        """Learn where the endpoint puts its reasoning from a reply (sent now, or replayed from the call cache)."""
+        field = resp.reasoning_field
+        if field and self._configured_reasoning is None and probe.recall(self._endpoint, "reasoning") is None:
+            probe.remember(self._endpoint, "reasoning", field)
+            where = "as <think> blocks in the content" if field == "think" else f"under `{field}`"
+            log.info("teacher: %s returns its reasoning %s; earlier turns' reasoning goes back to it the same way",
+                     self.cfg.display_url(), where)
+
     async def prepare(self, tools: list[dict] | None, hint: Any = None) -> str:
         """This call's variant: what its request adds to the conversation (a text tool protocol, a
         ``response_format``), ``""`` for none.  Runs the ``auto`` probes the first time they are needed."""
@@ -196,7 +219,8 @@ class OpenAIBackend(BaseChatModel):
         body = request_body(self.cfg, probe.TOOL_PROBE_MESSAGES, probe.TOOL_PROBE_TOOLS)
         try:
             data = await self._post(body)
-            self._to_response(data, 0.0)  # an answer that is no completion is an error, not "ignored tools"
+            # An answer that is no completion is an error, not "ignored tools"; one that thinks shows where.
+            self.observe(self._to_response(data, 0.0))
             found = probe.read_tool_probe(data)
         except BackendError as e:
             if e.reason not in ("http_400", "http_422"):
@@ -235,6 +259,7 @@ class OpenAIBackend(BaseChatModel):
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         protocol, rf = await self._plan(tools, hint)
+        messages = outgoing_reasoning(messages, self.reasoning_field)
         if protocol in protocols.TEXT_PROTOCOLS:
             body = request_body(self.cfg, protocols.to_text_messages(protocol, messages, tools), None, sample_index, rf)
             if protocol == "react" and "stop" not in self.cfg.extra_body:
@@ -371,18 +396,35 @@ class OpenAIBackend(BaseChatModel):
             raw = choice["message"]
             if not isinstance(raw, dict):
                 raise TypeError("choices[0].message is not an object")
-            return ChatResponse(
-                message=normalise_message(raw),
+            resp = ChatResponse(
+                message=normalise_message(raw, self._configured_reasoning),
                 usage=read_usage(data.get("usage")),
                 finish_reason=choice.get("finish_reason"),
                 model=str(data.get("model") or self.cfg.model),
                 latency_s=latency,
+                reasoning_field=reasoning_field_of(raw, self._configured_reasoning),
             ).validate()
+            self._say_unread(raw)
+            self.observe(resp)
+            return resp
         except (ValueError, TypeError) as e:  # ours name what is wrong; the server's shape is the detail
             raise BackendError("bad_response", self.scrub(str(e))[:500]) from None
         except (KeyError, IndexError, AttributeError) as e:
             raise BackendError("bad_response", self.scrub(f"the answer is no chat completion ({type(e).__name__}: "
                                                           f"{e})")[:500]) from None
+
+    def _say_unread(self, raw: dict) -> None:
+        """Warn once when a reply holds text under a key named like reasoning that is not read (a server's own
+        name for it): that reasoning would be lost from the traces and never sent back."""
+        if self._unread_said:
+            return
+        keys = unread_reasoning_keys(raw, self._configured_reasoning)
+        if keys:
+            self._unread_said = True
+            log.warning("teacher endpoint %s returns text under %s, which hopforge does not read as reasoning: it is "
+                        "not kept in the traces nor sent back; if it is the model's reasoning, set "
+                        "teacher.reasoning_field to %s", self.cfg.display_url(),
+                        ", ".join(f"`{k}`" for k in keys), keys[0])
 
     async def aclose(self) -> None:
         """Close the client of the running loop (its connections die with the loop otherwise)."""

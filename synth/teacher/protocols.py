@@ -319,7 +319,8 @@ def to_text_messages(protocol: str, messages: list[dict], tools: list[dict]) -> 
 
     The tools and the protocol's instructions join the system prompt; an assistant turn's calls
     become text in the protocol's format; tool results become one user message per turn (roles
-    then alternate, which templates such as Gemma's insist on); reasoning is not sent back.
+    then alternate, which templates such as Gemma's insist on).  An assistant turn's reasoning goes back as
+    :func:`synth.teacher.types.outgoing_reasoning` put it: in its field (kept here), or in the content.
     """
     head = instructions(protocol, tools)
     out: list[dict] = []
@@ -336,8 +337,13 @@ def to_text_messages(protocol: str, messages: list[dict], tools: list[dict]) -> 
             text = "\n".join(x for x in (_text(m.get("content")).strip(), _calls_text(protocol, m["tool_calls"])) if x)
         else:
             text = _text(m.get("content"))
-        if out[-1]["role"] == role and role != "system":
+        extra = {k: v for k, v in m.items() if k not in _MESSAGE_KEYS} if role == "assistant" else {}
+        if out[-1]["role"] == role and role != "system" and not extra:
             out[-1]["content"] += "\n\n" + text
         else:
-            out.append({"role": role, "content": text})
+            out.append({"role": role, "content": text, **extra})
     return out
+
+
+# The keys a text protocol rewrites; any other key of an assistant turn is its reasoning, in the server's field.
+_MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name"}

@@ -32,7 +32,8 @@ class ChatResponse:
     ``message`` is an OpenAI assistant message dict: ``role``, ``content`` (str or None; a server's
     list of content parts is read as its text, see :func:`content_text`),
     optionally ``tool_calls`` (``[{id, type: "function", function: {name, arguments}}]``,
-    ``arguments`` always a JSON string) and ``reasoning_content`` (thinking models).
+    ``arguments`` always a JSON string) and ``reasoning_content`` (thinking models; ``reasoning_field`` says
+    where the server put it: ``reasoning``, ``reasoning_content``, ``think`` or a configured name).
     ``usage`` holds ``prompt_tokens`` and ``completion_tokens`` (and ``server_cached_prompt_tokens``,
     the part of the prompt the server served from its prefix cache, when it says so: :func:`read_usage`).
     ``finish_reason`` is the server's (``stop``, ``length`` when cut at max_tokens, ``tool_calls``), kept in the cache.
@@ -53,6 +54,7 @@ class ChatResponse:
     # backend (the oracle) sets its own, deterministic value.
     model_latency_s: float | None = None
     tool_protocol: str | None = None
+    reasoning_field: str | None = None
 
     @property
     def content(self) -> str | None:
@@ -66,8 +68,11 @@ class ChatResponse:
 
     def to_record(self) -> dict[str, Any]:
         """The part of the response worth caching (everything but ``cached`` and ``latency_s``)."""
-        return {"message": self.message, "usage": self.usage, "finish_reason": self.finish_reason, "model": self.model,
-                "model_latency_s": self.model_latency_s, "tool_protocol": self.tool_protocol}
+        rec = {"message": self.message, "usage": self.usage, "finish_reason": self.finish_reason, "model": self.model,
+               "model_latency_s": self.model_latency_s, "tool_protocol": self.tool_protocol}
+        if self.reasoning_field is not None:  # absent otherwise: records of models that do not think stay as they were
+            rec["reasoning_field"] = self.reasoning_field
+        return rec
 
     @classmethod
     def from_record(cls, rec: dict[str, Any], *, cached: bool, latency_s: float) -> "ChatResponse":
@@ -76,7 +81,7 @@ class ChatResponse:
         if not isinstance(rec, dict) or not isinstance(rec.get("message"), dict):
             raise ValueError("the record has no message object")
         resp = cls(rec["message"], rec.get("usage"), rec.get("finish_reason"), rec.get("model", ""), cached,
-                   latency_s, rec.get("model_latency_s"), rec.get("tool_protocol"))
+                   latency_s, rec.get("model_latency_s"), rec.get("tool_protocol"), rec.get("reasoning_field"))
         resp.validate()
         return resp
 
@@ -102,6 +107,8 @@ class ChatResponse:
         self.usage = read_usage(self.usage)
         if self.finish_reason is not None and not isinstance(self.finish_reason, str):
             raise ValueError("finish_reason is not text")
+        if self.reasoning_field is not None and not isinstance(self.reasoning_field, str):
+            raise ValueError("reasoning_field is not text")
         if not isinstance(self.model, str):
             raise ValueError("model is not text")
         return self
@@ -279,25 +286,83 @@ def content_text(content: Any) -> str | None:
     return "".join(texts)
 
 
-def normalise_message(raw: dict[str, Any]) -> dict[str, Any]:
+# Where a server puts an assistant turn's reasoning, and so where it reads an earlier turn's back
+# (``ChatResponse.reasoning_field``, ``teacher.reasoning_field``): vLLM since PR 27752 and OpenRouter send
+# ``reasoning``; DeepSeek and vLLM before send ``reasoning_content``; a server without a reasoning parser
+# leaves ``<think>...</think>`` in the content (``think``).  A server of its own may use another name.
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+THINK = "think"
+# A reply key that looks like reasoning but is none of the above: the openai backend says so once.
+_LOOKS_LIKE_REASONING = re.compile(r"reason|think|thought", re.I)
+
+
+def reasoning_field_of(raw: dict[str, Any], field: str | None = None) -> str | None:
+    """Which field of a server's assistant message ``raw`` carries its reasoning: ``field`` (a configured
+    name) when it holds text, else ``reasoning`` or ``reasoning_content``, else ``think`` for ``<think>`` tags in
+    the content; None when it carries none."""
+    for name in ((field,) if field and field != THINK else ()) + REASONING_FIELDS:
+        if isinstance(raw.get(name), str) and raw[name].strip():
+            return name
+    content = raw.get("content")
+    if isinstance(content, str) and "think>" in content and split_reasoning(content)[1]:
+        return THINK
+    return None
+
+
+def unread_reasoning_keys(raw: dict[str, Any], field: str | None = None) -> list[str]:
+    """Keys of ``raw`` that hold text and are named like reasoning (``thinking``, ``reasoning_text``...) but that
+    :func:`normalise_message` does not read: a server's own name for its reasoning."""
+    known = {"role", "content", "tool_calls", "name", "refusal", "annotations", "audio", "function_call",
+             *REASONING_FIELDS, field or ""}
+    return sorted(k for k, v in raw.items() if k not in known and isinstance(v, str) and v.strip()
+                  and _LOOKS_LIKE_REASONING.search(k))
+
+
+def normalise_message(raw: dict[str, Any], field: str | None = None) -> dict[str, Any]:
     """An assistant message in the one shape hopforge stores.
 
     Servers differ in their tool calls (see :meth:`ToolCall.from_openai`) and their content (a
     list of content parts is read as text, :func:`content_text`; another shape raises TypeError),
-    and some call the thinking field ``reasoning``; ``<think>`` blocks in the content move to
-    ``reasoning_content`` too, so parsers read the answer alone.  Arrow merges dict keys across
-    rows, so the shape must not vary with the server.
+    and in where they put the reasoning: ``reasoning`` (current vLLM, OpenRouter), ``reasoning_content``
+    (DeepSeek, older vLLM), ``<think>`` blocks in the content, or ``field`` (``teacher.reasoning_field``, a
+    server's own name).  Whichever it was, the reasoning is kept as ``reasoning_content`` (``<think>`` blocks
+    leave the content, so parsers read the answer alone), and :func:`outgoing_reasoning` puts it back where the
+    server reads it.  Arrow merges dict keys across rows, so the shape must not vary with the server.
     """
     content, thought = split_reasoning(content_text(raw.get("content")))
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     calls = [ToolCall.from_openai(tc, i).to_openai() for i, tc in enumerate(raw.get("tool_calls") or [])]
     if calls:
         msg["tool_calls"] = calls
-    reasoning = raw.get("reasoning_content") or raw.get("reasoning")
-    reasoning = "\n\n".join(r for r in (reasoning if isinstance(reasoning, str) else "", thought) if r)
+    names = ((field,) if field and field != THINK else ()) + REASONING_FIELDS
+    reasoning = next((raw[n] for n in names if isinstance(raw.get(n), str) and raw[n].strip()), "")
+    reasoning = "\n\n".join(r for r in (reasoning, thought) if r)
     if reasoning:
         msg["reasoning_content"] = reasoning
     return msg
+
+
+def outgoing_reasoning(messages: list[dict], field: str | None) -> list[dict]:
+    """``messages`` as a server whose replies carry reasoning under ``field`` reads them: each earlier assistant
+    turn's ``reasoning_content`` under ``field`` (``reasoning``, or a server's own name), or as a ``<think>``
+    block opening its content (``think``).  Models with interleaved thinking need their earlier reasoning back on
+    every turn, where their server reads it.  ``reasoning_content`` or an unknown field (None) sends the
+    messages as they are; messages without reasoning are never copied."""
+    if field in (None, "reasoning_content") or not any(m.get("reasoning_content") for m in messages):
+        return messages
+    out = []
+    for m in messages:
+        r = m.get("reasoning_content")
+        if m.get("role") != "assistant" or not r:
+            out.append(m)
+            continue
+        m = {k: v for k, v in m.items() if k != "reasoning_content"}
+        if field == THINK:
+            m["content"] = f"<think>\n{r}\n</think>\n\n{m.get('content') or ''}"
+        else:
+            m[field] = r
+        out.append(m)
+    return out
 
 
 def secret_forms(secret: str) -> list[str]:

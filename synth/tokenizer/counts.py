@@ -233,6 +233,10 @@ class TokenCounts:
             if n is not None and d not in self._known:
                 self._new[d] = int(n)
 
+    def count_texts(self, texts: list[str]) -> list[int]:
+        """Tokens of each plain text (no template), counted by the same cut as the conversations."""
+        return self._counter.count(texts)
+
     def render(self, messages: list[dict], tools: list[dict] | None) -> str:
         """The conversation as the chat template writes it (what training tokenizes)."""
         return self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False)

@@ -10,8 +10,8 @@ of an ``rl_pool`` row, :func:`filters.band.tools_kwargs`).
 
 The verdict, in this order:
 
-- ``correct``: the candidate matches the answer or an alias by the correctness filter's rule
-  (SQuAD normalisation, exact match or token F1 ``>= min_f1``, :func:`synth.text.answers.is_correct`);
+- ``correct``: the candidate is right by the correctness filter's rule (:func:`synth.text.answers.judge`
+  against the answer key: the answer page's names, and the titles of other pages that are never right);
 - ``partial``: it names an entity of the question's chain that is not the answer (a bridge
   entity: the policy stopped early, or followed a hop too few); the guidance says which
   hop of the chain it is, so the policy knows how far it got and that the chain goes on;
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from synth.text.answers import is_correct, normalize_answer
+from synth.text.answers import AnswerKey, judge, normalize_answer
 
 CHECK_ANSWER = "check_answer"
 VERDICTS = ("correct", "partial", "wrong")
@@ -51,14 +51,16 @@ def _bare(title: str) -> str:
 
 
 def check(candidate: str | None, target: Iterable[str], chain: Iterable[str] = (),
-          min_f1: float = DEFAULT_MIN_F1) -> tuple[str, str]:
-    """``(verdict, guidance)`` of ``candidate`` against ``target`` (answer and aliases) and ``chain`` (the
-    titles of the question's path, start first, answer last); see the module docstring."""
+          min_f1: float = DEFAULT_MIN_F1, other_titles: Iterable[str] = ()) -> tuple[str, str]:
+    """``(verdict, guidance)`` of ``candidate`` against ``target`` (the answer page's names), ``other_titles``
+    (titles of other pages, never right) and ``chain`` (the titles of the question's path, start first, answer
+    last); see the module docstring."""
     golds = [g for g in target if isinstance(g, str) and g]
     text = (candidate or "").strip()
     if not text or not normalize_answer(text):
         return "wrong", "Incorrect: the candidate answer is empty."
-    if golds and is_correct(text, golds, min_f1):
+    key = AnswerKey(tuple(golds), tuple(t for t in other_titles if isinstance(t, str) and t))
+    if golds and judge(text, key, min_f1).correct:
         return "correct", "Correct: this is the answer to the question."
     titles = [t for t in chain if isinstance(t, str) and t]
     answer_norms = {normalize_answer(g) for g in golds}

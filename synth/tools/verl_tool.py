@@ -242,8 +242,9 @@ class CheckAnswerTool(BaseTool):
     """CAPF's privileged feedback action ``check_answer`` as a verl tool: training only, no server.
 
     ``configs/rl/tools-capf.yaml`` lists it after hopforge's three tools.  verl calls ``create`` with
-    ``extra_info.tools_kwargs.check_answer.create_kwargs`` of the ``rl_pool`` row, ``{target: [answer,
-    *aliases], chain: [titles of the path]}`` (:func:`filters.band.tools_kwargs`), so the ground truth
+    ``extra_info.tools_kwargs.check_answer.create_kwargs`` of the ``rl_pool`` row, ``{target: [the answer
+    page's names], chain: [titles of the path], other_titles: [titles of other pages that are never right]}``
+    (:func:`filters.band.tools_kwargs`), so the ground truth
     reaches the tool and never the prompt.  ``execute`` compares the model's ``answer`` with it
     (:func:`synth.tools.feedback.check`) and returns the guidance text; the reward attenuates the
     trajectory by ``reward_kwargs.rho_pf`` per call (:mod:`filters.reward`).  ``config.min_f1`` is the
@@ -253,14 +254,15 @@ class CheckAnswerTool(BaseTool):
     def __init__(self, config: dict, tool_schema: Optional[OpenAIFunctionToolSchema] = None):
         config = dict(config or {})
         self.min_f1 = float(config.get("min_f1", DEFAULT_MIN_F1))
-        self._truth: dict[str, tuple[list[str], list[str]]] = {}
+        self._truth: dict[str, tuple[list[str], list[str], list[str]]] = {}
         super().__init__(config, ExactToolSchema.of(check_answer_schema()))
 
     async def create(self, instance_id: Optional[str] = None, **kwargs: Any) -> tuple[str, ToolResponse]:
-        """A tool instance holding one question's ground truth (``create_kwargs``: target, chain)."""
+        """A tool instance holding one question's ground truth (``create_kwargs``: target, chain, other_titles)."""
         create_kwargs = kwargs.get("create_kwargs") or {}
         iid = instance_id or uuid4().hex
-        self._truth[iid] = (_as_list(create_kwargs.get("target")), _as_list(create_kwargs.get("chain")))
+        self._truth[iid] = (_as_list(create_kwargs.get("target")), _as_list(create_kwargs.get("chain")),
+                            _as_list(create_kwargs.get("other_titles")))
         return iid, ToolResponse()
 
     @rollout_trace_op
@@ -270,11 +272,11 @@ class CheckAnswerTool(BaseTool):
         if not isinstance(parameters, dict) or not isinstance(parameters.get("answer"), str):
             text, _ = _error(f"{CHECK_ANSWER}: give the candidate as {{\"answer\": \"...\"}}")
             return ToolResponse(text=text), 0.0, {"error": True}
-        target, chain = self._truth.get(instance_id, ([], []))
+        target, chain, others = self._truth.get(instance_id, ([], [], []))
         if not target:
             raise ValueError(f"{CHECK_ANSWER} has no ground truth: the rl_pool row needs "
                              "extra_info.tools_kwargs.check_answer (rebuild rl_pool) and need_tools_kwargs")
-        verdict, guidance = check(parameters["answer"], target, chain, self.min_f1)
+        verdict, guidance = check(parameters["answer"], target, chain, self.min_f1, others)
         return ToolResponse(text=guidance), 0.0, {"verdict": verdict}
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:

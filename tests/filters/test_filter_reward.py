@@ -125,3 +125,45 @@ def test_ground_truth_and_path_as_verl_batches_hand_them_over() -> None:
     assert got["acc"] == 1.0 and got["evidence"] == 0.25
     assert compute_score("hopforge", solution(), ["Delta City"])["score"] == 1.0
     assert compute_score("hopforge", solution(), "Delta City", None)["score"] == 1.0
+
+
+def test_the_reward_judges_near_misses_as_the_filter_did_without_the_corpus(tmp_path) -> None:
+    """A near-miss teacher: for each rl question one rollout names another page of the corpus (or the right page in
+    ASCII), one the gold title.  The filter, reading the corpus, and the reward, reading only the rl_pool row,
+    agree on every rollout; token F1 alone would have taken every near miss."""
+    import pyarrow.dataset as ds
+
+    from helpers.answerworld import FOLDED, GOLDS, NEAR_MISS, answer_store
+    from helpers.filterstore import config, stages
+    from helpers.traces import make_trace
+    from synth.engine.runner import run_stage
+    from synth.text.answers import best_match
+
+    traces = []
+    for qid, (pid, title) in GOLDS.items():
+        first = NEAR_MISS.get(qid) or FOLDED[qid]
+        second = title if qid in NEAR_MISS else "Nowhere at all"
+        for i, answer in enumerate((first, second)):
+            traces.append(make_trace(f"{qid}-{i}", qid, sample_index=i, answer=answer, split="rl",
+                                     gold_page_ids=["p-start", pid], gold_first_seen=[1, 2]))
+    store = answer_store(tmp_path / "run", traces=traces, split="rl", tokenizer=True)
+    filt, _ = stages()
+    run_stage(filt, config(max_tokens=100_000), store)
+    verdicts = {v["trace_id"]: v for v in ds.dataset(store.path("filter/verdicts")).to_table().to_pylist()}
+    for qid, near in NEAR_MISS.items():
+        assert best_match(near, [GOLDS[qid][1]])[1] >= 0.8  # F1 alone would accept it
+        assert (verdicts[f"{qid}-0"]["correct"], verdicts[f"{qid}-0"]["match"]) == (False, "other_page"), qid
+        assert verdicts[f"{qid}-1"]["match"] == "page"
+    for qid in FOLDED:
+        assert (verdicts[f"{qid}-0"]["correct"], verdicts[f"{qid}-0"]["match"]) == (True, "page"), qid
+    rows = {r["extra_info"]["question_id"]: r for r in ds.dataset(store.path("rl_pool")).to_table().to_pylist()}
+    assert set(rows) == set(GOLDS)  # one right and one wrong rollout each: all in the band
+    for t in traces:
+        row = rows[t.question_id]
+        got = compute_score(row["data_source"], solution(answer=t.final_answer), row["reward_model"]["ground_truth"],
+                            row["extra_info"], min_f1=0.8)
+        assert got["acc"] == float(verdicts[t.trace_id]["correct"]), t.trace_id
+    assert NEAR_MISS["q-ny"] in rows["q-ny"]["reward_model"]["ground_truth"]["other_titles"]
+    with pytest.raises(ValueError, match="below 0.8"):  # a looser reward than the filter's is refused
+        compute_score("hopforge", solution(answer="New York"), rows["q-ny"]["reward_model"]["ground_truth"],
+                      rows["q-ny"]["extra_info"], min_f1=0.5)

@@ -11,11 +11,19 @@ import json
 from synth.tools.schema import tool_schemas
 
 
-def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_rows, rl_questions) -> None:
+def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_run, rl_rows, rl_questions) -> None:
+    from synth.corpus.answerkeys import answer_keys
+    from synth.engine.store import Store
+
+    keys = answer_keys(Store(rl_run), 0.8)
     for i, row in enumerate(rl_rows):
         q = rl_questions[row["extra_info"]["question_id"]]
         assert row["data_source"] == "hopforge" and row["ability"] == "multihop_search"
-        assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": [q["answer"], *q["answer_aliases"]]}}
+        # The ground truth is the question's answer key: the reward judges with it as the filter did.
+        key = keys[q["question_id"]]
+        assert row["reward_model"] == {"style": "rule", "ground_truth": {
+            "target": list(key.names), "other_titles": list(key.other_titles), "min_f1": 0.8}}
+        assert key.names[0] == q["answer"] and set(q["answer_aliases"]) <= set(key.names)
         info = row["extra_info"]
         assert info["index"] == i and info["split"] == q["split"] == "rl" and info["path"] == q["path"]
         assert 1 <= info["c"] <= info["n"] - 1
@@ -25,7 +33,7 @@ def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_rows, rl_questions
         assert q["answer_page_id"] == q["path"][-1]
         # CAPF's check_answer reads the ground truth and the chain from tools_kwargs, never from the prompt
         assert info["tools_kwargs"]["check_answer"] == {"create_kwargs": {
-            "target": [q["answer"], *q["answer_aliases"]], "chain": q["titles"]}}
+            "target": list(key.names), "chain": q["titles"], "other_titles": list(key.other_titles)}}
         assert info["titles"] == q["titles"] and len(info["titles"]) == len(info["path"])
         # a band row is no guided row, and has no baselines unless rl.baselines asked for them
         assert info["guidance"] is None and info["baselines"] is None
@@ -37,7 +45,8 @@ def test_the_prompt_and_tools_are_those_the_sft_rows_trained_on(rl_rows, sft_row
     (system,) = systems
     for r in sft_rows:  # SFT: the system prompt, then the question as the user turn
         assert r["messages"][1] == {"role": "user", "content": rl_questions[r["question_id"]]["question"],
-                                    "tool_calls": None, "tool_call_id": None, "name": None}
+                                    "tool_calls": None, "tool_call_id": None, "name": None,
+                                    "reasoning_content": None}
     sft_tools = {r["tools"] for r in sft_rows}
     assert len(sft_tools) == 1
     for row in rl_rows:

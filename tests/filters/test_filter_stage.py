@@ -191,7 +191,9 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
     assert t.num_rows == 1
     row = t.to_pylist()[0]
     assert row["data_source"] == "hopforge" and row["ability"] == "multihop_search"
-    assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": ["Delta City"]}}
+    # No corpus in this store: the answer key is the answer and its aliases alone, no other titles.
+    assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": ["Delta City"], "other_titles": [],
+                                                                     "min_f1": None}}
     target = t.column("reward_model").combine_chunks().field("ground_truth").field("target")
     assert target.to_pylist() == [["Delta City"]]  # verl reads reward_model["ground_truth"]["target"]
     teachers = "+".join(sorted({tr.teacher_model for tr in traces if tr.question_id == "q1"}))
@@ -204,11 +206,15 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
                                  # verl's tool rollout: the search masks the answer page, as the rollout did;
                                  # CAPF's check_answer (training only) reads the ground truth from here
                                  "tools_kwargs": {"search": {"create_kwargs": {"exclude": ["p3"]}},
-                                                  "check_answer": {"create_kwargs": {"target": ["Delta City"],
-                                                                                     "chain": q1.titles}}},
+                                                  "check_answer": {"create_kwargs": {
+                                                      "target": ["Delta City"], "chain": q1.titles,
+                                                      "other_titles": []}}},
                                  "need_tools_kwargs": True, "titles": q1.titles, "reference_trace_id": "t1a",
                                  "step_labels": label_rows(labels_of(t1a, 0.8)), "guidance": None,
-                                 "baselines": None}
+                                 "baselines": None,
+                                 # sft.context (full by default): the observations the policy trains with
+                                 "context": {"policy": "full", "compress_observations": False,
+                                             "keep_observations": 2}}
     first = next(tr for tr in traces if tr.trace_id == "t1b").conversation  # sample_index 0
     assert row["prompt"] == [{"role": m.role, "content": m.content} for m in first.messages[:2]]
     assert json.loads(row["tools"]) == TOOL_SCHEMAS

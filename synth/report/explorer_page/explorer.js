@@ -385,7 +385,7 @@
         el('th', null, 'verdict'), el('th', null, 'reason'), el('th', null, 'detail')])), tb]));
     }
     if (v) {
-      det.appendChild(el('div', { className: 'chips' }, [['F1', v.f1], ['EM', v.em], ['rule', v.rule_correct], ['judge', v.judge_correct],
+      det.appendChild(el('div', { className: 'chips' }, [['F1', v.f1], ['EM', v.em], ['rule', v.rule_correct], ['match', v.match], ['judge', v.judge_correct],
         ['rubric', v.rubric], ['ungrounded steps', v.ungrounded_steps], ['tokens', v.n_tokens]].map(function (p) {
         return el('span', { className: 'chip' }, p[0] + ': ' + fmt(typeof p[1] === 'boolean' ? String(p[1]) : p[1]));
       })));

@@ -26,7 +26,8 @@ import yaml
 from pydantic import Field
 
 from filters.band import rl_row
-from synth.engine.records import LONGCTX_SCHEMA, RL_SCHEMA
+from synth.engine.records import LONGCTX_SCHEMA, PREFERENCE_SCHEMA, RL_SCHEMA
+from filters.preference import WRONG_ANSWER, preference_row
 from filters.sftrows import sft_row
 from helpers.traces import make_question, make_trace
 from synth.publish.card import prompt_hashes
@@ -49,7 +50,7 @@ else:
 
         publish: PublishConfig = Field(default_factory=PublishConfig)
 
-N_Q, N_SFT = 12, 20
+N_Q, N_SFT, N_PREF = 12, 20, 6
 SFT_QS = 7  # q000..q006 are sft questions, q007..q009 rl, q010..q011 eval
 
 
@@ -59,7 +60,7 @@ def split_of(i: int) -> str:
 
 
 # rows per split of every config of build_dir (traces t000..t023 answer q{i % 12})
-SPLIT_ROWS = {"sft": {"sft": N_SFT}, "longctx": {"sft": 5}, "rl_pool": {"rl": 3},
+SPLIT_ROWS = {"sft": {"sft": N_SFT}, "preference": {"sft": N_PREF}, "longctx": {"sft": 5}, "rl_pool": {"rl": 3},
               "questions": {"sft": 7, "rl": 3, "eval": 2}, "traces": {"sft": 14, "rl": 6, "eval": 4}}
 TEACHER_Q = {"prompt_tokens": 1000, "completion_tokens": 400, "cached_prompt_tokens": 200,
              "cached_completion_tokens": 100, "cost_usd": 0.01, "cost_saved_by_cache_usd": 0.002}
@@ -90,6 +91,16 @@ def sft_table(rubric_of: dict[str, float] | None = None, n: int = N_SFT) -> pa.T
         tr = make_trace(f"t{i:03d}", f"q{i % SFT_QS:03d}", teacher_model="teacher-a", split="sft")
         rows.append(sft_row(tr, (rubric_of or {}).get(tr.trace_id, 1.0)))
     return pa.Table.from_pylist(rows, schema=SFT_SCHEMA)
+
+
+def preference_table(n: int = N_PREF) -> pa.Table:
+    """DPO pairs of sft questions: each kept trace against a wrong-answer rollout of its question."""
+    rows = []
+    for i in range(n):
+        chosen = make_trace(f"t{i:03d}", f"q{i % SFT_QS:03d}", split="sft")
+        rejected = make_trace(f"w{i:03d}", f"q{i % SFT_QS:03d}", answer="Echo Town", split="sft")
+        rows.append(preference_row(chosen, rejected, WRONG_ANSWER, {chosen.trace_id: 1.0}))
+    return pa.Table.from_pylist(rows, schema=PREFERENCE_SCHEMA)
 
 
 def make_questions(n: int = N_Q, **edits: dict) -> list:
@@ -131,7 +142,8 @@ def recommit(store: Store, cfg: Config, tag: str, **tables: pa.Table) -> None:
     _commit(store, "questions", {"questions": t("questions")}, report(store, "questions"), cfg,
             ("ingest", "walks"), tag=tag)
     _commit(store, "rollout", {"traces": t("traces")}, report(store, "rollout"), cfg, ("questions",), tag=tag)
-    _commit(store, "filter", {"sft": t("sft"), "rl_pool": t("rl_pool")}, report(store, "filter"), cfg,
+    _commit(store, "filter", {"sft": t("sft"), "preference": t("preference"), "rl_pool": t("rl_pool")},
+            report(store, "filter"), cfg,
             ("questions", "rollout"), tag=tag)
     if (store.root / "longctx").exists():
         _commit(store, "assemble", {"longctx": t("longctx")}, report(store, "assemble"), cfg, ("questions",),
@@ -157,14 +169,23 @@ def build_dir(root: Path, cfg: Config, *, longctx: bool = True, stop_before: str
             {"input": N_Q, "output": 2 * N_Q, "dropped": {}, "teacher": TEACHER_R}, cfg, ("questions",))
     if stop_before == "filter":
         return store
-    _commit(store, "filter", {"sft": sft_table(), "rl_pool": rl_table(questions)},
+    _commit(store, "filter", {"sft": sft_table(), "preference": preference_table(), "rl_pool": rl_table(questions)},
             {"input": 24, "output": N_SFT, "dropped": {"wrong_answer": 2, "too_few_steps": 1, "not_best": 1},
              "chain": ["format", "correctness", "low_step"],
              "reason_order": ["format", "wrong_answer", "too_few_steps", "too_many_steps"], "bands": {"rl_pool": 3, "all_wrong": 1, "all_right": 2},
              "band_by": "teacher", "band_model": "teacher:m", "bands_of_splits": ["rl"], "rl_pool_rows": 3,
              "bands_by_split": {"eval": {"rl_pool": 0, "all_wrong": 1, "all_right": 1},
                                 "rl": {"rl_pool": 3, "all_wrong": 1, "all_right": 2},
-                                "sft": {"rl_pool": 1, "all_wrong": 0, "all_right": 6}}},
+                                "sft": {"rl_pool": 1, "all_wrong": 0, "all_right": 6}},
+             # what the student learns: the rows' context and reasoning, how answers were judged, the DPO pairs
+             "sft_rows": N_SFT,
+             "context": {"policy": "full", "compress_observations": True, "keep_observations": 2},
+             "reasoning": {"mode": "inline", "traces": N_SFT, "traces_with_reasoning": 12, "reasoning_tokens": 300,
+                           "assistant_tokens": 1200, "share_of_assistant_tokens": 0.25},
+             "match": {"page": 18, "f1": 1, "other_page": 2, "qualified": 1, "none": 2},
+             "answers": {"corpus": True, "aliases": {"teacher": 4, "kept": 1, "dropped": 3, "dropped_examples": []}},
+             "preference": {"pairs": N_PREF, "by_rejected": {"wrong_answer": N_PREF, "lower_rubric": 0},
+                            "without_rejected": 14, "prompt_mismatch": 0}},
             cfg, ("questions", "rollout"))
     if longctx:
         _commit(store, "assemble", {"longctx": longctx_table()},
@@ -218,9 +239,10 @@ def test_local_layout_per_split_and_load_dataset(tmp_path, secrets):
     build_dir(tmp_path / "run", cfg)
     pub = tmp_path / "pub"
     s = publish(tmp_path / "run", f"local:{pub}", cfg)
-    assert s["rows"] == {"sft": N_SFT, "longctx": 5, "rl_pool": 3, "questions": N_Q, "traces": 2 * N_Q}
+    assert s["rows"] == {"sft": N_SFT, "preference": N_PREF, "longctx": 5, "rl_pool": 3, "questions": N_Q,
+                         "traces": 2 * N_Q}
     # traces: sft 14 rows -> 2 shards, rl 6 -> 1, eval 4 -> 1
-    assert s["shards"] == {"sft": 8, "longctx": 1, "rl_pool": 1, "questions": 3, "traces": 4}
+    assert s["shards"] == {"sft": 8, "preference": 1, "longctx": 1, "rl_pool": 1, "questions": 3, "traces": 4}
     assert {c: {sp: v["rows"] for sp, v in per.items()} for c, per in s["splits"].items()} == SPLIT_ROWS
     assert list(s["splits"]["questions"]) == ["sft", "rl", "eval"]
     assert s["splits"]["traces"] == {"sft": {"rows": 14, "shards": 2}, "rl": {"rows": 6, "shards": 1},
@@ -229,7 +251,7 @@ def test_local_layout_per_split_and_load_dataset(tmp_path, secrets):
     names = set(files_of(pub))
     assert names == set(s["written"])
     expect_files = {"README.md"} | {shard_path("sft", "sft", i, 8) for i in range(8)} | {
-        shard_path("longctx", "sft", 0, 1), shard_path("rl_pool", "rl", 0, 1),
+        shard_path("preference", "sft", 0, 1), shard_path("longctx", "sft", 0, 1), shard_path("rl_pool", "rl", 0, 1),
         shard_path("questions", "sft", 0, 1), shard_path("questions", "rl", 0, 1),
         shard_path("questions", "eval", 0, 1), shard_path("traces", "sft", 0, 2), shard_path("traces", "sft", 1, 2),
         shard_path("traces", "rl", 0, 1), shard_path("traces", "eval", 0, 1)}
@@ -243,7 +265,8 @@ def test_local_layout_per_split_and_load_dataset(tmp_path, secrets):
         col = t["extra_info"].combine_chunks().field("split") if config == "rl_pool" else t["split"]
         assert set(col.to_pylist()) == {split}, n
         ids = (t["extra_info"].combine_chunks().field("question_id") if config == "rl_pool"
-               else t[{"sft": "trace_id", "traces": "trace_id", "longctx": "sample_id"}.get(config, "question_id")])
+               else t[{"sft": "trace_id", "traces": "trace_id", "longctx": "sample_id",
+                       "preference": "chosen_trace_id"}.get(config, "question_id")])
         ids = ids.to_pylist()
         assert ids == sorted(ids) and {shard_of(k, int(count)) for k in ids} == {int(i)}, n
     shard_rows = [pq.ParquetFile(pub / n).metadata.num_rows for n in names if n.startswith("data/sft/")]
@@ -252,7 +275,8 @@ def test_local_layout_per_split_and_load_dataset(tmp_path, secrets):
     card = (pub / "README.md").read_text()
     meta = front(card)
     assert meta["license"] == "cc-by-sa-3.0"
-    assert [c["config_name"] for c in meta["configs"]] == ["sft", "longctx", "rl_pool", "questions", "traces"]
+    assert [c["config_name"] for c in meta["configs"]] == ["sft", "preference", "longctx", "rl_pool", "questions",
+                                                           "traces"]
     by_name = {c["config_name"]: c for c in meta["configs"]}
     assert by_name["sft"]["data_files"] == [{"split": "sft", "path": "data/sft/sft-*.parquet"}]
     assert by_name["sft"]["default"] is True
@@ -295,6 +319,14 @@ def test_card_split_table_and_load_snippet(tmp_path, secrets, monkeypatch):
     assert "ORG/NAME" not in card
     assert "| config | `sft` | `rl` | `eval` | total | holds |" in card
     assert "| `sft` | 20 | - | - | 20 | training data: trajectories of `sft` questions only |" in card
+    assert "| `preference` | 6 | - | - | 6 | training data: pairs of rollouts of `sft` questions only |" in card
+    # what the student learns from the teacher, from reports/filter.json
+    assert "`sft.context` is `full`: every tool observation in full" in card
+    assert "12 of 20 kept trajectories carry the teacher's reasoning (`reasoning_content`), trained as " \
+           "`sft.reasoning` `inline`; it is 25.0% of the tokens the assistant writes." in card
+    assert "another page 2, qualified sibling 1" in card and "3 teacher-written aliases without support" in card
+    assert "`preference` holds 6 DPO pairs" in card and "`wrong_answer` 6" in card and "`lower_rubric` 0" in card
+    assert 'preference = load_dataset(' in snippet(card)
     assert "| `longctx` | 5 | - | - | 5 | training data: built from `sft` questions only |" in card
     assert "| `rl_pool` | - | 3 | - | 3 | the `rl` questions in the difficulty band |" in card
     # The band by split and by the model that measured it: the pooled split's band is the rows published.
@@ -413,7 +445,8 @@ def test_republish_is_byte_identical_and_one_row_touches_one_shard(tmp_path, sec
 
     # one sft row's rubric changes: only the shard holding it is rewritten (and the card, which names
     # the new filter stage key)
-    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "preference": store.read("preference"),
+             "rl_pool": store.read("rl_pool")},
             report(store, "filter"), cfg, ("questions", "rollout"), tag="2")
     third = publish(tmp_path / "run", f"local:{pub}", cfg)
     assert third["written"] == [shard_path("sft", "sft", shard_of("t007", 8), 8), "README.md"]
@@ -421,7 +454,8 @@ def test_republish_is_byte_identical_and_one_row_touches_one_shard(tmp_path, sec
     assert [n for n in before if before[n] != after[n]] == sorted(third["written"])
 
     # one sft row more (same shard count): again only its shard changes
-    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}, n=N_SFT + 1), "rl_pool": store.read("rl_pool")},
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}, n=N_SFT + 1), "preference": store.read("preference"),
+             "rl_pool": store.read("rl_pool")},
             report(store, "filter"), cfg, ("questions", "rollout"), tag="3")
     fourth = publish(tmp_path / "run", f"local:{pub}", cfg)
     assert set(fourth["written"]) == {shard_path("sft", "sft", shard_of(f"t{N_SFT:03d}", 8), 8), "README.md"}
@@ -598,7 +632,8 @@ def test_failed_publish_changes_nothing(tmp_path, secrets):
     traces = store.read("traces")
     _commit(store, "rollout", {"traces": pa.concat_tables([traces, traces.slice(0, 1)])},
             {"input": N_Q, "output": 25, "dropped": {}}, cfg, ("questions",), tag="2")
-    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "preference": store.read("preference"),
+             "rl_pool": store.read("rl_pool")},
             json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
     with pytest.raises(PublishError, match="trace_id is not unique"):
         publish(tmp_path / "run", f"local:{pub}", cfg)
@@ -657,7 +692,8 @@ def test_refuses_to_replace_files_it_did_not_write(tmp_path, secrets):
     assert (pub / "keep.txt").read_text() == "mine"
 
     # a republish replaces publish's own files (a changed shard, the card) without --overwrite
-    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "preference": store.read("preference"),
+             "rl_pool": store.read("rl_pool")},
             report(store, "filter"), cfg, ("questions", "rollout"), tag="2")
     again = publish(store.root, f"local:{pub}", cfg)
     assert "README.md" in again["written"] and len(again["written"]) == 2
@@ -785,7 +821,8 @@ def test_hub_uploads_only_changed_shards(tmp_path, secrets, monkeypatch, caplog)
     code = snippet(hub.files["README.md"].decode())
     assert 'sft = load_dataset("my-org/hop-data", "sft", split="sft")' in code
     assert 'eval_questions = load_dataset("my-org/hop-data", "questions", split="eval")' in code
-    assert hub.commits[0]["message"] == "hopforge 0.1.0: publish sft=20 longctx=5 rl_pool=3 questions=12 traces=24"
+    assert hub.commits[0]["message"] == ("hopforge 0.1.0: publish sft=20 preference=6 longctx=5 rl_pool=3 "
+                                         "questions=12 traces=24")
     assert s["commit_url"].endswith("/commit/1")
     local = tmp_path / "pub"
     publish(tmp_path / "run", f"local:{local}", cfg)
@@ -797,7 +834,8 @@ def test_hub_uploads_only_changed_shards(tmp_path, secrets, monkeypatch, caplog)
     assert s2["written"] == [] and s2["deleted"] == [] and s2["commit_url"] is None
     assert [c[0] for c in hub.calls] == ["create_repo", "list_repo_tree"]  # nothing changed: no commit
 
-    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "rl_pool": store.read("rl_pool")},
+    _commit(store, "filter", {"sft": sft_table({"t007": 0.5}), "preference": store.read("preference"),
+             "rl_pool": store.read("rl_pool")},
             json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
     s3 = publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
     assert hub.commits[-1]["added"] == [shard_path("sft", "sft", shard_of("t007", 8), 8), "README.md"] == \
@@ -880,7 +918,8 @@ def test_spill_passes_and_empty_table(tmp_path, secrets, monkeypatch):
     assert data_of(tmp_path / "a") == data_of(tmp_path / "b")  # the cards differ only in the folder named
     assert not list((tmp_path / "run").glob(".publish-*"))  # the spill folder is gone
 
-    _commit(store, "filter", {"sft": store.read("sft"), "rl_pool": RL_SCHEMA.empty_table()},
+    _commit(store, "filter", {"sft": store.read("sft"), "preference": store.read("preference"),
+                              "rl_pool": RL_SCHEMA.empty_table()},
             json.loads((store.root / "reports" / "filter.json").read_text()), cfg, ("questions", "rollout"), tag="2")
     s = publish(tmp_path / "run", f"local:{tmp_path / 'a'}", cfg)  # `datasets` cannot load an empty config
     assert s["skipped"] == {"rl_pool": "the table has no rows"} and "rl_pool" not in s["rows"]

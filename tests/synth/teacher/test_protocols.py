@@ -176,7 +176,8 @@ def test_conversation_is_rewritten_for_a_server_without_tools():
     out = to_text_messages("hermes", msgs, TOOLS)
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]  # roles alternate (Gemma insists)
     assert out[0]["content"].startswith("Be brief.\n\n# Tools") and "<tools>" in out[0]["content"]
-    assert out[2]["content"].count("<tool_call>") == 2 and "hidden" not in json.dumps(out)
+    assert out[2]["content"].count("<tool_call>") == 2 and "hidden" not in out[2]["content"]
+    assert out[2]["reasoning_content"] == "hidden"  # an earlier turn's reasoning goes back in its field
     assert out[3]["content"] == "<tool_response>\nA\n</tool_response>\n\n<tool_response>\nB\n</tool_response>"
     assert "[TOOL_RESULTS]" in to_text_messages("mistral", msgs, TOOLS)[3]["content"]
     assert to_text_messages("react", msgs, TOOLS)[3]["content"] == "Observation: A\n\nObservation: B"

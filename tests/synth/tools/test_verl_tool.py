@@ -94,10 +94,14 @@ def test_verl_dataset_loads_rl_pool_with_the_students_tokenizer(dataset, rl_rows
         q = rl_questions[row["extra_info"]["question_id"]]
         assert item["data_source"] == "hopforge"
         assert list(item["raw_prompt"]) == row["prompt"]
-        assert item["reward_model"]["ground_truth"]["target"] == [q["answer"], *q["answer_aliases"]]
+        gt = row["reward_model"]["ground_truth"]
+        target = gt["target"]
+        assert list(item["reward_model"]["ground_truth"]["target"]) == target
+        assert list(item["reward_model"]["ground_truth"]["other_titles"]) == gt["other_titles"]
+        assert target[0] == q["answer"] and set(q["answer_aliases"]) <= set(target)
         assert item["index"] == row["extra_info"]["index"] and item["extra_info"]["split"] == "rl"
         assert item["tools_kwargs"]["search"] == {"create_kwargs": {"exclude": [q["answer_page_id"]]}}
-        assert item["tools_kwargs"]["check_answer"]["create_kwargs"]["target"] == [q["answer"], *q["answer_aliases"]]
+        assert list(item["tools_kwargs"]["check_answer"]["create_kwargs"]["target"]) == target
         # The prompt tokens RL starts from are those SFT trained after: the SFT system prompt and tools,
         # the question as the user turn, under the student's template.
         rl_text = tokenizer.apply_chat_template(item["raw_prompt"], tools=dataset.tool_schemas,
