@@ -53,6 +53,7 @@ from synth.rollout.labels import evidence_states
 from synth.teacher.config import Price
 from synth.teacher.stats import PricedUsage, TeacherUsage
 from synth.text.answers import is_correct
+from synth.text.markdown import md_code, md_text
 
 TEACHER_KEYS = PricedUsage.TOKENS + PricedUsage.COSTS
 INF = math.inf
@@ -370,7 +371,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     rep = Report()
     reports = read_reports(store.root)
     facts, questions, verdicts = load_facts(store, min_f1)
-    md: list[str] = [f"# hopforge report: `{store.root.name}`", "",
+    md: list[str] = [f"# hopforge report: {md_code(store.root.name)}", "",
                      "Everything below is read from the run folder; sections whose inputs are missing are skipped.", ""]
 
     def fig(name: str, caption: str) -> None:
@@ -442,7 +443,7 @@ def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict
         trace_part = "traces (lower panel, counted in traces): every rollout"
         if reports.get("filter"):
             trace_part += (", then the traces left after each drop reason of the filter chain in chain order"
-                           + (f" ({' -> '.join(chain)})" if chain else "")
+                           + (f" ({' -> '.join(md_text(x) for x in chain)})" if chain else "")
                            + ", after setting aside traces of rl and eval questions (held_out), and the kept SFT "
                              "rows (best of n; one kept trace is one row)")
         if any(s["kind"] != "questions" for s in steps):
@@ -451,16 +452,16 @@ def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict
                           "says its count, its unit and how many its step dropped (-N).")
         md += ["| step | count | dropped by the step | reasons |", "| --- | ---: | ---: | --- |"]
         for s in steps:
-            md.append(f"| {s['label']} | {s['count']:,} {s['unit']} | "
-                      f"{'-' if s['dropped'] is None else format(s['dropped'], ',')} | {s['note'] or '-'} |")
+            md.append(f"| {md_text(s['label'])} | {s['count']:,} {md_text(s['unit'])} | "
+                      f"{'-' if s['dropped'] is None else format(s['dropped'], ',')} | {md_text(s['note'] or '-')} |")
         md.append("")
         rep.summary["funnel_steps"] = steps
     if rows:
         md += ["Every stage's input and output, each in its own unit:", "",
                "| stage | unit | input | output | dropped | drop reasons |", "| --- | --- | ---: | ---: | ---: | --- |"]
         for r in rows:
-            md.append(f"| {r['stage']} | {r['unit']} | {r['input']:,} | {r['output']:,} | "
-                      f"{sum(r['dropped'].values()):,} | {_reasons(r['dropped']) or '-'} |")
+            md.append(f"| {md_text(r['stage'])} | {md_text(r['unit'])} | {r['input']:,} | {r['output']:,} | "
+                      f"{sum(r['dropped'].values()):,} | {md_text(_reasons(r['dropped']) or '-')} |")
         md.append("")
         drop_list = [(f"{r['stage']}: {k} ({r['unit']})", v) for r in rows for k, v in sorted(r["dropped"].items())
                      if v]
@@ -542,7 +543,7 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
            "| teacher | traces | recovered | median recovery turn |", "| --- | ---: | ---: | ---: |"]
     n_by = Counter(f.teacher_model for f in facts)
     for t, c in curves.items():
-        md.append(f"| {t} | {n_by[t]:,} | {c['recovered']} | {c['median_recovery_turn']} |")
+        md.append(f"| {md_code(t, table=True)} | {n_by[t]:,} | {c['recovered']} | {c['median_recovery_turn']} |")
     md.append("")
     plots.erf({t: (c["t"], c["erf"]) for t, c in curves.items()}, out / "erf.png")
     fig("erf.png", "ERF(t) per teacher: fraction of traces with all gold pages seen or a correct answer by turn t.")
@@ -554,7 +555,7 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
            "| teacher | answered | over-confident | at E=0 | at E=1 | over-cautious turns (mean) | "
            "over-cautious rate | CE |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for t, c in cal.items():
-        md.append(f"| {t} | {c['answered']:,} | {c['over_confident_rate']} | {c['answered_at_E0']} | "
+        md.append(f"| {md_code(t, table=True)} | {c['answered']:,} | {c['over_confident_rate']} | {c['answered_at_E0']} | "
                   f"{c['answered_at_E1']} | {c['over_cautious_mean_turns']} | {c['over_cautious_rate']} | {c['ce']} |")
     md.append("")
     plots.calibration(cal, out / "calibration.png")
@@ -589,7 +590,7 @@ def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: P
            + how + (f". The last row divides the total by the {kept:,} kept SFT samples." if kept else "."), "",
            "| stage | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
     for stage, vals in per.items():
-        md.append(f"| {stage} | " + " | ".join(_fmt(vals.get(k)) for k in cols) + " |")
+        md.append(f"| {md_text(stage)} | " + " | ".join(_fmt(vals.get(k)) for k in cols) + " |")
     if kept:
         each = {k: per["total"][k] / kept for k in cols if k in per["total"]}
         md.append("| per kept sample | " + " | ".join(_fmt(each.get(k)) for k in cols) + " |")

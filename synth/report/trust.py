@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from synth.engine.records import SPLITS
+from synth.text.markdown import md_code, md_text
 
 
 def split_counts(root: Path) -> dict[str, dict[str, int]]:
@@ -54,7 +55,7 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
                "questions train the student (sft, longctx), rl questions form rl_pool, eval questions are held out.",
                "", "| table | " + " | ".join(SPLITS) + " |", "| --- |" + " ---: |" * len(SPLITS)]
         for table, counts in splits.items():
-            md.append(f"| {table} | " + " | ".join(f"{counts.get(s, 0):,}" for s in SPLITS) + " |")
+            md.append(f"| {md_text(table)} | " + " | ".join(f"{counts.get(s, 0):,}" for s in SPLITS) + " |")
         md.append("")
         summary["splits"] = splits
     else:
@@ -66,14 +67,14 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
                "Every question any teacher writes is checked; a failed check is a named drop (after one repair "
                "request, where the stage makes one).", "", "| reason | dropped |", "| --- | ---: |"]
         for reason, n in sorted((q.get("dropped") or {}).items(), key=lambda kv: -kv[1]):
-            md.append(f"| `{reason}` | {n:,} |")
+            md.append(f"| {md_code(reason, table=True)} | {n:,} |")
         md.append("")
         repairs = q.get("repairs")
         if isinstance(repairs, dict) and repairs:
             md += ["| repaired reason | attempted | repaired |", "| --- | ---: | ---: |"]
             for reason, r in sorted(repairs.items()):
                 if isinstance(r, dict):
-                    md.append(f"| `{reason}` | {r.get('attempted', 0):,} | {r.get('repaired', 0):,} |")
+                    md.append(f"| {md_code(reason, table=True)} | {r.get('attempted', 0):,} | {r.get('repaired', 0):,} |")
             md.append("")
         summary["question_drops"] = dict(q.get("dropped") or {})
     else:

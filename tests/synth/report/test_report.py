@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.markdown import code_spans, inline_texts, raw_html, tables
 
 from synth.report import plots
 from synth.report.stage import TraceFacts, build_report, funnel_steps, main_n, pass_counts, teacher_totals
@@ -95,11 +96,13 @@ def test_report_funnel_caption_and_table(tmp_path: Path) -> None:
         (store.root / "reports" / f"{name}.json").write_text(json.dumps(r))
     rep = build_report(store, tmp_path / "out")
     index = (tmp_path / "out" / "index.md").read_text()
-    assert "format -> correctness -> low_step" in index and "Linear scale" in index
+    shown = " ".join(inline_texts(index))
+    assert "format -> correctness -> low_step" in shown and "Linear scale" in shown
     assert "log scale" not in index and "kept SFT samples; log" not in index
-    assert "| after wrong_answer | 22 traces | 6 | - |" in index
-    assert "| kept: best of n (SFT rows) | 5 SFT rows | 6 | not_best |" in index
-    assert "| graph | links | 70,475 |" in index  # the stage table keeps every stage, with its unit
+    rows = [row for table in tables(index) for row in table]
+    assert ["after wrong_answer", "22 traces", "6", "-"] in rows
+    assert ["kept: best of n (SFT rows)", "5 SFT rows", "6", "not_best"] in rows
+    assert ["graph", "links", "70,475"] in [r[:3] for r in rows]  # the stage table keeps every stage, with its unit
     assert rep.summary["funnel_steps"][-1]["count"] == 5
 
 
@@ -141,6 +144,27 @@ def test_report_pass_at_n_caption_names_left_out_questions(tmp_path: Path) -> No
     build_report(store, tmp_path / "out")
     index = (tmp_path / "out" / "index.md").read_text()
     assert "n = 4 rollouts" in index and "Left out: 1 question with n = 2" in index
+
+
+def test_recorded_strings_stay_text_in_the_report(tmp_path: Path) -> None:
+    """A teacher model name and a run folder that hold Markdown and HTML show as written, and break no table."""
+    from helpers.filterstore import publish
+    from helpers.traces import make_trace
+    from synth.engine.records import Trace
+    from synth.text.markdown import one_line
+
+    hostile = "evil` | x | <script>alert(1)</script>\n| injected | row |"
+    store = Store(tmp_path / "run`| <b>x</b>")
+    traces = [make_trace(f"a{i}", "qa", sample_index=i, teacher_model=hostile) for i in range(4)]
+    publish(store, "rollout", {"traces": Trace.to_table(traces)})
+    build_report(store, tmp_path / "out")
+    index = (tmp_path / "out" / "index.md").read_text()
+    assert raw_html(index) == []
+    assert code_spans(index)[0] == store.root.name  # the heading names the folder whole
+    for header in (["teacher", "traces", "recovered", "median recovery turn"], ["teacher", "answered"]):
+        table = next(t for t in tables(index) if t[0][:len(header)] == header)
+        assert [row[0] for row in table[1:]] == [one_line(hostile)]  # one row, the name whole in its cell
+        assert all(len(row) == len(table[0]) for row in table)
 
 
 # ---- tool calls ------------------------------------------------------------------------------
