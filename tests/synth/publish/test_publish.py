@@ -856,6 +856,46 @@ def test_hub_error_is_scrubbed(tmp_path, secrets, monkeypatch, caplog):
     assert HF_TOKEN not in str(err.value) and HF_TOKEN not in caplog.text
 
 
+# ---- the folder lock ------------------------------------------------------------------------------
+
+def test_publish_waits_for_no_run_and_holds_the_folder_while_it_reads(tmp_path, secrets, monkeypatch):
+    """Publish takes the run lock that `run` and `report` take: during a run it stops at once, naming the run;
+    while it reads, no run can start on the folder."""
+    from flows.stages import PIPELINE
+    from synth.engine.store import FolderInUse, RunLock
+    import synth.publish.card as card
+
+    cfg = run_config()
+    store = build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    run = RunLock(store.root)
+    run.acquire("hopforge run")
+    try:
+        with pytest.raises(FolderInUse, match=r"in use by pid \d+ since .* \(hopforge run\)"):
+            publish(store.root, f"local:{pub}", cfg)
+    finally:
+        run.release()
+    assert not pub.exists()  # refused before anything was read or written
+
+    during: list[str] = []
+    render = card.render_card
+
+    def render_and_try_a_run(facts):  # publish is reading the folder now: a run tries to start on it
+        try:
+            with PIPELINE.start(cfg, Store(store.root)):
+                during.append("a run started")
+        except FolderInUse as e:
+            during.append(str(e))
+        return render(facts)
+
+    monkeypatch.setattr(card, "render_card", render_and_try_a_run)
+    publish(store.root, f"local:{pub}", cfg)
+    assert len(during) == 1 and "(hopforge publish)" in during[0]
+    free = RunLock(store.root)
+    free.acquire()  # and publish let go of it when it finished
+    free.release()
+
+
 # ---- CLI ------------------------------------------------------------------------------------------
 
 def test_cli(tmp_path, secrets):
