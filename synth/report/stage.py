@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -355,6 +355,38 @@ class Report:
     explorer: dict[str, Any] = field(default_factory=dict)
 
 
+class Figures:
+    """The report's figures as they are made: ``figs(name, caption)`` lists a drawn figure and shows it in the
+    Markdown with its caption; :meth:`histogram` draws one, unless its data holds a single value: a histogram
+    of that is one bar over an empty axis, so one line of the report says the value instead, and no PNG is
+    written (``summary["one_value_figures"]``)."""
+
+    def __init__(self, md: list[str], out: Path, rep: Report, plots: Any):
+        self.md, self.out, self.rep, self.plots = md, out, rep, plots
+
+    def __call__(self, name: str, caption: str) -> None:
+        self.rep.figures.append(name)
+        self.md.extend([f"![{caption}]({name})", "", f"*{caption}*", ""])
+
+    def histogram(self, name: str, caption: str, values: Sequence[float], title: str, xlabel: str,
+                  what: tuple[str, str], **kw: Any) -> None:
+        """``plots.histogram`` of ``values`` (and ``kw["extra"]``, a labelled second series) as ``name``, or,
+        when every value is one value, a line naming it and how many ``what`` (one, many: ``("trace",
+        "traces")``) have it."""
+        extra = kw.get("extra")
+        value = self.plots.one_value(values, *([extra[1]] if extra else []))
+        if value is None:
+            self.plots.histogram(values, self.out / name, title, xlabel, **kw)
+            self(name, caption)
+            return
+        (self.out / name).unlink(missing_ok=True)  # an earlier report's figure would be stale
+        shown = f"{value:g}" if isinstance(value, float) else f"{value:,}"
+        n = len(values)
+        said = f"the only {what[0]}" if n == 1 else f"all {n:,} {what[1]}"
+        self.md.extend([f"{title}: one value, {shown}, for {said}; no histogram is drawn.", ""])
+        self.rep.summary.setdefault("one_value_figures", {})[name] = {"value": value, "count": len(values)}
+
+
 def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls: int | None = None,
                  max_tool_calls: int | None = None, price: Price | None = None, explorer: bool = True,
                  ctx: StageContext | None = None) -> Report:
@@ -373,10 +405,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     facts, questions, verdicts = load_facts(store, min_f1)
     md: list[str] = [f"# hopforge report: {md_code(store.root.name)}", "",
                      "Everything below is read from the run folder; sections whose inputs are missing are skipped.", ""]
-
-    def fig(name: str, caption: str) -> None:
-        rep.figures.append(name)
-        md.extend([f"![{caption}]({name})", "", f"*{caption}*", ""])
+    fig = Figures(md, out, rep, plots)
 
     _funnel_section(md, reports, verdicts, out, rep, plots, fig)
 
@@ -384,13 +413,13 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     if questions:
         hops = questions.column("hops")
         md += ["## Questions", "", f"{len(questions):,} questions, {sum(hops) / len(hops):.2f} hops on average.", ""]
-        plots.histogram(hops, out / "hops.png", "Hops per question", "hops (path length - 1)", discrete=True)
-        fig("hops.png", "How many links each question's gold path chains (its entities minus one).")
+        fig.histogram("hops.png", "How many links each question's gold path chains (its entities minus one).",
+                      hops, "Hops per question", "hops (path length - 1)", ("question", "questions"), discrete=True)
     else:
         rep.skipped.append("questions")
     if (decon := decontamination_section(md, reports.get("questions"))) is not None:
         rep.summary["decontamination"] = decon
-    rep.skipped += trust_sections(md, store.root, reports, verdicts, out, rep.summary, plots, fig)
+    rep.skipped += trust_sections(md, store.root, reports, verdicts, rep.summary, fig)
     rep.skipped += band_section(md, reports, store.root, rep.summary, plots, out, fig)
 
     if facts:
@@ -506,11 +535,12 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
     fig("tools.png", "Mean calls of each tool (search, open, find) per trace, and tool calls that returned an "
                      "error, for traces with a correct answer and the others.")
     rendered = [f.n_tokens for f in facts if f.n_tokens is not None]
-    plots.histogram([f.completion_tokens for f in facts], out / "tokens.png", "Tokens per trace", "tokens",
-                    label="teacher completion tokens",
-                    extra=("rendered SFT tokens (length filter)", rendered) if rendered else None)
-    fig("tokens.png", "Tokens per trace: what the teacher generated, and (when measured) the full rendered "
-                      "conversation in the student's tokenizer.")
+    fig.histogram("tokens.png", "Tokens per trace: what the teacher generated, and (when measured) the full rendered "
+                                "conversation in the student's tokenizer.",
+                  [f.completion_tokens for f in facts], "Tokens per trace", "tokens",
+                  tuple(w + (" (completion and rendered tokens alike)" if rendered else "") for w in ("trace", "traces")),
+                  label="teacher completion tokens",
+                  extra=("rendered SFT tokens (length filter)", rendered) if rendered else None)
     splits, pool_ids = pool
     pooled = [f for f in facts if f.question_id in pool_ids]
     whose = (f"The {' and '.join(splits)} questions (those rl_pool draws from: the teacher's band)" if pooled

@@ -167,6 +167,52 @@ def test_recorded_strings_stay_text_in_the_report(tmp_path: Path) -> None:
         assert all(len(row) == len(table[0]) for row in table)
 
 
+# ---- one value, no histogram ----------------------------------------------------------------
+
+def test_one_value_is_the_value_every_point_of_every_series_has() -> None:
+    assert plots.one_value([0, 0, 0]) == 0 and plots.one_value([8], [8, 8]) == 8
+    assert plots.one_value([0, 1]) is None and plots.one_value([8, 8], [7]) is None
+    assert plots.one_value([]) is None and plots.one_value([], []) is None
+
+
+def _verdicts_run(root: Path, ungrounded: list[int]) -> Store:
+    """Traces of question qa, one per value of ``ungrounded``, with the filter's verdicts on them."""
+    import pyarrow as pa
+    from helpers.filterstore import publish
+    from helpers.traces import make_question, make_trace
+    from synth.engine.records import VERDICT_SCHEMA, Question, Trace
+
+    store = Store(root)
+    traces = [make_trace(f"t{i}", "qa", sample_index=i) for i in range(len(ungrounded))]
+    publish(store, "questions", {"questions": Question.to_table([make_question("qa")])})
+    publish(store, "rollout", {"traces": Trace.to_table(traces)})
+    verdicts = [{"trace_id": t.trace_id, "question_id": "qa", "teacher_model": "teacher-a", "split": "sft",
+                 "rule_correct": True, "em": True, "f1": 1.0, "judge_correct": None, "correct": True, "rubric_raw": 1.0,
+                 "rubric": 1.0, "n_tokens": None, "ungrounded_steps": u, "kept": i == 0, "reason": None if i == 0
+                 else "not_best"} for i, (t, u) in enumerate(zip(traces, ungrounded))]
+    publish(store, "filter", {"filter/verdicts": pa.Table.from_pylist(verdicts, schema=VERDICT_SCHEMA)})
+    return store
+
+
+def test_a_histogram_of_one_value_is_one_line_not_a_figure(tmp_path: Path) -> None:
+    """Every trace has 0 ungrounded steps (the demo's 482 do): the report says so in one line and draws no
+    one-bar histogram; with two values the figure is drawn."""
+    out = tmp_path / "out"
+    (out).mkdir()
+    (out / "ungrounded.png").write_bytes(b"an earlier report's figure")
+    rep = build_report(_verdicts_run(tmp_path / "flat", [0, 0, 0, 0, 0]), out)
+    index = (out / "index.md").read_text()
+    assert "Ungrounded steps per trace: one value, 0, for all 5 traces; no histogram is drawn." in inline_texts(index)
+    assert "ungrounded.png" not in rep.figures and "ungrounded.png" not in index
+    assert not (out / "ungrounded.png").exists()  # no stale figure beside the report either
+    assert rep.summary["one_value_figures"]["ungrounded.png"] == {"value": 0, "count": 5}
+    assert "hops.png" not in rep.figures and "Hops per question: one value, 3, for the only question" in index
+
+    rep = build_report(_verdicts_run(tmp_path / "mixed", [0, 0, 2, 0, 1]), tmp_path / "out2")
+    assert "ungrounded.png" in rep.figures and (tmp_path / "out2" / "ungrounded.png").stat().st_size > 1000
+    assert "ungrounded.png" not in rep.summary.get("one_value_figures", {})
+
+
 # ---- tool calls ------------------------------------------------------------------------------
 
 def _line(ax, gid: str):
@@ -264,8 +310,11 @@ def test_a_price_set_later_reruns_only_the_report_and_prices_the_recorded_tokens
     assert "2 per million prompt tokens, 8 per million completion tokens" in index
     # Effective depth against nominal: every question kept needs every hop, and the drafts checked are shown too.
     assert "## Effective depth" in index and "| kept |" in index and "100.0% |" in index
-    for png in ("funnel.png", "pass_at_n.png", "tool_calls.png", "tools.png", "effective_depth.png"):
+    for png in ("funnel.png", "pass_at_n.png", "tool_calls.png", "tools.png"):
         assert (store.root / "report" / png).stat().st_size > 1000, png
+    # Every draft of these 3-hop walks needs all 3 hops: one value, said in a line rather than drawn as one bar.
+    assert "Effective against nominal depth (questions checked): one value, 3, for all " in index
+    assert not (store.root / "report" / "effective_depth.png").exists()
     assert not (store.root / "report" / "turns.png").exists()
 
 
