@@ -168,10 +168,10 @@ class Pipeline:
         if result.output == 0 and not result.idle and not cfg.runner.allow_empty:
             # Committed, an empty stage would be reused by every later run, and the stages after it would "run"
             # on nothing: a broken prompt, endpoint or corpus must stop the run where it emptied the data.
+            why = _why_empty(stage, {**result.extra, **dataclasses.asdict(result)})
             seen = f"; see {store.root}/.stages/{stage.name}/{key}.partial" if result.dropped else ""
-            raise StageFailed(f"stage {stage.name}: {_why_empty(stage, {**result.extra, **dataclasses.asdict(result)})}, so its output "
-                              f"is empty and nothing is committed{seen}; an empty stage is an error unless "
-                              "runner.allow_empty=true")
+            raise StageFailed(f"stage {stage.name}: {why}, so its output is empty and nothing is committed{seen}; an "
+                              "empty stage is an error unless runner.allow_empty=true")
         seconds = time.monotonic() - t0
         report = {
             "stage": stage.name,
@@ -405,13 +405,15 @@ def _why_empty(stage: Stage, r: dict) -> str:
     """Why a stage made nothing, from its result (or committed report): ``input``, ``dropped``, ``failed``."""
     n, dropped, failed = r.get("input") or 0, r.get("dropped") or {}, r.get("failed") or {}
     if not n:
-        said = (r.get("skipped") or "") if isinstance(r.get("skipped"), str) else ""
-        return "its input was empty" + (f": {said}" if said else f" (it reads {', '.join(stage.reads)})" if stage.reads
-                                         else "")
+        said = r.get("skipped")  # a stage may say why it had nothing to read (eval: no eval-split question)
+        if isinstance(said, str) and said:
+            return f"its input was empty: {said}"
+        return "its input was empty" + (f" (it reads {', '.join(stage.reads)})" if stage.reads else "")
     if failed:
+        why_failed = _top(failed, r.get("failed_items") or ())
         return (f"none of its {n:,} items made it: {sum(dropped.values()):,} were dropped"
                 + (f" ({_top(dropped)})" if dropped else "")
-                + f" and the teacher call of {sum(failed.values()):,} failed ({_top(failed, r.get('failed_items') or ())})")
+                + f" and the teacher call of {sum(failed.values()):,} failed ({why_failed})")
     return f"every one of its {n:,} items was dropped ({_top(dropped)})"
 
 
