@@ -24,7 +24,7 @@ the floor's work.  Goal: >= 0.8 with all cores.
 The last line is JSON: {"bench": "filter", "floor_s": .., "piece_floor_s": .., "ours": {workers: s},
 "ratio": {workers: r}, "piece_ratio": {workers: r}}.
 
-Usage: python bench/filter.py DIR [--repeats 3] [--workers 1,2,0] [--warm]
+Usage: python bench/filter.py [DIR] [--repeats 3] [--workers 1,2,0] [--warm] (DIR: data/demo, make demo's run)
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ def ours_seconds(out: Path, workers: int, warm: bool) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path, help="a run folder with traces and a tokenizer (e.g. make demo's)")
+    ap.add_argument("out", type=Path, nargs="?", default=ROOT / "data" / "demo",
+                    help="a run folder with traces and a tokenizer (default: make demo's, data/demo)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", default="1,2,0", help="worker counts to run (0: all cores)")
     ap.add_argument("--warm", action="store_true", help="keep the token-count cache between runs")

@@ -27,7 +27,8 @@ The effective depth in ``DIR/index`` is measured at k = 5 and at ``MAX_K`` (defa
 ``tools.search_max_k``: the most results one of their searches may ask for); the independent BM25 at
 ``MAX_K``.
 
-The last line is JSON with the counts.  Usage: python bench/questions_audit.py DIR [MAX_K]
+The last line is JSON with the counts.  Usage: python bench/questions_audit.py [DIR [MAX_K]] (DIR: data/demo,
+``make demo``'s run, by default)
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def main(root: Path, max_k: int = 10) -> dict:
 
 
 if __name__ == "__main__":
-    res = main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 10)
+    res = main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "data" / "demo", int(sys.argv[2]) if len(sys.argv) > 2 else 10)
     for k, v in res.items():
         print(f"{k:>24}: {v}")
     print(json.dumps(res))

@@ -10,9 +10,13 @@ Three kinds of process, so no part measures another's work:
 * the fake server (``--serve``), a latency-only asyncio handler (a ``Protocol``; each answer is
   scheduled with ``call_later``).  It plays a ReAct agent: a ``search`` call per turn for
   ``--turns - 1`` turns, then an answer; the query is drawn from the question's words, so both
-  arms make the same tool calls.  Its own ceiling is checked in the same run: the CPU it spent
-  per request while the arms ran, and the requests/s a raw keep-alive client gets from its
-  zero-latency path with the largest request body it saw;
+  arms make the same tool calls.  It answers hopforge's tool-protocol probe
+  (:mod:`synth.teacher.probe`: ``teacher.tool_protocol`` is ``auto``, the default, so the openai
+  backend asks the endpoint once per process what it does with tools) as a server with native tool
+  calls, after the same latency, and counts it apart from the rollout steps: each ``ours`` run must
+  send it exactly once, the ``bare`` client never.  Its own ceiling is checked in the same run: the
+  CPU it spent per request while the arms ran, and the requests/s a raw keep-alive client gets from
+  its zero-latency path with the largest request body it saw;
 * one process per measured run (``--arm ours|bare``): ``ours`` is hopforge's rollout
   (``synth.rollout.loop.rollout_one`` under ``Teacher.map``, the call cache in SQLite, the
   real toolbox over a tantivy index of synthetic pages, as the rollout stage runs it);
@@ -58,10 +62,24 @@ FAST = "/fast"  # path prefix of the server's zero-latency answers (the capacity
 
 # ---- the fake server (its own process) ------------------------------------------------------------
 
+def is_probe(req: dict) -> bool:
+    """Whether ``req`` is one of hopforge's probes of the endpoint (tools, or ``response_format``), not a step."""
+    from synth.teacher.probe import FORMAT_PROBE_MESSAGES, TOOL_PROBE_MESSAGES
+
+    return req.get("messages") in (TOOL_PROBE_MESSAGES, FORMAT_PROBE_MESSAGES)
+
+
 def _reply(req: dict, turns: int, n: int) -> bytes:
     import orjson
 
     msgs = req.get("messages") or []
+    if is_probe(req):  # a server with native tool calls: it calls the tool the probe offers
+        msg = {"role": "assistant", "content": None, "tool_calls": [{"id": "probe", "type": "function", "function": {
+            "name": "get_weather", "arguments": orjson.dumps({"city": "Paris"}).decode()}}]}
+        return orjson.dumps({"id": f"chatcmpl-probe-{n}", "object": "chat.completion", "created": 0,
+                             "model": req.get("model", "bench"),
+                             "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}],
+                             "usage": {"prompt_tokens": 60, "completion_tokens": 20, "total_tokens": 80}})
     turn = sum(1 for m in msgs if m.get("role") == "assistant") + 1
     if turn >= turns:
         msg = {"role": "assistant", "content": "Found it. <answer>done</answer>"}
@@ -82,12 +100,13 @@ def _reply(req: dict, turns: int, n: int) -> bytes:
 
 def serve(latency: float, turns: int) -> None:
     """Serve until stdin closes; prints ``PORT n``.  GET /stats: answers' send times (monotonic
-    clock, shared with every process of this machine), request count and CPU seconds; POST /reset."""
+    clock, shared with every process of this machine), request count (rollout steps; ``probes`` apart) and
+    CPU seconds; POST /reset."""
     import orjson
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    state: dict[str, Any] = {"times": array("d"), "n": 0, "sample": b"", "cpu0": time.process_time()}
+    state: dict[str, Any] = {"times": array("d"), "n": 0, "probes": 0, "sample": b"", "cpu0": time.process_time()}
 
     def http(status: str, payload: bytes) -> bytes:
         return (f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n"
@@ -116,12 +135,12 @@ def serve(latency: float, turns: int) -> None:
         def handle(self, line: list[bytes], body: bytes) -> None:
             method, path = line[0], line[1] if len(line) > 1 else b"/"
             if path == b"/stats":
-                out = {"n": state["n"], "times": state["times"].tolist(), "cpu_s": time.process_time() - state["cpu0"],
-                       "rss_mib": peak_rss_mib()}
+                out = {"n": state["n"], "probes": state["probes"], "times": state["times"].tolist(),
+                       "cpu_s": time.process_time() - state["cpu0"], "rss_mib": peak_rss_mib()}
                 self.t.write(http("200 OK", orjson.dumps(out)))
                 return
             if path == b"/reset":
-                state["times"], state["n"], state["cpu0"] = array("d"), 0, time.process_time()
+                state["times"], state["n"], state["probes"], state["cpu0"] = array("d"), 0, 0, time.process_time()
                 self.t.write(http("200 OK", b"{}"))
                 return
             if path == b"/sample":
@@ -129,7 +148,10 @@ def serve(latency: float, turns: int) -> None:
                 return
             req = orjson.loads(body) if body else {}
             fast = path.startswith(FAST.encode())
-            if not fast:
+            probe = not fast and is_probe(req)
+            if probe:
+                state["probes"] += 1
+            elif not fast:
                 state["n"] += 1
                 if len(body) > len(state["sample"]):
                     state["sample"] = body
@@ -137,12 +159,13 @@ def serve(latency: float, turns: int) -> None:
             if fast:
                 self.t.write(payload)
             else:
-                loop.call_later(latency, self.send, payload)
+                loop.call_later(latency, self.send, payload, not probe)
 
-        def send(self, payload: bytes) -> None:
+        def send(self, payload: bytes, step: bool) -> None:
             if not self.t.is_closing():
                 self.t.write(payload)
-                state["times"].append(time.monotonic())
+                if step:  # the steady rate counts rollout steps only
+                    state["times"].append(time.monotonic())
 
     server = loop.run_until_complete(loop.create_server(Conn, "127.0.0.1", 0, backlog=4096))
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
@@ -371,8 +394,11 @@ def run_arm(kind: str, url: str, work: Path, args: argparse.Namespace) -> dict:
     r["server_rss_mib"] = stats["rss_mib"]
     r["load"] = [round(x, 2) for x in load0]
     r["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    r["probes"] = stats["probes"]
     if r["bad"] or stats["n"] != r["steps"]:
         raise SystemExit(f"{kind} run: stop reasons {r['bad']}, {stats['n']} answers for {r['steps']} steps")
+    if r["probes"] != (1 if kind == "ours" else 0):  # auto probes once per process and endpoint, never per rollout
+        raise SystemExit(f"{kind} run: {r['probes']} tool-protocol probes (expected {1 if kind == 'ours' else 0})")
     return r
 
 
@@ -423,7 +449,8 @@ def main() -> None:
                     runs[kind].append(r)
                     print(f"  run {i + 1} {kind:4s}: steady {r['steady']:6.1f} steps/s, end to end "
                           f"{r['end_to_end']:6.1f} ({r['steps']} steps in {r['wall_s']:.1f} s), CPU {r['cpu_s']:.1f} s, "
-                          f"RSS {r['rss_mib']:.0f} MiB, server {r['server_cpu_us']:.0f} us/request, load {r['load']}",
+                          f"RSS {r['rss_mib']:.0f} MiB, server {r['server_cpu_us']:.0f} us/request, "
+                          f"tool-protocol probes {r['probes']}, load {r['load']}",
                           flush=True)
             cap = subprocess.run([sys.executable, __file__, "--capacity", "--url", url, "--concurrency",
                                   str(min(args.concurrency, 256))], capture_output=True, text=True, check=True)
@@ -462,7 +489,8 @@ def main() -> None:
                       "baseline_cpu_ms_per_step": round(cpu_bare, 3), "rss_mib": round(rss_ours),
                       "baseline_rss_mib": round(rss_bare), "server_rps": round(server_rps),
                       "server_cpu_us": round(server_cpu_us), "load_avg_runs": [min(loads), max(loads)],
-                      "load_avg_end": [round(x, 2) for x in load_end], "repeats": args.repeats}))
+                      "load_avg_end": [round(x, 2) for x in load_end], "repeats": args.repeats,
+                      "probes_per_run": {k: sorted({r["probes"] for r in rs}) for k, rs in runs.items()}}))
 
 
 if __name__ == "__main__":

@@ -471,7 +471,8 @@ def run_filter(ctx: StageContext) -> StageResult:
         extra["judge"] = dict(judge_counts) | {k[6:]: n for k, n in tally.items() if k.startswith("judge:")}
     if teacher is not None:
         extra["teacher"] = teacher.stats.since(snap)
-    return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra)
+    idle = "questions.splits.sft is 0: no SFT row is asked for" if ctx.cfg.questions.splits.sft == 0 else ""
+    return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra, idle=idle)
 
 
 def reasoning_report(kept: list[Candidate], mode: str | None) -> dict[str, Any]:

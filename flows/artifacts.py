@@ -8,7 +8,9 @@ The report artifact shows the report's figures inline: Prefect's UI renders a ma
 artifact's images with an ``<img>`` whose source is the link as written, and a browser will
 not load a ``file://`` path from a web page, so each PNG travels inside the markdown as a
 ``data:image/png;base64`` URI, downscaled and within a size budget (figures past it are named
-by path).  Paths on the run's machine (the report, the explorer) are given as text.
+by path).  Paths on the run's machine (the report, the explorer) are given as text.  Every string the
+artifacts did not write themselves (paths, stage and reason names read from the reports, the config)
+enters their Markdown through :mod:`synth.text.markdown`.
 
 Nothing here reads the environment: the config appears only as it is stored (the API key's
 variable *name*, ``api_key_env``; the endpoint as
@@ -33,6 +35,7 @@ from synth.report.headline import read_headline
 from synth.report.stage import funnel_steps, read_reports, teacher_totals
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
+from synth.text.markdown import md_code, md_fence, md_text
 
 FUNNEL_COLUMNS = ["step", "count", "unit", "dropped", "reasons"]
 # "server-cached prompt tokens" are the part of "prompt tokens" the server served from its prefix cache;
@@ -163,15 +166,15 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
     report = root / "report"
     reports = read_reports(root)
     price = cfg.teacher.price_per_mtok if cfg is not None else None
-    lines = [f"# hopforge run: `{root}`", ""]
+    lines = [f"# hopforge run: {md_code(root)}", ""]
     index, explorer = report / "index.md", report / "index.html"
     if explorer.exists():
-        lines += [f"Explorer (open it in a browser on the machine that holds the run): `{explorer}`", ""]
+        lines += [f"Explorer (open it in a browser on the machine that holds the run): {md_code(explorer)}", ""]
     if index.exists():
-        lines += [f"Report: `{index}`", ""]
+        lines += [f"Report: {md_code(index)}", ""]
     else:
         lines += ["No report was written (the `report` stage did not run).", ""]
-    lines += [f"Run summary: `{root / 'reports' / 'run.json'}`", ""]
+    lines += [f"Run summary: {md_code(root / 'reports' / 'run.json')}", ""]
 
     headline = read_headline(root, price)
     lines += _headline(reports, headline)
@@ -180,8 +183,8 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
         lines += ["## Funnel", "", "Stage order, top to bottom; each row counts its own unit, and `dropped` is what "
                   "the step removed from the row above.", "",
                   "| step | count | dropped | reasons |", "| --- | ---: | ---: | --- |"]
-        lines += [f"| {s['step']} | {s['count']:,} {s['unit']} | "
-                  f"{'-' if s['dropped'] is None else format(s['dropped'], ',')} | {s['reasons'] or '-'} |"
+        lines += [f"| {md_text(s['step'])} | {s['count']:,} {md_text(s['unit'])} | "
+                  f"{'-' if s['dropped'] is None else format(s['dropped'], ',')} | {md_text(s['reasons'] or '-')} |"
                   for s in steps]
         lines.append("")
     per = teacher_totals(reports, price)
@@ -193,7 +196,7 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
                   "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for stage, u in per.items():
             g = lambda k: int(u.get(k, 0))  # noqa: E731
-            lines.append(f"| {stage} | {status.get(stage, '')} | {g('prompt_tokens'):,} | "
+            lines.append(f"| {md_text(stage)} | {status.get(stage, '')} | {g('prompt_tokens'):,} | "
                          f"{g('server_cached_prompt_tokens'):,} | {g('completion_tokens'):,} | "
                          f"{g('cached_prompt_tokens'):,} | {g('cached_completion_tokens'):,} | "
                          f"{_usd(u.get('cost_usd'))} | {_usd(u.get('cost_with_cache_usd'))} |")
@@ -204,7 +207,7 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
     if report.is_dir():
         lines += _figures(report, budget)
     if cfg is not None:
-        lines += ["## Config", "", "```yaml", yaml.safe_dump(safe_config(cfg), sort_keys=False).rstrip(), "```", ""]
+        lines += ["## Config", "", *md_fence(yaml.safe_dump(safe_config(cfg), sort_keys=False).rstrip(), "yaml"), ""]
     return "\n".join(lines)
 
 
@@ -264,7 +267,7 @@ def _figures(report: Path, budget: int) -> list[str]:
         spent += size
         lines += [f"![{name}]({uri})", "", f"*{caption}*", ""]
     if left:
-        lines += ["Not embedded (size budget): " + ", ".join(f"`{report / n}`" for n in left) + ".", ""]
+        lines += ["Not embedded (size budget): " + ", ".join(md_code(report / n) for n in left) + ".", ""]
     return lines
 
 
@@ -277,7 +280,7 @@ def attach(out: str | Path, cfg: Config, outcomes: Sequence[StageOutcome]) -> di
     ids = {
         "funnel": create_table_artifact(
             funnel_table(root), key="synth-funnel",
-            description=f"The funnel of `{root}` in stage order: questions drafted and accepted, traces, the traces "
+            description=f"The funnel of {md_code(root)} in stage order: questions drafted and accepted, traces, the traces "
                         "left after each filter reason (chain order), kept SFT rows; each row in its own unit."),
         "stages": create_table_artifact(
             stages_table(outcomes), key="synth-stages",

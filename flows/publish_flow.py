@@ -75,9 +75,11 @@ def _artifacts(kind: str, where: str, result: dict) -> None:
         return
     from prefect.artifacts import create_link_artifact, create_table_artifact
 
+    from synth.text.markdown import md_code
+
     shards = result.get("shards") or {}
     table = [{"config": name, "rows": n, "shards": shards.get(name)} for name, n in (result.get("rows") or {}).items()]
-    create_table_artifact(table, key="publish-rows", description=f"What was published to {kind}:{where}.")
+    create_table_artifact(table, key="publish-rows", description=f"What was published to {md_code(f'{kind}:{where}')}.")
     if kind == "hub":
         url = result.get("commit_url") or f"https://huggingface.co/datasets/{where}"
         create_link_artifact(url, link_text=where, key="publish-hub", description="The published dataset.")

@@ -62,7 +62,7 @@ INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs
 # The teacher's limits are global: N processes that run a stage's shards each take 1/N of them.
 TEACHER_LIMITS = ("teacher.concurrency", "teacher.rpm", "teacher.tpm")
 
-QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True, must_produce=True,
+QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True,
                   # the index: shortcut checks; the graph: skippable and ambiguous hops (every pipeline has it,
                   # since walks need it; a store made by hand may not, and then corpus/links stands in)
                   reads=("ingest", "walks"), optional_reads=("expand", "index", "graph"),

@@ -188,9 +188,11 @@ def run_eval(ctx) -> Any:
     try:
         held = eval_questions(ctx.store)
     except InputError as e:
-        # A small run can have no eval question at all: the pipeline still finishes, and says so.
+        # Held out by configuration (questions.splits.eval 0), there is nothing to evaluate, and that is a result;
+        # a run that wrote too few questions to hold one out has an empty eval, which fails unless runner.allow_empty.
         log.warning("eval: %s; nothing to evaluate", e)
-        return StageResult(input=0, output=0, extra={"skipped": str(e)})
+        idle = "questions.splits.eval is 0: no question is held out" if ctx.cfg.questions.splits.eval == 0 else ""
+        return StageResult(input=0, output=0, idle=idle, extra={"skipped": str(e)})
     bar = ctx.bar("eval trajectories", len(held) * ctx.cfg.eval.n, "traces")
     with bar:
         report = evaluate(ctx.store, ctx.cfg, str(ctx.store.path("student").resolve()), ctx.out("eval"), progress=bar)

@@ -125,7 +125,7 @@ def _finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     """Band every measured question, write ``rl_pool`` (and the curriculum stages) and the report."""
     cfg = ctx.cfg
     if cfg.rl.band_by != STUDENT:
-        return StageResult(input=0, output=0, extra={
+        return StageResult(input=0, output=0, idle="rl.band_by is teacher: the filter stage wrote rl_pool", extra={
             "band_by": cfg.rl.band_by, "skipped": "rl.band_by is teacher: the filter stage wrote rl_pool"})
     questions = {q.question_id: q for q in pool_questions(ctx.store, cfg)}
     keys = answer_keys(ctx.store, cfg.filters.min_f1)

@@ -138,8 +138,12 @@ class RunnerConfig(Section):
         "processes, everything in this process.  Under the Prefect flow with `task_runner: dask` the Dask "
         "cluster's workers do this work instead.  The tables are the same whatever the count.", 0, ge=0)
     allow_empty: bool = operational(
-        "Commit a teacher stage whose every item was dropped (by default that is an error: a broken prompt or "
-        "endpoint must not become a finished, empty stage that later runs reuse).", False)
+        "Commit (and reuse) a stage whose output is empty: its input was empty, every item was dropped, or some "
+        "were dropped and the teacher calls of the rest failed.  By default that stops the run with one line "
+        "(exit 1): a broken prompt, endpoint or corpus must not become a finished, empty stage that later runs "
+        "reuse and the stages after it 'run' on.  A stage that has nothing to do by its configuration "
+        "(expand.num_subgraphs 0, rl.band_by teacher for rl_band, a pretrained tokenizer, questions.splits.eval "
+        "0 for eval) is not empty in this sense.", False)
     max_failed_fraction: float = operational(
         "The share of a stage's items whose teacher call failed (a transport or server error, not a drop) above "
         "which the stage stops the run. Failed items are never committed as output; what succeeded is, and the "

@@ -132,6 +132,12 @@ class Pipeline:
                 log.info("%s: retrying the %d items whose teacher call failed last time (%s); the rest are "
                          "call-cache hits", stage.name, sum(failed.values()), _top(failed))
             else:
+                committed = store.committed_report(stage.name, key)
+                if not cfg.runner.allow_empty and committed.get("output") == 0 and not committed.get("idle"):
+                    raise StageFailed(f"stage {stage.name}: its committed output (key {key}) is empty ("
+                                      f"{_why_empty(stage, committed)}), made under runner.allow_empty or by an "
+                                      "older hopforge; an empty stage is an error: change what emptied it, or set "
+                                      "runner.allow_empty=true to use it")
                 same = entry is not None and entry.get("key") == key
                 manifest_entry = entry if same else dict(
                     {k: v for k, v in (entry or {}).items() if k not in ("failed", "failed_digest")},
@@ -155,16 +161,17 @@ class Pipeline:
         result.check(stage.name)
         n_failed, limit = result.n_failed, cfg.runner.max_failed_fraction
         too_many = n_failed > 0 and n_failed > limit * result.input
-        if too_many and result.output == 0:
+        if too_many and result.output == 0 and not result.dropped:
             raise StageFailed(f"stage {stage.name}: the teacher call of every one of its {result.input:,} items failed "
                               f"({_top(result.failed, result.failed_items)}); nothing is committed, and the same "
                               "command retries them")
-        if not n_failed and stage.must_produce and result.input > 0 and result.output == 0 \
-                and not cfg.runner.allow_empty:
-            raise StageFailed(f"stage {stage.name}: every one of its {result.input:,} items was dropped "
-                              f"({_top(result.dropped)}), so nothing is committed; see "
-                              f"{store.root}/.stages/{stage.name}/{key}.partial, or set "
-                              "runner.allow_empty=true to accept an empty result")
+        if result.output == 0 and not result.idle and not cfg.runner.allow_empty:
+            # Committed, an empty stage would be reused by every later run, and the stages after it would "run"
+            # on nothing: a broken prompt, endpoint or corpus must stop the run where it emptied the data.
+            why = _why_empty(stage, {**result.extra, **dataclasses.asdict(result)})
+            seen = f"; see {store.root}/.stages/{stage.name}/{key}.partial" if result.dropped else ""
+            raise StageFailed(f"stage {stage.name}: {why}, so its output is empty and nothing is committed{seen}; an "
+                              "empty stage is an error unless runner.allow_empty=true")
         seconds = time.monotonic() - t0
         report = {
             "stage": stage.name,
@@ -175,6 +182,8 @@ class Pipeline:
             "seconds": round(seconds, 3),
             **result.extra,
         }
+        if result.idle:
+            report["idle"] = result.idle
         # The sections let a reader (the dataset card) check a config against this output later.
         entry = dict(parts, key=key, sections=list(stage.sections), seconds=round(seconds, 3), finished_at=time.time())
         if n_failed:
@@ -385,11 +394,27 @@ def _shard_name(i: int, job: ShardJob) -> str:
 
 def _top(counts: dict[str, int], items: Sequence[dict] = ()) -> str:
     """The commonest reasons of ``counts`` with their numbers, and the first detail given for the first."""
-    top = sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:4]
+    top = sorted(((r, n) for r, n in counts.items() if n), key=lambda x: (-x[1], x[0]))[:4]
     said = ", ".join(f"{r} {n:,}" for r, n in top)
     detail = next((i.get("detail") for i in items if i.get("reason") == top[0][0] and i.get("detail")), None) \
         if top else None
     return f"{said}: {detail}" if detail else said
+
+
+def _why_empty(stage: Stage, r: dict) -> str:
+    """Why a stage made nothing, from its result (or committed report): ``input``, ``dropped``, ``failed``."""
+    n, dropped, failed = r.get("input") or 0, r.get("dropped") or {}, r.get("failed") or {}
+    if not n:
+        said = r.get("skipped")  # a stage may say why it had nothing to read (eval: no eval-split question)
+        if isinstance(said, str) and said:
+            return f"its input was empty: {said}"
+        return "its input was empty" + (f" (it reads {', '.join(stage.reads)})" if stage.reads else "")
+    if failed:
+        why_failed = _top(failed, r.get("failed_items") or ())
+        return (f"none of its {n:,} items made it: {sum(dropped.values()):,} were dropped"
+                + (f" ({_top(dropped)})" if dropped else "")
+                + f" and the teacher call of {sum(failed.values()):,} failed ({why_failed})")
+    return f"every one of its {n:,} items was dropped ({_top(dropped)})"
 
 
 def _prepare_partial(partial: Path, sharded: bool) -> None:

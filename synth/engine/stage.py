@@ -41,6 +41,9 @@ class StageResult:
     teacher_calls: int = 0  # requests paid for by this run (not cache hits, not resumed shards)
     failed: dict[str, int] = field(default_factory=dict)
     failed_items: list[dict] = field(default_factory=list)
+    # Why the stage had nothing to do by its configuration (expand.num_subgraphs is 0, rl.band_by is teacher,
+    # a pretrained tokenizer copied rather than trained): its empty output is then a result, not a failure.
+    idle: str = ""
 
     @property
     def n_failed(self) -> int:
@@ -119,7 +122,6 @@ class Stage:
     command: str = ""  # the CLI command that runs it, for error messages
     key_extra: Callable[[Any, Store], str] | None = None
     sharded: bool = False
-    must_produce: bool = False  # an empty output from a non-empty input is a failure, not a result
     by_content: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     # The shards' work is CPU-bound Python (the questions validators): `hopforge run` runs them in runner.cpu_workers
     # processes instead of threads, each with 1/N of these global limits (dotted operational fields of the config).

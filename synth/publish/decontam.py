@@ -10,6 +10,7 @@ against benchmark files, so a reader never takes silence for a guarantee.
 from __future__ import annotations
 
 from synth.decontam.check import LEVELS, REASONS
+from synth.text.markdown import md_code
 
 
 def decontam_section(questions_report: dict) -> list[str]:
@@ -29,7 +30,8 @@ def decontam_section(questions_report: dict) -> list[str]:
               + " | ".join(f"dropped: {lv}" for lv in levels) + " |",
               "| --- | --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in levels) + " |"]
     for b in entry["benchmarks"]:
-        lines.append(f"| `{b['benchmark']}` | `{b['file']}` | `{b['sha256']}` | {b['questions']:,} | "
+        lines.append(f"| {md_code(b['benchmark'], table=True)} | {md_code(b['file'], table=True)} | "
+                     f"{md_code(b['sha256'], table=True)} | {b['questions']:,} | "
                      f"{b['titles_resolved']:,} | {b['titles_unresolved']:,} | "
                      + " | ".join(f"{int(b['dropped'].get(lv, 0)):,}" for lv in levels) + " |")
     return lines + [""]

@@ -61,7 +61,10 @@ Targets.
     token is read from ``HF_TOKEN`` only, passed to each call, and never logged, printed
     or written; error messages from the Hub are scrubbed of it.
 
-A DIR is published only when the stages behind the tables ran and agree with each
+A DIR is published under its run lock (``DIR/.hopforge.lock``, :class:`~synth.engine.store.RunLock`, the
+one ``hopforge run`` and ``report`` take): while a run holds the folder, publish stops at once with one
+line naming it, and no run starts on the folder while publish reads it, so a publish never reads a
+folder half updated.  A DIR is published only when the stages behind the tables ran and agree with each
 other: the manifest must hold ``ingest``, ``questions``, ``rollout`` and ``filter``, and
 each of these (and ``assemble``) must have been made from the current output of the
 stages it read.  Memory stays bounded by one shard: rows are spilled per shard to Arrow
@@ -88,7 +91,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from synth.engine.store import Store
+from synth.engine.store import RunLock, Store
 from synth.publish.errors import HubError, PublishError
 from synth.publish.owned import OWNED_FILE, OwnedFiles, check_outside_run
 from synth.publish.config import PublishConfig
@@ -459,18 +462,29 @@ def publish(out_dir: str | Path, target: str, cfg: Any, overwrite: bool = False)
     Returns a summary: ``written`` / ``unchanged`` / ``deleted`` (file paths; on the Hub
     ``written`` means uploaded), ``rows`` and ``shards`` per config (all splits together),
     ``splits`` per config (``{split: {"rows", "shards"}}``, in sft / rl / eval order), ``skipped``
-    configs with the reason, and ``commit_url`` (Hub only, None when nothing changed).
+    configs with the reason, and ``commit_url`` (Hub only, None when nothing changed).  It holds the
+    folder's run lock throughout (:class:`~synth.engine.store.FolderInUse` when a run holds it).
     """
-    from synth.publish.card import card_facts, leaked_secret, render_card
-    from synth.engine.runner import VERSION
-
     tgt = parse_target(target)
-    pcfg = cfg.publish
     root = Path(out_dir).absolute()
     if tgt.kind == "local":
         check_outside_run(root, Path(tgt.where))
     if not (root / "manifest.json").is_file():
         raise PublishError(f"cannot publish {root}: no manifest.json (not a hopforge output folder)")
+    lock = RunLock(root)
+    lock.acquire("hopforge publish")  # FolderInUse, at once, while a run holds the folder
+    try:
+        return _publish(root, tgt, cfg, overwrite)
+    finally:
+        lock.release()
+
+
+def _publish(root: Path, tgt: "Target", cfg: Any, overwrite: bool) -> dict:
+    """:func:`publish`, with ``root``'s run lock held."""
+    from synth.publish.card import card_facts, leaked_secret, render_card
+    from synth.engine.runner import VERSION
+
+    pcfg = cfg.publish
     store = Store(root)
     manifest, reports = check_ready(store)
     written: list[str] = []

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from filters.rlconfig import STUDENT, TEACHER
+from synth.text.markdown import md_code, md_text
 
 # The stages that measure a band, and whose rollouts they count (the prefix of extra_info.band_model).
 BAND_STAGES = {"filter": TEACHER, "rl_band": STUDENT}
@@ -83,7 +84,8 @@ def band_section(md: list[str], reports: dict[str, dict], root: Path, summary: d
            "| measured by | split | all wrong (c = 0) | band (1 <= c <= n-1) | all right (c = n) | rows in rl_pool |",
            "| --- | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        md.append(f"| `{r['model']}` ({r['stage']}) | {r['split']}{'' if r['in_pool'] else ' (not pooled)'} | "
+        md.append(f"| {md_code(r['model'], table=True)} ({r['stage']}) | {md_text(r['split'])}"
+                  f"{'' if r['in_pool'] else ' (not pooled)'} | "
                   f"{r['all_wrong']:,} | {r['rl_pool']:,} | {r['all_right']:,} | {r['rows']:,} |")
     md.append("")
     for stage in BAND_STAGES:

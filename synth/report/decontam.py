@@ -13,18 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from synth.decontam.check import LEVELS, REASONS
+from synth.text.markdown import md_code, md_text, one_line
 
 
 def _cell(text: Any, width: int = 90) -> str:
-    s = str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
-    return s if len(s) <= width else s[: width - 1] + "…"
+    """``text`` cut to ``width`` characters, as Markdown text (:func:`synth.text.markdown.md_text`)."""
+    s = one_line(text if text is not None else "-")
+    return md_text(s if len(s) <= width else s[: width - 1] + "…")
 
 
 def _example(level: str, ex: dict) -> str:
     if level == "text":
         return f"question {_cell(ex.get('question'))} shares “{_cell(ex.get('ngram'), 60)}”"
     path = " → ".join(ex.get("titles") or [])
-    return (f"{ex.get('kind', 'walk')} {_cell(path, 70)} retraces {_cell(ex.get('benchmark_question'), 40)}: "
+    return (f"{_cell(ex.get('kind', 'walk'))} {_cell(path, 70)} retraces {_cell(ex.get('benchmark_question'), 40)}: "
             f"{_cell(ex.get('question'), 70)} (answer {_cell(ex.get('answer'), 30)})")
 
 
@@ -43,7 +45,8 @@ def decontamination_section(md: list[str], questions_report: dict | None) -> dic
            + " | ".join(levels) + " |", "| --- | --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in levels)
            + " |"]
     for b in entry["benchmarks"]:
-        md.append(f"| {b['benchmark']} | {_cell(b['file'], 40)} | `{b['sha256'][:12]}` | {b['questions']:,} | "
+        md.append(f"| {_cell(b['benchmark'])} | {_cell(b['file'], 40)} | {md_code(b['sha256'][:12], table=True)} | "
+                  f"{b['questions']:,} | "
                   f"{b['titles_resolved']:,} | {b['titles_unresolved']:,} | "
                   + " | ".join(f"{b['dropped'].get(lv, 0):,}" for lv in levels) + " |")
     md.append("")
@@ -53,7 +56,7 @@ def decontamination_section(md: list[str], questions_report: dict | None) -> dic
             shown = ", ".join(f"“{_cell(t, 50)}”" for t in b["unresolved_examples"])
             lines.append(f"- titles not resolved, e.g. {shown}")
         if lines:
-            md += [f"**{b['benchmark']}** ({_cell(b['file'], 40)}):", "", *lines, ""]
+            md += [f"**{_cell(b['benchmark'])}** ({_cell(b['file'], 40)}):", "", *lines, ""]
     return entry
 
 

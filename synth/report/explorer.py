@@ -11,7 +11,9 @@ The question index (compact columns) is one script, ``explorer/index-data.js``; 
 each question is in shards ``explorer/shard-NNNNN.js`` of consecutive questions (at most
 ``shard_size`` of them and about ``shard_bytes``), which the page loads on demand with a script
 tag calling a global callback (``fetch`` of a local file is refused under file://).  Data is JSON inside JS with ``<``, ``>``, ``&`` and the line
-separators escaped, and the page only ever sets it as text, never as markup.
+separators escaped, and the page only ever sets it as text, never as markup.  Each string of the
+data is shown in a bidi isolate (``<bdi>``), and so is each path title where a question's text holds it,
+so a right-to-left override (U+202E) in a title reverses that title and nothing shown after it.
 
 Writing reads each table once, in batches, and spills every row's share of a question's detail
 into a scratch file per shard, so memory holds one batch of conversations at a time.  Everything

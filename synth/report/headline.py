@@ -38,6 +38,7 @@ from synth.engine.store import MissingInput, Store
 from synth.report.runinfo import read_reports
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
+from synth.text.markdown import md_text
 
 SPLIT_STAGES = ("questions", "rollout")  # the stages broken down by split
 STAGES = (*SPLIT_STAGES, "filter")
@@ -140,7 +141,7 @@ class Headline:
         lines = [how, "", "| " + " | ".join(self.COLUMNS) + " |", "| --- | --- |" + " ---: |" * (len(self.COLUMNS) - 2)]
         for r in self.rows():
             bold = r[0] == ALL and r[1] == ALL
-            lines.append("| " + " | ".join(f"**{x}**" if bold else str(x) for x in r) + " |")
+            lines.append("| " + " | ".join(f"**{md_text(x)}**" if bold else md_text(x) for x in r) + " |")
         return lines + [""]
 
 

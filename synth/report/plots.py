@@ -122,6 +122,13 @@ def _hist(ax, values: Sequence[float], discrete: bool, extra: tuple[str, Sequenc
         ax.legend(fontsize=8)
 
 
+def one_value(*series: Sequence[float]) -> float | None:
+    """The value every point of ``series`` has, when they hold points and all of them the same value (a
+    histogram of them would be one bar over an empty axis); None otherwise."""
+    values = {v for s in series for v in s}
+    return next(iter(values)) if len(values) == 1 else None
+
+
 def histogram(values: Sequence[float], path: Path, title: str, xlabel: str, discrete: bool = False,
               extra: tuple[str, Sequence[float]] | None = None, label: str | None = None) -> Path:
     """A histogram (integer bins when ``discrete``); ``extra`` overlays a second labelled series."""
@@ -320,5 +327,6 @@ def calibration(cal: dict[str, dict], path: Path) -> Path:
     return _save(fig, path)
 
 
-__all__ = ["bands", "bands_figure", "calibration", "drops", "erf", "funnel", "funnel_figure", "histogram", "pass_at_n",
+__all__ = ["bands", "bands_figure", "calibration", "drops", "erf", "funnel", "funnel_figure", "histogram", "one_value",
+           "pass_at_n",
            "pass_at_n_figure", "step_text", "tool_calls", "tool_calls_figure", "tool_mix", "tool_mix_figure"]

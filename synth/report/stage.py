@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,6 +53,7 @@ from synth.rollout.labels import evidence_states
 from synth.teacher.config import Price
 from synth.teacher.stats import PricedUsage, TeacherUsage
 from synth.text.answers import is_correct
+from synth.text.markdown import md_code, md_text
 
 TEACHER_KEYS = PricedUsage.TOKENS + PricedUsage.COSTS
 INF = math.inf
@@ -354,6 +355,38 @@ class Report:
     explorer: dict[str, Any] = field(default_factory=dict)
 
 
+class Figures:
+    """The report's figures as they are made: ``figs(name, caption)`` lists a drawn figure and shows it in the
+    Markdown with its caption; :meth:`histogram` draws one, unless its data holds a single value: a histogram
+    of that is one bar over an empty axis, so one line of the report says the value instead, and no PNG is
+    written (``summary["one_value_figures"]``)."""
+
+    def __init__(self, md: list[str], out: Path, rep: Report, plots: Any):
+        self.md, self.out, self.rep, self.plots = md, out, rep, plots
+
+    def __call__(self, name: str, caption: str) -> None:
+        self.rep.figures.append(name)
+        self.md.extend([f"![{caption}]({name})", "", f"*{caption}*", ""])
+
+    def histogram(self, name: str, caption: str, values: Sequence[float], title: str, xlabel: str,
+                  what: tuple[str, str], **kw: Any) -> None:
+        """``plots.histogram`` of ``values`` (and ``kw["extra"]``, a labelled second series) as ``name``, or,
+        when every value is one value, a line naming it and how many ``what`` (one, many: ``("trace",
+        "traces")``) have it."""
+        extra = kw.get("extra")
+        value = self.plots.one_value(values, *([extra[1]] if extra else []))
+        if value is None:
+            self.plots.histogram(values, self.out / name, title, xlabel, **kw)
+            self(name, caption)
+            return
+        (self.out / name).unlink(missing_ok=True)  # an earlier report's figure would be stale
+        shown = f"{value:g}" if isinstance(value, float) else f"{value:,}"
+        n = len(values)
+        said = f"the only {what[0]}" if n == 1 else f"all {n:,} {what[1]}"
+        self.md.extend([f"{title}: one value, {shown}, for {said}; no histogram is drawn.", ""])
+        self.rep.summary.setdefault("one_value_figures", {})[name] = {"value": value, "count": len(values)}
+
+
 def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls: int | None = None,
                  max_tool_calls: int | None = None, price: Price | None = None, explorer: bool = True,
                  ctx: StageContext | None = None) -> Report:
@@ -370,12 +403,9 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     rep = Report()
     reports = read_reports(store.root)
     facts, questions, verdicts = load_facts(store, min_f1)
-    md: list[str] = [f"# hopforge report: `{store.root.name}`", "",
+    md: list[str] = [f"# hopforge report: {md_code(store.root.name)}", "",
                      "Everything below is read from the run folder; sections whose inputs are missing are skipped.", ""]
-
-    def fig(name: str, caption: str) -> None:
-        rep.figures.append(name)
-        md.extend([f"![{caption}]({name})", "", f"*{caption}*", ""])
+    fig = Figures(md, out, rep, plots)
 
     _funnel_section(md, reports, verdicts, out, rep, plots, fig)
 
@@ -383,13 +413,13 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     if questions:
         hops = questions.column("hops")
         md += ["## Questions", "", f"{len(questions):,} questions, {sum(hops) / len(hops):.2f} hops on average.", ""]
-        plots.histogram(hops, out / "hops.png", "Hops per question", "hops (path length - 1)", discrete=True)
-        fig("hops.png", "How many links each question's gold path chains (its entities minus one).")
+        fig.histogram("hops.png", "How many links each question's gold path chains (its entities minus one).",
+                      hops, "Hops per question", "hops (path length - 1)", ("question", "questions"), discrete=True)
     else:
         rep.skipped.append("questions")
     if (decon := decontamination_section(md, reports.get("questions"))) is not None:
         rep.summary["decontamination"] = decon
-    rep.skipped += trust_sections(md, store.root, reports, verdicts, out, rep.summary, plots, fig)
+    rep.skipped += trust_sections(md, store.root, reports, verdicts, rep.summary, fig)
     rep.skipped += band_section(md, reports, store.root, rep.summary, plots, out, fig)
 
     if facts:
@@ -443,7 +473,7 @@ def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict
         trace_part = "traces (lower panel, counted in traces): every rollout"
         if reports.get("filter"):
             trace_part += (", then the traces left after each drop reason of the filter chain in chain order"
-                           + (f" ({' -> '.join(chain)})" if chain else "")
+                           + (f" ({' -> '.join(md_text(x) for x in chain)})" if chain else "")
                            + ", after setting aside traces of rl and eval questions (held_out), and the kept SFT "
                              "rows (best of n; one kept trace is one row)")
         if any(s["kind"] != "questions" for s in steps):
@@ -452,16 +482,16 @@ def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict
                           "says its count, its unit and how many its step dropped (-N).")
         md += ["| step | count | dropped by the step | reasons |", "| --- | ---: | ---: | --- |"]
         for s in steps:
-            md.append(f"| {s['label']} | {s['count']:,} {s['unit']} | "
-                      f"{'-' if s['dropped'] is None else format(s['dropped'], ',')} | {s['note'] or '-'} |")
+            md.append(f"| {md_text(s['label'])} | {s['count']:,} {md_text(s['unit'])} | "
+                      f"{'-' if s['dropped'] is None else format(s['dropped'], ',')} | {md_text(s['note'] or '-')} |")
         md.append("")
         rep.summary["funnel_steps"] = steps
     if rows:
         md += ["Every stage's input and output, each in its own unit:", "",
                "| stage | unit | input | output | dropped | drop reasons |", "| --- | --- | ---: | ---: | ---: | --- |"]
         for r in rows:
-            md.append(f"| {r['stage']} | {r['unit']} | {r['input']:,} | {r['output']:,} | "
-                      f"{sum(r['dropped'].values()):,} | {_reasons(r['dropped']) or '-'} |")
+            md.append(f"| {md_text(r['stage'])} | {md_text(r['unit'])} | {r['input']:,} | {r['output']:,} | "
+                      f"{sum(r['dropped'].values()):,} | {md_text(_reasons(r['dropped']) or '-')} |")
         md.append("")
         drop_list = [(f"{r['stage']}: {k} ({r['unit']})", v) for r in rows for k, v in sorted(r["dropped"].items())
                      if v]
@@ -506,11 +536,12 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
     fig("tools.png", "Mean calls of each tool (search, open, find) per trace, and tool calls that returned an "
                      "error, for traces with a correct answer and the others.")
     rendered = [f.n_tokens for f in facts if f.n_tokens is not None]
-    plots.histogram([f.completion_tokens for f in facts], out / "tokens.png", "Tokens per trace", "tokens",
-                    label="teacher completion tokens",
-                    extra=("rendered SFT tokens (length filter)", rendered) if rendered else None)
-    fig("tokens.png", "Tokens per trace: what the teacher generated, and (when measured) the full rendered "
-                      "conversation in the student's tokenizer.")
+    fig.histogram("tokens.png", "Tokens per trace: what the teacher generated, and (when measured) the full rendered "
+                                "conversation in the student's tokenizer.",
+                  [f.completion_tokens for f in facts], "Tokens per trace", "tokens",
+                  tuple(w + (" (completion and rendered tokens alike)" if rendered else "") for w in ("trace", "traces")),
+                  label="teacher completion tokens",
+                  extra=("rendered SFT tokens (length filter)", rendered) if rendered else None)
     splits, pool_ids = pool
     pooled = [f for f in facts if f.question_id in pool_ids]
     whose = (f"The {' and '.join(splits)} questions (those rl_pool draws from: the teacher's band)" if pooled
@@ -543,7 +574,7 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
            "| teacher | traces | recovered | median recovery turn |", "| --- | ---: | ---: | ---: |"]
     n_by = Counter(f.teacher_model for f in facts)
     for t, c in curves.items():
-        md.append(f"| {t} | {n_by[t]:,} | {c['recovered']} | {c['median_recovery_turn']} |")
+        md.append(f"| {md_code(t, table=True)} | {n_by[t]:,} | {c['recovered']} | {c['median_recovery_turn']} |")
     md.append("")
     plots.erf({t: (c["t"], c["erf"]) for t, c in curves.items()}, out / "erf.png")
     fig("erf.png", "ERF(t) per teacher: fraction of traces with all gold pages seen or a correct answer by turn t.")
@@ -555,7 +586,7 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
            "| teacher | answered | over-confident | at E=0 | at E=1 | over-cautious turns (mean) | "
            "over-cautious rate | CE |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for t, c in cal.items():
-        md.append(f"| {t} | {c['answered']:,} | {c['over_confident_rate']} | {c['answered_at_E0']} | "
+        md.append(f"| {md_code(t, table=True)} | {c['answered']:,} | {c['over_confident_rate']} | {c['answered_at_E0']} | "
                   f"{c['answered_at_E1']} | {c['over_cautious_mean_turns']} | {c['over_cautious_rate']} | {c['ce']} |")
     md.append("")
     plots.calibration(cal, out / "calibration.png")
@@ -651,7 +682,7 @@ def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: P
            + how + (f". The last row divides the total by the {kept:,} kept SFT samples." if kept else "."), "",
            "| stage | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
     for stage, vals in per.items():
-        md.append(f"| {stage} | " + " | ".join(_fmt(vals.get(k)) for k in cols) + " |")
+        md.append(f"| {md_text(stage)} | " + " | ".join(_fmt(vals.get(k)) for k in cols) + " |")
     if kept:
         each = {k: per["total"][k] / kept for k in cols if k in per["total"]}
         md.append("| per kept sample | " + " | ".join(_fmt(each.get(k)) for k in cols) + " |")

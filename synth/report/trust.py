@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from synth.engine.records import SPLITS
+from synth.text.markdown import md_code, md_text
 
 
 def split_counts(root: Path) -> dict[str, dict[str, int]]:
@@ -43,9 +44,10 @@ def _values(hist: dict[str, int] | None) -> list[int]:
     return [int(v) for v, n in (hist or {}).items() for _ in range(n)]
 
 
-def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts: list[dict] | None, out: Path,
-                   summary: dict[str, Any], plots: Any, fig: Callable[[str, str], None]) -> list[str]:
-    """Append the sections to ``md``; returns the names of those skipped for want of inputs."""
+def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts: list[dict] | None,
+                   summary: dict[str, Any], fig: Any) -> list[str]:
+    """Append the sections to ``md``, their figures through ``fig`` (:class:`synth.report.stage.Figures`);
+    returns the names of those skipped for want of inputs."""
     skipped = []
     splits = split_counts(root)
     if splits:
@@ -56,7 +58,7 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
                "questions train the student (sft, longctx), rl questions form rl_pool, eval questions are held out.",
                "", "| table | " + " | ".join(SPLITS) + " |", "| --- |" + " ---: |" * len(SPLITS)]
         for table, counts in splits.items():
-            md.append(f"| {table} | " + " | ".join(f"{counts.get(s, 0):,}" for s in SPLITS) + " |")
+            md.append(f"| {md_text(table)} | " + " | ".join(f"{counts.get(s, 0):,}" for s in SPLITS) + " |")
         md.append("")
         summary["splits"] = splits
     else:
@@ -68,14 +70,14 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
                "Every question any teacher writes is checked; a failed check is a named drop (after one repair "
                "request, where the stage makes one).", "", "| reason | dropped |", "| --- | ---: |"]
         for reason, n in sorted((q.get("dropped") or {}).items(), key=lambda kv: -kv[1]):
-            md.append(f"| `{reason}` | {n:,} |")
+            md.append(f"| {md_code(reason, table=True)} | {n:,} |")
         md.append("")
         repairs = q.get("repairs")
         if isinstance(repairs, dict) and repairs:
             md += ["| repaired reason | attempted | repaired |", "| --- | ---: | ---: |"]
             for reason, r in sorted(repairs.items()):
                 if isinstance(r, dict):
-                    md.append(f"| `{reason}` | {r.get('attempted', 0):,} | {r.get('repaired', 0):,} |")
+                    md.append(f"| {md_code(reason, table=True)} | {r.get('attempted', 0):,} | {r.get('repaired', 0):,} |")
             md.append("")
         summary["question_drops"] = dict(q.get("dropped") or {})
     else:
@@ -108,16 +110,17 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
             for name in adv["names"]:
                 c, k = (adv.get("checked") or {}).get(name) or {}, (adv.get("kept") or {}).get(name) or {}
                 share = k.get("full_depth_share")
-                md.append(f"| `{name}` | {c.get('entered', 0):,} | {c.get('hops_caught', 0):,} | "
+                md.append(f"| {md_code(name)} | {c.get('entered', 0):,} | {c.get('hops_caught', 0):,} | "
                           + (f"{share:.1%} |" if share is not None else "- |"))
             md.append("")
             summary["depth_adversaries"] = adv
         checked = depth["checked"]
-        plots.histogram(_values(checked.get("effective")), out / "effective_depth.png",
-                        "Effective against nominal depth (questions checked)", "hops", discrete=True,
-                        extra=("nominal depth", _values(checked.get("nominal"))), label="effective depth")
-        fig("effective_depth.png", "Effective depth (hops a solver must walk) against nominal depth (hops in the "
-            "chain), of every question the validators checked.")
+        fig.histogram("effective_depth.png", "Effective depth (hops a solver must walk) against nominal depth (hops "
+                      "in the chain), of every question the validators checked.", _values(checked.get("effective")),
+                      "Effective against nominal depth (questions checked)", "hops",
+                      ("question checked (effective and nominal depth alike)",
+                       "questions checked (effective and nominal depth alike)"), discrete=True,
+                      extra=("nominal depth", _values(checked.get("nominal"))), label="effective depth")
         summary["effective_depth"] = {name: {k: v for k, v in (depth.get(name) or {}).items()
                                              if k not in ("effective", "nominal")} for name in ("checked", "kept")}
     else:
@@ -130,9 +133,8 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
                f"Steps (searches, opens, finds) whose words or page the agent had not yet seen in the question or an "
                f"observation: {sum(1 for s in steps if s):,} of {len(steps):,} traces have at least one; "
                f"{sum(1 for s in kept if s):,} of {len(kept):,} kept traces do.", ""]
-        plots.histogram(steps, out / "ungrounded.png", "Ungrounded steps per trace", "ungrounded steps",
-                        discrete=True)
-        fig("ungrounded.png", "Ungrounded steps per trace (the grounded filter drops every trace with one).")
+        fig.histogram("ungrounded.png", "Ungrounded steps per trace (the grounded filter drops every trace with one).",
+                      steps, "Ungrounded steps per trace", "ungrounded steps", ("trace", "traces"), discrete=True)
         summary["ungrounded_traces"] = sum(1 for s in steps if s)
     else:
         skipped.append("grounding (no ungrounded_steps in filter/verdicts)")
@@ -147,11 +149,12 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
         for t in sorted({*answer, *bridge}, key=int):
             md.append(f"| {t} | {answer.get(t, 0):,} | {bridge.get(t, 0):,} |")
         md.append("")
-        plots.histogram([int(t) for t, n in answer.items() for _ in range(n)], out / "answer_repeats.png",
-                        "Walks per answer page", "walks ending on the page", discrete=True,
-                        extra=("bridge pages", [int(t) for t, n in bridge.items() for _ in range(n)]),
-                        label="answer pages")
-        fig("answer_repeats.png", "How often one page is the answer of, or a bridge in, a walk.")
+        fig.histogram("answer_repeats.png", "How often one page is the answer of, or a bridge in, a walk.",
+                      [int(t) for t, n in answer.items() for _ in range(n)], "Walks per answer page",
+                      "walks ending on the page", ("answer page (and bridge pages alike)",
+                                                   "answer pages (and bridge pages alike)"), discrete=True,
+                      extra=("bridge pages", [int(t) for t, n in bridge.items() for _ in range(n)]),
+                      label="answer pages")
         summary["max_answer_repeat"] = max((int(t) for t in answer), default=0)
     else:
         skipped.append("repeated pages (no walk report)")

@@ -210,7 +210,8 @@ def run_tokenizer(ctx) -> "Any":
     tok = load_tokenizer(name)
     template = training_template(tok)
     tok.save_pretrained(str(out))
-    return StageResult(input=0, output=0, extra={"kind": "pretrained", "name": name, "vocab_size": len(tok),
+    return StageResult(input=0, output=0, idle=f"the pretrained tokenizer {name} is copied, not trained on pages",
+                       extra={"kind": "pretrained", "name": name, "vocab_size": len(tok),
                                                  "chat_template": template, "files_sha": files_sha(out)})
 
 

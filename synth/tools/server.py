@@ -12,9 +12,21 @@ same behaviour as :class:`synth.tools.toolbox.Toolbox`::
 Each tool endpoint also takes the same fields as a POST JSON body (``query`` is
 accepted for ``q``; ``exclude`` may be a list), which is how source masking is
 done per request.  A bad request answers ``{"error": "..."}`` with 400 (bad
-arguments), 404 (unknown page) or 413 (a URL or body over ``tools.max_request_bytes``,
-refused before it is read whole, so a large or slow client holds no more than that).  The service binds to loopback only: it has no
-authentication, and the corpus is not meant to be served beyond this machine.
+arguments, a body that is not JSON or nests deeper than :data:`MAX_JSON_DEPTH`), 404 (unknown
+page), 413 (a URL or body over ``tools.max_request_bytes``, refused before it is read whole, so
+a large or slow client holds no more than that) or 415 (a POST body not sent as
+``application/json``).
+
+The service binds to loopback only: it has no authentication, and the corpus is not meant to be
+served beyond this machine.  A web page the user opens could still reach a loopback port from the
+browser, so two more checks keep browsers out:
+
+* the ``Host`` header must name a loopback address or ``localhost`` (with or without a port),
+  else 400: under DNS rebinding a page's own host name resolves to 127.0.0.1, and its requests
+  carry that name;
+* a POST body must be ``Content-Type: application/json``, else 415: a page may send a "simple"
+  cross-origin request (``text/plain``, form encodings) without asking first, but JSON needs a
+  CORS preflight, which this server never grants.
 
 Limits on clients (all in ``tools:``, all operational):
 
@@ -42,6 +54,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any
 
 import h11
@@ -49,7 +62,9 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from synth.tools.search import SearchIndex
@@ -61,6 +76,10 @@ _INT = re.compile(r"[+-]?\d+")
 log = logging.getLogger("hopforge")
 HEADER_SLACK = 8 << 10  # room for the request line and headers beside a URL of max_request_bytes
 GONE = 499  # the status of an answer to a client that went away (never sent: nobody is there to read it)
+# Tool arguments are flat (a page id list at most); the bound keeps every body far from the recursion limit
+# of the JSON parser and of anything that walks the parsed value.
+MAX_JSON_DEPTH = 32
+JSON_TYPE = "application/json"
 
 
 def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
@@ -94,12 +113,14 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
             value = values if key == "exclude" else values[-1]
             args[key] = int(value) if isinstance(value, str) and key in ("k", "offset") and _INT.fullmatch(value) else value
         if request.method == "POST":
+            declared = request.headers.get("content-type")
+            if declared is not None and not _is_json(declared):
+                raise ToolError(_not_json(declared), status=415)  # refused before the body is read
             raw = await body_of(request)
             if raw.strip():
-                try:
-                    body = json.loads(raw)
-                except ValueError as e:  # bad JSON, or bytes that are not UTF-8
-                    raise ToolError(f"the request body is not valid JSON: {getattr(e, 'msg', e)}") from None
+                if declared is None:
+                    raise ToolError(_not_json(None), status=415)
+                body = parse_json_body(raw)
                 if not isinstance(body, dict):
                     raise ToolError("the request body must be a JSON object")
                 args.update(body)
@@ -147,7 +168,79 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
         """The OpenAI function schemas of search, open and find."""
         return schemas
 
+    app.add_middleware(LoopbackHostOnly)
     return app
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == JSON_TYPE
+
+
+def _not_json(content_type: str | None) -> str:
+    sent = "no Content-Type" if content_type is None else f"Content-Type {content_type[:100]!r}"
+    return f"a POST body must be sent as Content-Type: {JSON_TYPE} (this request had {sent})"
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """``raw`` parsed as JSON; :class:`ToolError` (400) for bytes that are not JSON or nest past
+    :data:`MAX_JSON_DEPTH` levels (a body nested thousands deep would hit the parser's recursion limit)."""
+    too_deep = ToolError(f"the request body nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise too_deep from None
+    except ValueError as e:  # bad JSON, or bytes that are not UTF-8
+        raise ToolError(f"the request body is not valid JSON: {getattr(e, 'msg', e)}") from None
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise too_deep
+    return body
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and dicts (a scalar is 0), without recursing."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, d)
+        todo.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
+def host_problem(host: str | None) -> str | None:
+    """Why a request's ``Host`` header is refused (None: it names loopback, with or without a port)."""
+    if not host:
+        return "the request has no Host header; the tool server answers only requests addressed to loopback"
+    try:
+        parts = urlsplit(f"//{host}")
+        name, _ = parts.hostname, parts.port  # .port raises on a port that is not a number in range
+        if not name or parts.username is not None or parts.path or parts.query or parts.fragment:
+            raise ValueError
+        check_loopback(name)
+    except ValueError:
+        return (f"the Host header {host[:100]!r} does not name this machine's loopback (localhost, 127.0.0.1 or "
+                "[::1], with or without a port); the tool server answers only requests addressed to loopback")
+    return None
+
+
+class LoopbackHostOnly:
+    """ASGI middleware: a request whose ``Host`` header does not name loopback gets a 400, before any route.
+
+    A browser sends the host name of the page's own URL: under DNS rebinding that is the attacker's name,
+    resolved to 127.0.0.1, so checking the bound address is not enough (:func:`host_problem`)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            problem = host_problem(Headers(scope=scope).get("host"))
+            if problem is not None:
+                await JSONResponse({"error": problem}, status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _exclude_list(value: Any) -> list[str]:
@@ -285,5 +378,5 @@ def start_server(index: SearchIndex | str | Path, cfg: ToolsConfig | None = None
     return RunningServer(server, thread, host, bound)
 
 
-__all__ = ["create_app", "serve", "server_config", "start_server", "RunningServer", "ToolServerProtocol",
-           "check_loopback"]
+__all__ = ["MAX_JSON_DEPTH", "LoopbackHostOnly", "create_app", "serve", "server_config", "start_server",
+           "RunningServer", "ToolServerProtocol", "check_loopback", "host_problem", "json_depth", "parse_json_body"]

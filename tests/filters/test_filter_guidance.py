@@ -40,6 +40,7 @@ def _run(root: Path, guidance: bool):
     store = make_store(root, questions, traces)
     cfg = config()
     cfg.rl.guidance = guidance
+    cfg.runner.allow_empty = True  # every question is an rl one, so `sft` is empty; rl_pool is what is looked at
     filt, _ = stages()
     outcome = run_stage(filt, cfg, store)
     rows = ds.dataset(store.root / "rl_pool").to_table().to_pylist()

@@ -85,10 +85,14 @@ def test_report_writes_index_and_figures(run) -> None:
     store, outcome = run
     out = store.path("report")
     index = (out / "index.md").read_text()
-    for png in ("funnel.png", "drops.png", "hops.png", "tool_calls.png", "tools.png", "tokens.png", "pass_at_n.png",
-                "erf.png", "calibration.png"):
+    for png in ("funnel.png", "drops.png", "tool_calls.png", "tools.png", "pass_at_n.png", "erf.png",
+                "calibration.png"):
         assert (out / png).stat().st_size > 1000, png
         assert f"]({png})" in index
+    # Every question here chains 3 hops, and every trace was written with the same completion tokens: one value
+    # each, said in a line rather than drawn as one bar.
+    assert "Hops per question: one value, 3, for all " in index and not (out / "hops.png").exists()
+    assert "Tokens per trace: one value, " in index and not (out / "tokens.png").exists()
     for heading in ("## Funnel", "## Questions", "## Traces", "## Evidence recovery", "## Calibration",
                     "## Teacher cost"):
         assert heading in index

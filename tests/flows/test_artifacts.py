@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.markdown import code_spans, fences, raw_html, tables
 
 from flows.artifacts import (PER_KEPT, cost_table, funnel_table, png_data_uri, report_figures, report_markdown,
                              stages_table)
@@ -97,11 +98,36 @@ def test_report_markdown_embeds_the_figures_and_links_no_file(run: Path) -> None
     finally:
         page.with_suffix(".bak").rename(page)
     # The funnel, the cost priced now, and the captions of the report.
-    assert "| after wrong_answer | 24 traces | 8 | - |" in md
-    assert "| questions | reused |" in md and "| rollout | reused |" in md
+    rows = [row for table in tables(md) for row in table]
+    assert ["after wrong_answer", "24 traces", "8", "-"] in rows
+    assert {("questions", "reused"), ("rollout", "reused")} <= {tuple(r[:2]) for r in rows}
     assert "$10.4000" in md  # both stages with the cache: 2 x (4 + 1.2) USD
     assert "per kept SFT row" in md and "*Funnel, top to bottom in stage order" in md
     assert "api_key_env: OPENAI_API_KEY" in md
+
+
+HOSTILE = "evil` | x | <script>alert(1)</script>\n```\n<img src=x onerror=alert(1)>"
+
+
+def test_configured_and_recorded_strings_stay_text_in_the_report_artifact(tmp_path: Path) -> None:
+    """A model name, a drop reason and the run's own path that hold Markdown and HTML show as what they are."""
+    store = Store(tmp_path / "run`| <b>x</b>")
+    (store.root / "reports").mkdir(parents=True)
+    reports = json.loads(json.dumps(REPORTS))
+    reports["questions"]["dropped"] = {"pro|se <i>": 2}
+    for name, r in reports.items():
+        (store.root / "reports" / f"{name}.json").write_text(json.dumps(r))
+    build_report(store, store.root / "report")
+    cfg = load_config(CONFIG, [f"teacher.model={json.dumps(HOSTILE)}"])
+    outcomes = [StageOutcome(s, "k", True, 0.0, reports[s]) for s in ("questions", "rollout", "filter")]
+    md = report_markdown(store.root, cfg, outcomes)
+    assert raw_html(md) == []  # no tag of the strings reaches the page as markup
+    assert code_spans(md)[0] == str(store.root)  # the heading names the folder whole
+    funnel = next(t for t in tables(md) if t[0][0] == "step")
+    assert all(len(row) == 4 for row in funnel)  # the reason's pipe cut no row
+    assert ["accepted by the validators", "8 questions", "2", "pro|se <i> 2"] in funnel
+    (info, config), = [f for f in fences(md) if f[0] == "yaml"]
+    assert "alert(1)" in config and "```" in config  # the config block holds the model name and is not closed by it
 
 
 def test_report_markdown_keeps_images_within_budget_and_links_the_explorer(run: Path) -> None:

@@ -236,6 +236,54 @@ def test_a_stage_whose_every_item_failed_is_not_committed(tmp_path, walked):
     assert json.loads((out / "reports" / "questions.json").read_text())["output"] == 0
 
 
+def test_a_stage_whose_items_were_dropped_or_failed_is_not_committed(tmp_path, walked):
+    """Most items dropped (prose) and one failed (a 400 no retry cures): under runner.max_failed_fraction or
+    not, an empty `questions` is never committed as a finished stage."""
+    from helpers.openai_server import Status, serve
+
+    out = _copy(walked, tmp_path)
+    failing: list[str] = []
+
+    def handler(req):
+        text = json.dumps(req.get("messages") or "")
+        if "hop" in text and "Reply with the JSON object" not in text and failing in ([], [text]):  # a question
+            failing[:] = [text]
+            return Status(400, message="This model's maximum context length is 8192 tokens")
+        return "I would rather not write JSON today."
+
+    with serve(handler=handler) as srv:
+        args = ["--out", str(out), "--set", "teacher.backend=openai", "--set", "teacher.model=m",
+                "--set", f"teacher.base_url={srv.base_url}", *SMALL]
+        line = one_line_error(hopforge("questions", *args, env={"OPENAI_API_KEY": "x"}), code=1)
+    assert "stage questions: none of its" in line and "were dropped (prose" in line, line
+    assert "and the teacher call of 1 failed (http_400 1" in line and "runner.allow_empty=true" in line, line
+    assert "questions" not in json.loads((out / "manifest.json").read_text())["stages"]
+
+
+def test_an_empty_stage_stops_the_run_where_the_data_ran_out(tmp_path):
+    """A 3-page corpus has no 8-hop path: `walks` makes nothing and the run stops there, exit 1, instead of
+    every later stage "running" on 0 rows and exiting 0."""
+    source = tmp_path / "three.jsonl"
+    pages = [("1", "Alpha", "Alpha is a town near Beta.", "Beta", "2"),
+             ("2", "Beta", "Beta is a river flowing to Gamma.", "Gamma", "3"),
+             ("3", "Gamma", "Gamma is a sea east of Alpha.", "Alpha", "1")]
+    source.write_text("".join(json.dumps({
+        "_id": pid, "wikipedia_id": pid, "wikipedia_title": title, "text": [title + "\n", text + "\n"],
+        "anchors": [{"text": to, "href": to, "paragraph_id": 1, "start": text.index(to),
+                     "end": text.index(to) + len(to), "wikipedia_title": to, "wikipedia_id": to_id}]}) + "\n"
+        for pid, title, text, to, to_id in pages))
+    out = tmp_path / "run"
+    args = ["--out", str(out), "--set", f"corpus.source={source}", "--set", "walk.hops=8"]
+    line = one_line_error(hopforge("run", *args), code=1)
+    assert line.startswith("error: stage walks: every one of its") and "dead_end" in line, line
+    assert "nothing is committed" in line and "runner.allow_empty=true" in line
+    stages = json.loads((out / "manifest.json").read_text())["stages"]
+    assert {"ingest", "graph"} <= set(stages) and "walks" not in stages and not (out / "walks").exists()
+    r = hopforge("run", *args, "--until", "walks", "--set", "runner.allow_empty=true")
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert json.loads((out / "reports" / "walks.json").read_text())["output"] == 0
+
+
 # ---- one run per folder -----------------------------------------------------------------------
 def test_second_run_on_one_folder_stops_at_once(tmp_path, walked):
     out = _copy(walked, tmp_path)

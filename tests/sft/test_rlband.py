@@ -21,6 +21,7 @@ from flows.stages import FILTER, RL_BAND
 from helpers.filterstore import publish
 from helpers.openai_server import Reply, call, serve
 from sft.rlband import pool_questions
+from synth.engine.errors import StageFailed
 from synth.engine.records import TEACHER_FAILED
 from synth.engine.runner import run_stage
 from synth.engine.store import Store
@@ -176,9 +177,14 @@ def test_a_failed_student_call_is_never_counted_as_wrong(world, monkeypatch):
         return Reply(content="<answer>nobody at all</answer>")
 
     with serve(handler=handler) as srv:
-        cfg = load_config(None, BASE + [f"rl.base_url={srv.base_url}", "teacher.tool_protocol=native",
-                                        "teacher.max_retries=0", "runner.max_failed_fraction=0.5"])
-        run_stage(RL_BAND, cfg, store)
+        args = BASE + [f"rl.base_url={srv.base_url}", "teacher.tool_protocol=native", "teacher.max_retries=0",
+                       "runner.max_failed_fraction=0.5"]
+        # Every other question is all wrong, so the pool is empty: an error, unless the config accepts it.
+        with pytest.raises(StageFailed, match=rf"stage rl_band: none of its {QUESTIONS} items made it: "
+                                              rf"{QUESTIONS - 1} were dropped \(all_wrong {QUESTIONS - 1}\) and the "
+                                              r"teacher call of 1 failed"):
+            run_stage(RL_BAND, load_config(None, args), store)
+        run_stage(RL_BAND, load_config(None, args + ["runner.allow_empty=true"]), store)
     report = json.loads((store.root / "reports" / "rl_band.json").read_text())
     assert report["failed"] == {TEACHER_FAILED: 1} and report["failed_items"][0]["id"] == last.question_id
     assert report["bands"]["all_wrong"] == QUESTIONS - 1 and report["input"] == QUESTIONS
@@ -191,5 +197,6 @@ def test_under_the_teacher_band_the_stage_measures_nothing(world):
     publish(store, "sft", {"student": store.root / "questions"})
     outcome = run_stage(RL_BAND, load_config(None, []), store)
     assert outcome.report["output"] == 0 and "skipped" in outcome.report
+    assert outcome.report["idle"] == "rl.band_by is teacher: the filter stage wrote rl_pool"  # not an empty stage
     assert _rows(store.root, "rl_pool") == before  # the filter's (teacher's) pool stays the public one
     assert before and all(r["extra_info"]["band_model"].startswith("teacher:") for r in before)

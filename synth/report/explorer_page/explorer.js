@@ -1,6 +1,9 @@
 /* hopforge explorer: the question table and the detail of a question, from disk (file://).
    Data arrives by script tags that call hopforgeIndex(...) and hopforgeShard(k, ...); every
-   string from the data is set as text (textContent / text nodes), never parsed as markup. */
+   string from the data is set as text (textContent / text nodes), never parsed as markup.
+   Every string from the data is also shown in a bidi isolate (<bdi>, iso()), and so is each page title
+   inside a question's text (isolated()): a right-to-left override in a title (U+202E) then ends with the
+   title, instead of reversing the labels, separators and text shown after it. */
 (function () {
   'use strict';
 
@@ -31,11 +34,34 @@
     for (var i = 0; i < children.length; i++) {
       var c = children[i];
       if (c == null || c === false) continue;
+      if (Array.isArray(c)) { append(node, c); continue; }  // nested lists of parts are flattened
       node.appendChild(typeof c === 'object' ? c : document.createTextNode(String(c)));
     }
     return node;
   }
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+  // A string of the data in a bidi isolate: its direction is its own (dir=auto), and an override or embedding
+  // it opens ends where it ends.
+  function iso(text) { return el('bdi', null, text == null ? '' : String(text)); }
+  // The items, each isolated, with sep between them.
+  function isoJoin(items, sep) {
+    var out = [];
+    (items || []).forEach(function (x, k) { if (k) out.push(sep); out.push(iso(x)); });
+    return out;
+  }
+  // The page titles of a row of the index (they are stored joined by ' → ', for the search).
+  function titleList(joined) { return joined ? String(joined).split(' → ') : []; }
+  // text in an isolate, with every occurrence of one of the titles in an isolate of its own.
+  function isolated(text, titles) {
+    var ranges = [];
+    (titles || []).slice().sort(function (a, b) { return b.length - a.length; })
+      .forEach(function (t) { findAll(text, t, null, false, ranges); });
+    return el('bdi', null, spans(text, ranges, 'bdi'));
+  }
+  // Tooltip text (an attribute, where no element can isolate): each title between FSI and PDI.
+  function isoAttr(items, sep) {
+    return (items || []).map(function (x) { return '\u2068' + x + '\u2069'; }).join(sep);
+  }
   function fmt(x) {
     if (x == null) return '–';
     if (typeof x === 'number') return Number.isInteger(x) ? x.toLocaleString('en') : String(Math.round(x * 1e4) / 1e4);
@@ -44,16 +70,19 @@
   function pad(k) { var s = String(k); while (s.length < 5) s = '0' + s; return s; }
 
   // Text with the given ranges wrapped in <mark class=cls>; ranges are [start, end, cls].
-  function marked(text, ranges) {
+  function marked(text, ranges) { return spans(text, ranges, 'mark'); }
+  // Text with the given ranges (the first of overlapping ones, the longest at one start) wrapped in <tag>.
+  function spans(text, ranges, tag) {
     var frag = document.createDocumentFragment();
     text = text == null ? '' : String(text);
-    ranges = ranges.filter(function (r) { return r[1] > r[0]; }).sort(function (a, b) { return a[0] - b[0]; });
+    ranges = ranges.filter(function (r) { return r[1] > r[0]; })
+      .sort(function (a, b) { return a[0] - b[0] || b[1] - a[1]; });
     var at = 0;
     for (var i = 0; i < ranges.length; i++) {
       var r = ranges[i];
       if (r[0] < at) continue;
       if (r[0] > at) frag.appendChild(document.createTextNode(text.slice(at, r[0])));
-      frag.appendChild(el('mark', { className: r[2] }, text.slice(r[0], r[1])));
+      frag.appendChild(el(tag, r[2] ? { className: r[2] } : null, text.slice(r[0], r[1])));
       at = r[1];
     }
     if (at < text.length) frag.appendChild(document.createTextNode(text.slice(at)));
@@ -110,7 +139,8 @@
 
   // ---- overview ------------------------------------------------------------------------------
   function renderOverview(meta) {
-    $('title').textContent = 'hopforge explorer: ' + meta.run;
+    clear($('title'));
+    append($('title'), ['hopforge explorer: ', iso(meta.run)]);
     var funnel = $('funnel');
     if (meta.funnel && meta.funnel.length) {
       clear(funnel);
@@ -254,9 +284,11 @@
     var frag = document.createDocumentFragment();
     for (var k = lo; k < hi; k++) {
       var i = f[k];
-      var tr = el('tr', { 'data-i': i, 'data-qid': c.id[i], tabindex: 0, title: c.titles[i] }, [
-        el('td', { className: 'qid' }, c.id[i]), el('td', { className: 'text' }, c.text[i]), el('td', null, c.answer[i]),
-        el('td', null, S.data.splits[c.split[i]] || '–'), el('td', { className: 'num' }, c.hops[i] >= 0 ? c.hops[i] : '–'),
+      var titles = titleList(c.titles[i]);
+      var tr = el('tr', { 'data-i': i, 'data-qid': c.id[i], tabindex: 0, title: isoAttr(titles, ' → ') }, [
+        el('td', { className: 'qid' }, iso(c.id[i])), el('td', { className: 'text' }, isolated(c.text[i], titles)),
+        el('td', null, isolated(c.answer[i], titles)),
+        el('td', null, iso(S.data.splits[c.split[i]] || '–')), el('td', { className: 'num' }, c.hops[i] >= 0 ? c.hops[i] : '–'),
         el('td', { className: 'num', title: 'effective depth: hops a solver with a search tool must walk' },
           c.depth && c.depth[i] >= 0 ? c.depth[i] + '/' + c.hops[i] : '–'),
         el('td', null, outcomeCell(i)), el('td', { className: 'num' }, c.n[i] ? c.c[i] + '/' + c.n[i] : '–')]);
@@ -294,14 +326,14 @@
     box.setAttribute('data-qid', id);
     box.setAttribute('data-state', 'loading');
     clear(box);
-    box.appendChild(el('p', { className: 'muted' }, 'Loading ' + id + '…'));
+    box.appendChild(el('p', { className: 'muted' }, ['Loading ', iso(id), '…']));
     var k = shardOf(i);
     getShard(k, function (shard, err) {
       if (seq !== S.openSeq) return;
       clear(box);
       if (err || !shard) { box.appendChild(el('p', { className: 'warn' }, err || 'no data')); box.setAttribute('data-state', 'error'); return; }
       var d = shard.questions[i - shard.start];
-      if (!d || d.id !== id) { box.appendChild(el('p', { className: 'warn' }, 'question ' + id + ' not in its shard')); box.setAttribute('data-state', 'error'); return; }
+      if (!d || d.id !== id) { box.appendChild(el('p', { className: 'warn' }, ['question ', iso(id), ' not in its shard'])); box.setAttribute('data-state', 'error'); return; }
       renderDetail(box, i, d);
       box.scrollTop = 0;
       box.setAttribute('data-state', 'ready');
@@ -317,41 +349,44 @@
   function depthText(q) {
     if (q.effective_depth == null) return null;
     var n = (q.path || []).length - 1;
-    return q.effective_depth + ' of ' + n + ' hops' + (q.entry ? ' — entered by the ' + (q.entered_by || 'tool') +
-      ' adversary: ' + q.entry : ' (no single search of any adversary enters the chain after its start)');
+    return [q.effective_depth + ' of ' + n + ' hops',
+      q.entry ? [' — entered by the ' + (q.entered_by || 'tool') + ' adversary: ', isolated(q.entry, q.titles)]
+        : ' (no single search of any adversary enters the chain after its start)'];
   }
 
   function renderDetail(box, i, d) {
     var c = S.cols, q = d.question, x = d.rejected;
-    box.appendChild(el('h3', null, d.id));
+    box.appendChild(el('h3', null, iso(d.id)));
     box.appendChild(el('p', null, [outcomeCell(i), ' ',
-      el('span', { className: 'badge' }, 'split ' + (S.data.splits[c.split[i]] || '–')),
+      el('span', { className: 'badge' }, ['split ', iso(S.data.splits[c.split[i]] || '–')]),
       q ? el('span', { className: 'badge' }, q.kind) : null,
       el('span', { className: 'badge', title: 'correct traces / traces' }, 'c/n ' + d.c + '/' + d.n)]));
     var titles = q ? q.titles || [] : (d.source ? d.source.titles || [] : []);
     var path = q ? q.path || [] : (d.source ? d.source.path || [] : []);
     if (q) {
-      box.appendChild(el('div', { className: 'qtext' }, q.question));
-      box.appendChild(kv([['answer', q.answer], ['aliases', (q.answer_aliases || []).join(', ')],
-        ['written from', q.source_id], ['teacher', q.teacher_model], ['effective depth', depthText(q)]]));
+      box.appendChild(el('div', { className: 'qtext' }, isolated(q.question, titles)));
+      box.appendChild(kv([['answer', isolated(q.answer, titles)],
+        ['aliases', (q.answer_aliases || []).length ? isoJoin(q.answer_aliases, ', ') : null],
+        ['written from', iso(q.source_id)], ['teacher', iso(q.teacher_model)], ['effective depth', depthText(q)]]));
     }
     if (x) {
-      box.appendChild(el('p', { className: 'warn' }, 'Dropped by the questions stage: ' + x.reason + (x.detail ? ' — ' + x.detail : '')));
-      if (x.question) box.appendChild(el('div', { className: 'qtext' }, x.question));
+      box.appendChild(el('p', { className: 'warn' }, ['Dropped by the questions stage: ' + x.reason,
+        x.detail ? [' — ', isolated(x.detail, titles)] : null]));
+      if (x.question) box.appendChild(el('div', { className: 'qtext' }, isolated(x.question, titles)));
       if (x.raw) box.appendChild(el('details', null, [el('summary', null, 'teacher output'), el('pre', null, x.raw)]));
-      if (d.source) box.appendChild(el('p', { className: 'muted' }, 'Written from ' + d.source.kind + ' ' + d.source.id +
-        (d.source.kind === 'subgraph' ? ' (' + titles.length + ' pages: ' + titles.join(', ') + ')' : '')));
+      if (d.source) box.appendChild(el('p', { className: 'muted' }, ['Written from ' + d.source.kind + ' ', iso(d.source.id),
+        d.source.kind === 'subgraph' ? [' (' + titles.length + ' pages: ', isoJoin(titles, ', '), ')'] : null]));
     }
     if (d.hops && d.hops.length) {
-      box.appendChild(el('h4', null, 'Path: ' + titles.join(' → ')));
+      box.appendChild(el('h4', null, ['Path: ', isoJoin(titles, ' → ')]));
       var ol = el('ol', { className: 'path' });
       d.hops.forEach(function (h) {
-        var li = el('li', null, [el('strong', null, h.from), ' → ', el('strong', null, h.to)]);
-        if (h.sub_question) li.appendChild(el('div', { className: 'muted' }, h.sub_question));
+        var li = el('li', null, [el('strong', null, iso(h.from)), ' → ', el('strong', null, iso(h.to))]);
+        if (h.sub_question) li.appendChild(el('div', { className: 'muted' }, isolated(h.sub_question, titles)));
         var ev = h.evidence;
         if (ev) {
-          var note = ev.reverse ? 'evidence: ' + h.to + ' links back to ' + h.from : 'evidence: the link in ' + h.from;
-          li.appendChild(el('div', { className: 'muted' }, note + ' (paragraph ' + ev.paragraph_id + ', anchor “' + (ev.anchor || '') + '”)'));
+          var note = ev.reverse ? ['evidence: ', iso(h.to), ' links back to ', iso(h.from)] : ['evidence: the link in ', iso(h.from)];
+          li.appendChild(el('div', { className: 'muted' }, note.concat([' (paragraph ' + ev.paragraph_id + ', anchor “', iso(ev.anchor || ''), '”)'])));
           li.appendChild(el('blockquote', { className: 'evidence' }, marked(ev.paragraph, findAll(ev.paragraph, ev.anchor, 'anchor', false, []))));
         } else {
           li.appendChild(el('div', { className: 'muted' }, 'no evidence stored for this hop'));
@@ -371,15 +406,15 @@
     var sum = el('summary', null, ['#' + t.sample + ' · ',
       el('span', { className: ok ? 'kept' : ok === false ? 'dropped' : 'muted' }, ok ? '✓ correct' : ok === false ? '✗ wrong' : '? ungraded'),
       ' · ', el('span', { className: v && v.kept ? 'kept' : v ? 'dropped' : 'muted' }, state),
-      ' · ' + fmt(t.turns) + ' turns · ' + fmt(t.calls) + ' tool calls · answer: ' + (t.answer == null ? '–' : t.answer)]);
+      ' · ' + fmt(t.turns) + ' turns · ' + fmt(t.calls) + ' tool calls · answer: ', t.answer == null ? '–' : isolated(t.answer, titles)]);
     var det = el('details', { className: 'trace', 'data-trace': t.id }, sum);
-    det.appendChild(el('div', { className: 'muted' }, t.id + (t.model ? ' · ' + t.model : '') + (t.stop ? ' · stop: ' + t.stop : '') +
-      (t.protocol ? ' · tools: ' + t.protocol : '') + (t.error ? ' · error: ' + t.error : '')));
+    det.appendChild(el('div', { className: 'muted' }, [iso(t.id), t.model ? [' · ', iso(t.model)] : null,
+      t.stop ? ' · stop: ' + t.stop : null, t.protocol ? ' · tools: ' + t.protocol : null, t.error ? [' · error: ', iso(t.error)] : null]));
     if (t.filters && t.filters.length) {
       var tb = el('tbody');
       t.filters.forEach(function (f) {
         tb.appendChild(el('tr', { 'data-filter': f.filter }, [el('td', null, f.filter), el('td', { className: f.status }, f.status),
-          el('td', null, f.reason || ''), el('td', null, f.detail || '')]));
+          el('td', null, f.reason || ''), el('td', null, isolated(f.detail || '', titles))]));
       });
       det.appendChild(el('table', { className: 'filters' }, [el('thead', null, el('tr', null, [el('th', null, 'filter'),
         el('th', null, 'verdict'), el('th', null, 'reason'), el('th', null, 'detail')])), tb]));
@@ -396,8 +431,8 @@
       var ul = el('ul', { className: 'gold-list' });
       gold.forEach(function (pid, j) {
         var name = titleOf(pid, j, path, titles), s = seen[j];
-        ul.appendChild(el('li', { className: s >= 0 ? '' : 'never' }, 'gold ' + (j + 1) + ' ' + name + ': ' +
-          (s > 0 ? 'first seen at turn ' + s : s === 0 ? 'given in the prompt' : 'never seen')));
+        ul.appendChild(el('li', { className: s >= 0 ? '' : 'never' }, ['gold ' + (j + 1) + ' ', name, ': ' +
+          (s > 0 ? 'first seen at turn ' + s : s === 0 ? 'given in the prompt' : 'never seen')]));
       });
       det.appendChild(el('h4', null, 'Gold pages'));
       det.appendChild(ul);
@@ -411,7 +446,7 @@
 
   function titleOf(pid, j, path, titles) {
     var k = path.indexOf(pid);
-    return k >= 0 && titles[k] ? titles[k] + ' (' + pid + ')' : pid;
+    return k >= 0 && titles[k] ? [iso(titles[k]), ' (', iso(pid), ')'] : [iso(pid)];
   }
 
   function goldRanges(text, m, gold, path, titles) {
@@ -427,7 +462,7 @@
   function renderMessage(m, gold, path, titles) {
     var isGold = m.gold && m.gold.length;
     var badges = (m.gold || []).map(function (j) {
-      return el('span', { className: 'badge gold' }, '★ first sight of gold ' + (j + 1) + ': ' + titleOf(gold[j], j, path, titles));
+      return el('span', { className: 'badge gold' }, ['★ first sight of gold ' + (j + 1) + ': '].concat(titleOf(gold[j], j, path, titles)));
     });
     var cut = m.cut ? ' (' + fmt(m.cut) + ' characters left out)' : '';
     var text = m.text == null ? '' : m.text;
@@ -450,7 +485,7 @@
       try { pretty = JSON.stringify(JSON.parse(args), null, 2); } catch (e) { /* not JSON: as written */ }
       var short = args && args.length > 90 ? args.slice(0, 90) + '…' : args;
       div.appendChild(el('details', { className: 'call', 'data-tool': tc.name }, [
-        el('summary', null, 'call ' + tc.name + ' ' + (short || '')), el('pre', null, pretty)]));
+        el('summary', null, ['call ' + tc.name + ' ', iso(short || '')]), el('pre', null, pretty)]));
     });
     return div;
   }

@@ -11,6 +11,7 @@ from flows.config import Config
 from synth.graph.expand import expand_slot, seed_nodes
 from synth.graph.csr import CSRGraph, open_graph
 from synth.graph.nodefilter import node_filter
+from synth.engine.errors import StageFailed
 from synth.engine.runner import run_stage
 from synth.engine.records import Subgraph
 from synth.engine.seeding import stream_key
@@ -81,6 +82,9 @@ def test_small_components_are_dropped(tmp_path):
     cfg = Config()
     cfg.expand.num_subgraphs, cfg.expand.budget, cfg.expand.max_attempts = 6, 5, 3
     store = build(tmp_path, edges, cfg)
+    with pytest.raises(StageFailed, match=r"stage expand: every one of its 6 items was dropped \(too_small 6\)"):
+        run_stage(EXPAND, cfg, store, progress=False)  # an empty stage is an error...
+    cfg.runner.allow_empty = True  # ...unless the config accepts it
     r = run_stage(EXPAND, cfg, store, progress=False).report
     assert r["output"] == 0 and r["dropped"]["too_small"] == 6 and r["expand"]["attempts"] == 18
     cfg.expand.budget = 3  # now every component fits, via in-links as well as out-links
@@ -95,6 +99,7 @@ def test_zero_subgraphs_writes_an_empty_table(tmp_path):
     r = run_stage(EXPAND, cfg, store, progress=False).report
     t = store.read("subgraphs")
     assert r["input"] == r["output"] == 0 and t.num_rows == 0 and "edges" in t.schema.names
+    assert r["idle"] == "expand.num_subgraphs is 0: no subgraph is asked for"  # no subgraph asked: not an empty stage
 
 
 def test_expand_uses_in_links():

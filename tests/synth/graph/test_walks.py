@@ -14,6 +14,7 @@ from helpers.linkcorpus import graph_store, make_corpus, random_edges, write_ing
 from flows.config import Config, WalkConfig
 from synth.graph.csr import CSRGraph, open_graph
 from synth.graph.nodefilter import node_filter, title_mask
+from synth.engine.errors import StageFailed
 from synth.engine.runner import run_stage
 from synth.engine.records import Walk
 from synth.engine.seeding import below, derive, stream_key
@@ -213,6 +214,9 @@ def test_chordless_rejects_shortcuts_that_plain_walks_take(tmp_path):
     cfg = Config()
     cfg.walk.num_walks, cfg.walk.hops, cfg.walk.max_attempts = 50, 3, 2
     store = build(tmp_path, edges, cfg)
+    with pytest.raises(StageFailed, match=r"stage walks: every one of its 100 items was dropped \(dead_end 100\)"):
+        run_stage(WALKS, cfg, store, progress=False)  # an empty stage is an error...
+    cfg.runner.allow_empty = True  # ...unless the config accepts it
     r = run_stage(WALKS, cfg, store, progress=False).report
     assert r["output"] == 0 and r["dropped"]["dead_end"] == 100 and r["input"] == 100
     cfg.walk.chordless = False
@@ -239,6 +243,9 @@ def test_no_start_page(tmp_path):
     cfg.walk.num_walks = 7
     cfg.walk.exclude_patterns = ["^Page "]
     store = build(tmp_path, random_edges(10, 30), cfg)
+    with pytest.raises(StageFailed, match=r"stage walks: every one of its 7 items was dropped \(no_start 7\)"):
+        run_stage(WALKS, cfg, store, progress=False)
+    cfg.runner.allow_empty = True
     r = run_stage(WALKS, cfg, store, progress=False).report
     assert r["output"] == 0 and r["dropped"]["no_start"] == 7 and r["input"] == 7
     assert store.read("walks").num_rows == 0 and store.read("walks").schema.names[0] == "walk_id"

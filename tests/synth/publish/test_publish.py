@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from helpers.markdown import code_spans, inline_texts, raw_html, tables
 from pydantic import Field
 
 from filters.band import rl_row
@@ -38,6 +39,7 @@ from synth.publish.config import PublishConfig, ShardRows
 from synth.engine.records import SFT_SCHEMA, Question, Trace
 from flows.stages import BY_NAME
 from synth.engine.store import Store, write_parquet_atomic
+from synth.text.markdown import one_line
 
 HF_TOKEN = "hf_TESTTOKEN_do_not_leak_7f3a9c"
 OPENAI_KEY = "sk-TESTKEY-do-not-leak-51e0b2"
@@ -397,6 +399,31 @@ def test_card_contents_and_no_secrets(tmp_path, secrets):
     for name, data in files_of(pub).items():
         for secret in (HF_TOKEN, OPENAI_KEY):
             assert secret.encode() not in data, name
+
+
+HOSTILE = "evil` | x | <script>alert(1)</script>\n# not a heading\n```"
+
+
+def test_configured_and_recorded_strings_are_text_in_the_card(tmp_path, secrets):
+    """A teacher model, a pretty name and a split that hold Markdown and HTML show as written, and break no table."""
+    cfg = run_config()
+    cfg.teacher.model = HOSTILE
+    cfg.publish.pretty_name = HOSTILE
+    store = build_dir(tmp_path / "run", cfg)
+    questions = make_questions(**{f"q{i:03d}": {"teacher_model": HOSTILE} for i in range(N_Q)})
+    recommit(store, cfg, "hostile", questions=Question.to_table(questions))
+    pub = tmp_path / "pub"
+    publish(store.root, f"local:{pub}", cfg)
+    card = (pub / "README.md").read_text()
+    body = card.split("\n---\n", 1)[1]
+    assert front(card)["pretty_name"] == HOSTILE  # YAML keeps it whole
+    assert raw_html(body) == []  # no tag of the strings reaches the Hub's page as markup
+    shown = one_line(HOSTILE)
+    assert " ".join(inline_texts(body)[0].split()) == " ".join(shown.split())  # the title, on one line
+    teacher = next(t for t in tables(body) if t[0] == ["table", "teacher model", "rows"])
+    assert teacher[1:] == [["questions", shown, "12"], ["traces", "teacher-a", "24"], ["sft", "teacher-a", "20"]]
+    assert code_spans(body).count(shown) == 2  # the table's and the sampling line's model name, each whole
+    assert all(len(row) == len(t[0]) for t in tables(body) for row in t)  # every row keeps its columns
 
 
 def test_card_bills_server_cached_tokens_at_the_cached_rate_and_shows_them_apart(tmp_path, secrets):
@@ -865,6 +892,46 @@ def test_hub_error_is_scrubbed(tmp_path, secrets, monkeypatch, caplog):
         publish(tmp_path / "run", "hub:my-org/hop-data", cfg)
     assert "create_commit failed" in str(err.value) and "***" in str(err.value)
     assert HF_TOKEN not in str(err.value) and HF_TOKEN not in caplog.text
+
+
+# ---- the folder lock ------------------------------------------------------------------------------
+
+def test_publish_waits_for_no_run_and_holds_the_folder_while_it_reads(tmp_path, secrets, monkeypatch):
+    """Publish takes the run lock that `run` and `report` take: during a run it stops at once, naming the run;
+    while it reads, no run can start on the folder."""
+    from flows.stages import PIPELINE
+    from synth.engine.store import FolderInUse, RunLock
+    import synth.publish.card as card
+
+    cfg = run_config()
+    store = build_dir(tmp_path / "run", cfg)
+    pub = tmp_path / "pub"
+    run = RunLock(store.root)
+    run.acquire("hopforge run")
+    try:
+        with pytest.raises(FolderInUse, match=r"in use by pid \d+ since .* \(hopforge run\)"):
+            publish(store.root, f"local:{pub}", cfg)
+    finally:
+        run.release()
+    assert not pub.exists()  # refused before anything was read or written
+
+    during: list[str] = []
+    render = card.render_card
+
+    def render_and_try_a_run(facts):  # publish is reading the folder now: a run tries to start on it
+        try:
+            with PIPELINE.start(cfg, Store(store.root)):
+                during.append("a run started")
+        except FolderInUse as e:
+            during.append(str(e))
+        return render(facts)
+
+    monkeypatch.setattr(card, "render_card", render_and_try_a_run)
+    publish(store.root, f"local:{pub}", cfg)
+    assert len(during) == 1 and "(hopforge publish)" in during[0]
+    free = RunLock(store.root)
+    free.acquire()  # and publish let go of it when it finished
+    free.release()
 
 
 # ---- CLI ------------------------------------------------------------------------------------------

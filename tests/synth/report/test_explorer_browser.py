@@ -287,3 +287,52 @@ def test_pagination(tmp_path, driver) -> None:
     wait(driver, "var d = document.getElementById('detail'); return d.dataset.qid === 'q127' && d.dataset.state === 'ready'")
     assert "Start from Alpha Station" in driver.find_element(By.ID, "detail").text
     assert_no_errors(driver)
+
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: the characters after it are laid out right to left, until it is closed
+# Where a piece of text is drawn: the left edge of the first text node under root that holds needle.
+X_OF = """
+var root = arguments[0], needle = arguments[1];
+var walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT), n;
+while ((n = walk.nextNode())) {
+  var i = n.data.indexOf(needle);
+  if (i >= 0) { var r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + needle.length);
+                var b = r.getBoundingClientRect(); return [b.left, b.top]; }
+}
+return null;
+"""
+
+
+def test_a_right_to_left_override_in_a_title_ends_with_the_title(tmp_path, driver) -> None:
+    """A title holding U+202E reverses only itself: the question text after it, the path after it and the
+    cells of its row keep their left-to-right order."""
+    from selenium.webdriver.common.by import By
+
+    store = Store(tmp_path / "run")
+    titles = [f"Al{RLO}Xyz", "Bo", "Cy", "Du"]
+    questions = [make_question("qrtl", titles=titles, question=f"From {titles[0]} go on to Du?"), make_question("qok")]
+    publish(store, "questions", {"questions": Question.to_table(questions)})
+    write_explorer(store, tmp_path / "out", [])
+    open_page(driver, tmp_path / "out")
+
+    def x(element, needle: str) -> float:
+        where = driver.execute_script(X_OF, element, needle)
+        assert where is not None, needle
+        return where
+
+    row = driver.find_element(By.CSS_SELECTOR, "#rows tr[data-qid='qrtl']")
+    cell = row.find_element(By.CSS_SELECTOR, "td.text")
+    (go, top_go), (on, top_on), (to, top_to) = x(cell, "go"), x(cell, "on"), x(cell, "to")
+    assert top_go == top_on == top_to and go < on < to  # after the title, the words run left to right again
+    # The row's tooltip (an attribute, where no element can isolate) puts each title between FSI and PDI.
+    assert row.get_attribute("title").split(" → ")[0] == f"\u2068Al{RLO}Xyz\u2069"
+    row.click()
+    wait(driver, "var d = document.getElementById('detail'); return d.dataset.qid === 'qrtl' && d.dataset.state === 'ready'")
+    heading = driver.find_element(By.CSS_SELECTOR, "#detail h4")
+    assert heading.text.startswith("Path: ")
+    (bo, top_bo), (cy, _), (du, top_du) = x(heading, "Bo"), x(heading, "Cy"), x(heading, "Du")
+    assert top_bo == top_du and bo < cy < du  # the titles after the first keep the path's order
+    qtext = driver.find_element(By.CSS_SELECTOR, "#detail .qtext")
+    assert x(qtext, "go")[0] < x(qtext, "on")[0] < x(qtext, "to")[0]
+    assert driver.execute_script("return document.querySelector('#detail .qtext').textContent") == questions[0].question
+    assert_no_errors(driver)

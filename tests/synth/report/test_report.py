@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.markdown import code_spans, inline_texts, raw_html, tables
 
 from synth.report import plots
 from synth.report.stage import TraceFacts, build_report, funnel_steps, main_n, pass_counts, teacher_totals
@@ -95,11 +96,13 @@ def test_report_funnel_caption_and_table(tmp_path: Path) -> None:
         (store.root / "reports" / f"{name}.json").write_text(json.dumps(r))
     rep = build_report(store, tmp_path / "out")
     index = (tmp_path / "out" / "index.md").read_text()
-    assert "format -> correctness -> low_step" in index and "Linear scale" in index
+    shown = " ".join(inline_texts(index))
+    assert "format -> correctness -> low_step" in shown and "Linear scale" in shown
     assert "log scale" not in index and "kept SFT samples; log" not in index
-    assert "| after wrong_answer | 22 traces | 6 | - |" in index
-    assert "| kept: best of n (SFT rows) | 5 SFT rows | 6 | not_best |" in index
-    assert "| graph | links | 70,475 |" in index  # the stage table keeps every stage, with its unit
+    rows = [row for table in tables(index) for row in table]
+    assert ["after wrong_answer", "22 traces", "6", "-"] in rows
+    assert ["kept: best of n (SFT rows)", "5 SFT rows", "6", "not_best"] in rows
+    assert ["graph", "links", "70,475"] in [r[:3] for r in rows]  # the stage table keeps every stage, with its unit
     assert rep.summary["funnel_steps"][-1]["count"] == 5
 
 
@@ -141,6 +144,73 @@ def test_report_pass_at_n_caption_names_left_out_questions(tmp_path: Path) -> No
     build_report(store, tmp_path / "out")
     index = (tmp_path / "out" / "index.md").read_text()
     assert "n = 4 rollouts" in index and "Left out: 1 question with n = 2" in index
+
+
+def test_recorded_strings_stay_text_in_the_report(tmp_path: Path) -> None:
+    """A teacher model name and a run folder that hold Markdown and HTML show as written, and break no table."""
+    from helpers.filterstore import publish
+    from helpers.traces import make_trace
+    from synth.engine.records import Trace
+    from synth.text.markdown import one_line
+
+    hostile = "evil` | x | <script>alert(1)</script>\n| injected | row |"
+    store = Store(tmp_path / "run`| <b>x</b>")
+    traces = [make_trace(f"a{i}", "qa", sample_index=i, teacher_model=hostile) for i in range(4)]
+    publish(store, "rollout", {"traces": Trace.to_table(traces)})
+    build_report(store, tmp_path / "out")
+    index = (tmp_path / "out" / "index.md").read_text()
+    assert raw_html(index) == []
+    assert code_spans(index)[0] == store.root.name  # the heading names the folder whole
+    for header in (["teacher", "traces", "recovered", "median recovery turn"], ["teacher", "answered"]):
+        table = next(t for t in tables(index) if t[0][:len(header)] == header)
+        assert [row[0] for row in table[1:]] == [one_line(hostile)]  # one row, the name whole in its cell
+        assert all(len(row) == len(table[0]) for row in table)
+
+
+# ---- one value, no histogram ----------------------------------------------------------------
+
+def test_one_value_is_the_value_every_point_of_every_series_has() -> None:
+    assert plots.one_value([0, 0, 0]) == 0 and plots.one_value([8], [8, 8]) == 8
+    assert plots.one_value([0, 1]) is None and plots.one_value([8, 8], [7]) is None
+    assert plots.one_value([]) is None and plots.one_value([], []) is None
+
+
+def _verdicts_run(root: Path, ungrounded: list[int]) -> Store:
+    """Traces of question qa, one per value of ``ungrounded``, with the filter's verdicts on them."""
+    import pyarrow as pa
+    from helpers.filterstore import publish
+    from helpers.traces import make_question, make_trace
+    from synth.engine.records import VERDICT_SCHEMA, Question, Trace
+
+    store = Store(root)
+    traces = [make_trace(f"t{i}", "qa", sample_index=i) for i in range(len(ungrounded))]
+    publish(store, "questions", {"questions": Question.to_table([make_question("qa")])})
+    publish(store, "rollout", {"traces": Trace.to_table(traces)})
+    verdicts = [{"trace_id": t.trace_id, "question_id": "qa", "teacher_model": "teacher-a", "split": "sft",
+                 "rule_correct": True, "em": True, "f1": 1.0, "judge_correct": None, "correct": True, "rubric_raw": 1.0,
+                 "rubric": 1.0, "n_tokens": None, "ungrounded_steps": u, "kept": i == 0, "reason": None if i == 0
+                 else "not_best"} for i, (t, u) in enumerate(zip(traces, ungrounded))]
+    publish(store, "filter", {"filter/verdicts": pa.Table.from_pylist(verdicts, schema=VERDICT_SCHEMA)})
+    return store
+
+
+def test_a_histogram_of_one_value_is_one_line_not_a_figure(tmp_path: Path) -> None:
+    """Every trace has 0 ungrounded steps (the demo's 482 do): the report says so in one line and draws no
+    one-bar histogram; with two values the figure is drawn."""
+    out = tmp_path / "out"
+    (out).mkdir()
+    (out / "ungrounded.png").write_bytes(b"an earlier report's figure")
+    rep = build_report(_verdicts_run(tmp_path / "flat", [0, 0, 0, 0, 0]), out)
+    index = (out / "index.md").read_text()
+    assert "Ungrounded steps per trace: one value, 0, for all 5 traces; no histogram is drawn." in inline_texts(index)
+    assert "ungrounded.png" not in rep.figures and "ungrounded.png" not in index
+    assert not (out / "ungrounded.png").exists()  # no stale figure beside the report either
+    assert rep.summary["one_value_figures"]["ungrounded.png"] == {"value": 0, "count": 5}
+    assert "hops.png" not in rep.figures and "Hops per question: one value, 3, for the only question" in index
+
+    rep = build_report(_verdicts_run(tmp_path / "mixed", [0, 0, 2, 0, 1]), tmp_path / "out2")
+    assert "ungrounded.png" in rep.figures and (tmp_path / "out2" / "ungrounded.png").stat().st_size > 1000
+    assert "ungrounded.png" not in rep.summary.get("one_value_figures", {})
 
 
 # ---- tool calls ------------------------------------------------------------------------------
@@ -240,8 +310,11 @@ def test_a_price_set_later_reruns_only_the_report_and_prices_the_recorded_tokens
     assert "2 per million prompt tokens, 8 per million completion tokens" in index
     # Effective depth against nominal: every question kept needs every hop, and the drafts checked are shown too.
     assert "## Effective depth" in index and "| kept |" in index and "100.0% |" in index
-    for png in ("funnel.png", "pass_at_n.png", "tool_calls.png", "tools.png", "effective_depth.png"):
+    for png in ("funnel.png", "pass_at_n.png", "tool_calls.png", "tools.png"):
         assert (store.root / "report" / png).stat().st_size > 1000, png
+    # Every draft of these 3-hop walks needs all 3 hops: one value, said in a line rather than drawn as one bar.
+    assert "Effective against nominal depth (questions checked): one value, 3, for all " in index
+    assert not (store.root / "report" / "effective_depth.png").exists()
     assert not (store.root / "report" / "turns.png").exists()
 
 
