@@ -27,6 +27,7 @@ apply the same rules:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -340,7 +341,9 @@ def phrases(description: str | None, rarity: Callable[[str], float] = lambda w: 
             for t in tails:
                 text = _ARTICLE.sub(_fix_article, " ".join([*h, *t]).replace(" ,", ",")).rstrip(",")
                 out.setdefault(text.lower(), Phrase(text, phrase_words(text)))
-    ranked = sorted(out.values(), key=lambda p: (-p.size, sum(rarity(w) for w in p.words), p.text))
+    # math.fsum: a float sum over a frozenset in its (hash-seeded) order differs in the last bit from run
+    # to run and would break ties between equally rare phrases differently; fsum is exact in any order.
+    ranked = sorted(out.values(), key=lambda p: (-p.size, math.fsum(rarity(w) for w in p.words), p.text))
     return ranked[:limit]
 
 
