@@ -8,10 +8,12 @@ shard size, it must write the same data.  That data is:
   (keys sorted, Arrow's Python values) is hashed, the row hashes are sorted and hashed after the
   schema's names and types.  How the rows were cut into files, and Parquet's encoding, do not count;
   row order does not either (the explorer, which lists tables as written, does compare it);
-* **a JSON file** (a stage report, an artefact's metadata) by its value without :data:`RUN_FACTS`;
+* **a JSON file** (a stage report, an artefact's metadata) by its value without :data:`RUN_FACTS`, a path
+  inside the run folder written relative to it (``DIR/...``: a report may name its own folder);
 * **any other file** by its bytes;
 * **a folder** by its files' digests and relative names.  Hidden files (``.managed.json``, locks,
-  temporary files) and the store's own ``_`` files at its top are not data.
+  temporary files) and the store's own ``_`` files at its top are not data, nor is a file a concern's
+  digest says is none (:data:`NOT_DATA`: the trainer's pickled arguments, which hold paths and a clock).
 
 An artefact whose files are not byte-stable by design (the search index: tantivy names its segments
 at random and splits documents among them by writer thread) is compared by what it holds instead, by a
@@ -35,8 +37,10 @@ from typing import Any, Callable
 
 import orjson
 
-# Keys of report JSON that are run facts (module docstring), at any depth; and any key of seconds: ending in
-# "_s" (latency_s, wall_s, rate_wait_s), starting or ending with "seconds" (seconds_enterable_hop, compile_seconds).
+Roots = tuple[str, ...]  # the run folder's path as written in what it holds (absolute, and resolved)
+
+# Keys of report JSON that are run facts (module docstring), at any depth; and any key of time: ending in "_s"
+# (latency_s, wall_s, rate_wait_s), "seconds", "_per_second" or "runtime", or starting with "seconds".
 RUN_FACTS = frozenset({
     # how long it took
     "seconds", "cpu_seconds", "finished_at", "started_at", "mb_per_s", "pages_per_s",
@@ -52,16 +56,21 @@ RUN_FACTS = frozenset({
 
 
 def is_run_fact(key: str) -> bool:
-    """Whether a report key names a run fact (:data:`RUN_FACTS`, ``*_s``, ``seconds*``, ``*seconds``)."""
-    return key in RUN_FACTS or key.endswith(("_s", "seconds")) or key.startswith("seconds")
+    """Whether a report key names a run fact (:data:`RUN_FACTS`, or a key of time: module comment)."""
+    return key in RUN_FACTS or key.endswith(("_s", "seconds", "_per_second", "runtime")) or key.startswith("seconds")
 
 
-def figures(value: Any) -> Any:
-    """A report's value without its run facts, at any depth (the figures two runs must share)."""
+def figures(value: Any, roots: Roots = ()) -> Any:
+    """A report's value without its run facts, at any depth (the figures two runs must share); a string that
+    is a path inside one of ``roots`` (the run folder, as written) is made relative to it (``DIR/...``)."""
     if isinstance(value, dict):
-        return {k: figures(v) for k, v in value.items() if not (isinstance(k, str) and is_run_fact(k))}
+        return {k: figures(v, roots) for k, v in value.items() if not (isinstance(k, str) and is_run_fact(k))}
     if isinstance(value, list):
-        return [figures(v) for v in value]
+        return [figures(v, roots) for v in value]
+    if isinstance(value, str):
+        for root in roots:
+            if value == root or value.startswith(root + "/"):
+                return "DIR" + value[len(root):]
     return value
 
 
@@ -91,6 +100,7 @@ class Digest:
 
 
 MISSING = Digest("missing", "")
+NOT_DATA = Digest("not data", "")  # what a concern's file digest returns for a file that is no data
 
 
 def _default(value: Any) -> Any:
@@ -133,9 +143,10 @@ def table_digest(path: Path, batch_rows: int = 4096) -> Digest:
     return Digest("table", h.hexdigest()[:20], rows=len(rows))
 
 
-def json_digest(path: Path) -> Digest:
-    """A JSON file's value without its run facts."""
-    return Digest("json", hashlib.sha256(canonical(figures(json.loads(Path(path).read_bytes())))).hexdigest()[:20])
+def json_digest(path: Path, roots: Roots = ()) -> Digest:
+    """A JSON file's value without its run facts (paths inside ``roots`` relative to them)."""
+    value = figures(json.loads(Path(path).read_bytes()), roots)
+    return Digest("json", hashlib.sha256(canonical(value)).hexdigest()[:20])
 
 
 def bytes_digest(path: Path) -> Digest:
@@ -147,17 +158,17 @@ def bytes_digest(path: Path) -> Digest:
     return Digest("bytes", h.hexdigest()[:20])
 
 
-def file_digest(path: Path) -> Digest:
+def file_digest(path: Path, roots: Roots = ()) -> Digest:
     """A file by its kind: Parquet by rows, JSON without run facts, anything else by bytes."""
     suffix = Path(path).suffix
     if suffix == ".parquet":
         return table_digest(path)
     if suffix == ".json":
-        return json_digest(path)
+        return json_digest(path, roots)
     return bytes_digest(path)
 
 
-FileDigest = Callable[[Path, str], Digest | None]
+FileDigest = Callable[[Path, str], "Digest | None"]
 
 
 def _hidden(rel: Path) -> bool:
@@ -175,9 +186,9 @@ def is_table(path: Path) -> bool:
     return bool(names) and all(n.endswith(".parquet") for n in names)
 
 
-def folder_digest(path: Path, own: FileDigest | None = None) -> Digest:
+def folder_digest(path: Path, own: FileDigest | None = None, roots: Roots = ()) -> Digest:
     """A folder by its files (module docstring); ``own(file, relative name)`` may digest a file its own way
-    (None: the default by kind)."""
+    (None: the default by kind; :data:`NOT_DATA`: leave it out)."""
     path = Path(path)
     parts: dict[str, Digest] = {}
     for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
@@ -188,14 +199,16 @@ def folder_digest(path: Path, own: FileDigest | None = None) -> Digest:
                 continue
             rel = (rel_dir / name).as_posix()
             f = Path(dirpath) / name
-            parts[rel] = (own(f, rel) if own is not None else None) or file_digest(f)
+            d = (own(f, rel) if own is not None else None) or file_digest(f, roots)
+            if d is not NOT_DATA:
+                parts[rel] = d
     h = hashlib.sha256()
     for rel in sorted(parts):
         h.update(f"{rel}\0{parts[rel].sha}\n".encode())
     return Digest("folder", h.hexdigest()[:20], parts=parts)
 
 
-def output_digest(path: Path, own: FileDigest | None = None) -> Digest:
+def output_digest(path: Path, own: FileDigest | None = None, roots: Roots = ()) -> Digest:
     """What a stage output holds: a table by its rows, a folder by its files, a file by its kind
     (:data:`MISSING` when there is nothing at ``path``)."""
     path = Path(path)
@@ -204,9 +217,9 @@ def output_digest(path: Path, own: FileDigest | None = None) -> Digest:
     if is_table(path):
         return table_digest(path)
     if path.is_dir():
-        return folder_digest(path, own)
-    return (own(path, path.name) if own is not None else None) or file_digest(path)
+        return folder_digest(path, own, roots)
+    return (own(path, path.name) if own is not None else None) or file_digest(path, roots)
 
 
-__all__ = ["RUN_FACTS", "is_run_fact", "figures", "Digest", "MISSING", "canonical", "table_digest", "json_digest",
+__all__ = ["RUN_FACTS", "Roots", "is_run_fact", "figures", "Digest", "MISSING", "NOT_DATA", "canonical", "table_digest", "json_digest",
            "bytes_digest", "file_digest", "is_table", "folder_digest", "output_digest"]

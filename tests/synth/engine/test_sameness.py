@@ -77,3 +77,26 @@ def test_what_an_output_is(tmp_path):
     pq.write_table(pa.Table.from_pylist(ROWS, schema=SCHEMA), tmp_path / "f" / "nodes.parquet")
     assert not is_table(tmp_path / "f") and output_digest(tmp_path / "f").kind == "folder"
     assert output_digest(tmp_path / "nothing") is MISSING
+
+
+def test_paths_inside_the_run_count_relative_to_it_and_rates_are_run_facts():
+    report = {"checkpoint": {"path": "/runs/a/.stages/sft/k.partial/student"}, "tokenizer": "/runs/a",
+              "elsewhere": "/data/kilt.json", "tokens_per_second": 683.4, "train_runtime": 3.0, "steps": 40}
+    assert figures(report, ("/runs/a",)) == {"checkpoint": {"path": "DIR/.stages/sft/k.partial/student"},
+                                             "tokenizer": "DIR", "elsewhere": "/data/kilt.json", "steps": 40}
+    assert figures(report, ("/runs/a",)) == figures({**report, "tokenizer": "/runs/b",
+                                                     "checkpoint": {"path": "/runs/b/.stages/sft/k.partial/student"}},
+                                                    ("/runs/b",))
+
+
+def test_a_file_a_concern_calls_no_data_is_left_out(tmp_path):
+    from synth.engine.sameness import NOT_DATA
+
+    for name, pickle in (("a", b"/runs/a 12:00"), ("b", b"/runs/b 12:01")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "weights.bin").write_bytes(b"w")
+        (tmp_path / name / "args.bin").write_bytes(pickle)
+    own = lambda path, rel: NOT_DATA if rel == "args.bin" else None  # noqa: E731
+    a, b = (folder_digest(tmp_path / n, own) for n in "ab")
+    assert a == b and sorted(a.parts) == ["weights.bin"]
+    assert folder_digest(tmp_path / "a") != folder_digest(tmp_path / "b")
