@@ -46,10 +46,14 @@ def _digest_of(output: str) -> Callable[[Path, Roots], Digest]:
         from synth.tools.digest import index_digest
 
         return lambda path, roots: index_digest(path)
-    per_file = None
     if output == "report":
-        from synth.report.digest import report_file_digest as per_file
-    elif output == "student":
+        from synth.report.digest import report_file_digest
+
+        # The report names its run's folder: under the name that folder has (roots[0]), it is no data.
+        return lambda path, roots: output_digest(
+            path, lambda f, rel: report_file_digest(f, rel, Path(roots[0]).name if roots else ""), roots)
+    per_file = None
+    if output == "student":
         from sft.digest import student_file_digest as per_file
     return lambda path, roots: output_digest(path, per_file, roots)
 
@@ -243,6 +247,29 @@ def _detail(a: Digest, b: Digest) -> str:
     return "same row count, other rows" if a.rows is not None else "other content"
 
 
+def run_digests(run: Path, until: str | None = None) -> dict[tuple[str, str], Digest]:
+    """The digest of every output and report figures of a run folder's committed stages, by (stage, output),
+    in pipeline order: what two runs are compared by, without re-deriving anything."""
+    from flows.stages import PIPELINE
+
+    manifest = check_run_folder(run)
+    roots = roots_of(run)
+    out: dict[tuple[str, str], Digest] = {}
+    with reading(run):
+        for stage in PIPELINE.upto(until):
+            entry = manifest["stages"].get(stage.name)
+            if entry is None:
+                continue
+            committed = Path(run) / ".stages" / stage.name / entry["key"]
+            out[(stage.name, KEY)] = Digest("key", entry["key"])
+            for output in stage.outputs:
+                d = _digest_of(output)(committed / output, roots)
+                if d is not MISSING:
+                    out[(stage.name, output)] = d
+            out[(stage.name, FIGURES)] = _figures_digest(committed / REPORT_FILE, roots)
+    return out
+
+
 def verify(run: Path, cfg: Any, scratch: Path | None = None, keep: bool = False, call_cache: bool = True,
            until: str | None = None, progress: bool | None = None) -> Verdict:
     """Re-derive the stages of the run in ``run`` with ``cfg`` and compare them (module docstring)."""
@@ -296,4 +323,5 @@ def verify(run: Path, cfg: Any, scratch: Path | None = None, keep: bool = False,
     return verdict
 
 
-__all__ = ["COLUMNS", "Line", "Verdict", "check_run_folder", "copy_call_cache", "reading", "verify"]
+__all__ = ["COLUMNS", "Line", "Verdict", "check_run_folder", "copy_call_cache", "reading", "roots_of", "run_digests",
+           "verify"]

@@ -31,3 +31,23 @@ def test_index_md_leaves_out_what_the_run_paid(tmp_path):
     assert report_file_digest(paid, "funnel.png") is None  # compared by the default rule
     a, b = (output_digest(tmp_path / n, report_file_digest) for n in ("paid", "replayed"))
     assert a == b and a.differing(output_digest(tmp_path / "other", report_file_digest)) == ["index.md"]
+
+
+def test_the_run_folders_name_is_no_data(tmp_path):
+    from synth.report.explorer import js_call, render_page
+
+    def write(folder, name, n):
+        (folder / "explorer").mkdir(parents=True)
+        (folder / "index.md").write_text(f"# hopforge report: `{name}`\n\n## Funnel\n\n{n} questions\n")
+        (folder / "index.html").write_bytes(render_page(name))
+        (folder / "explorer" / "index-data.js").write_bytes(
+            js_call("hopforgeIndex", {"version": 1, "n": n, "meta": {"run": name, "funnel": []}}))
+
+    write(tmp_path / "a", "demo", 3)
+    write(tmp_path / "b", "det<1>", 3)
+    write(tmp_path / "c", "demo", 4)
+    a, b, c = (output_digest(tmp_path / n, lambda f, rel, n=name: report_file_digest(f, rel, n))
+               for n, name in (("a", "demo"), ("b", "det<1>"), ("c", "demo")))
+    assert a == b
+    assert a.differing(c) == ["explorer/index-data.js", "index.md"]
+    assert output_digest(tmp_path / "a") != output_digest(tmp_path / "b")  # the names, by bytes
