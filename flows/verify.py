@@ -247,6 +247,25 @@ def _detail(a: Digest, b: Digest) -> str:
     return "same row count, other rows" if a.rows is not None else "other content"
 
 
+@contextmanager
+def _quiet(drawn: bool) -> Iterator[None]:
+    """While verify's bar is drawn (a terminal), the stages' progress lines are left out: a log line written
+    under a drawn bar would break it.  In a log file both are lines, and the stages' are kept."""
+    import logging
+
+    from synth.engine.progress import log
+
+    if not drawn:
+        yield
+        return
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def run_digests(run: Path, until: str | None = None) -> dict[tuple[str, str], Digest]:
     """The digest of every output and report figures of a run folder's committed stages, by (stage, output),
     in pipeline order: what two runs are compared by, without re-deriving anything."""
@@ -275,7 +294,7 @@ def verify(run: Path, cfg: Any, scratch: Path | None = None, keep: bool = False,
     """Re-derive the stages of the run in ``run`` with ``cfg`` and compare them (module docstring)."""
     from flows.stages import PIPELINE
     from synth.engine.errors import StageFailed
-    from synth.engine.progress import Bar
+    from synth.engine.progress import Bar, interactive
     from synth.engine.store import MissingInput, Store
 
     run = Path(run)
@@ -294,11 +313,16 @@ def verify(run: Path, cfg: Any, scratch: Path | None = None, keep: bool = False,
             store = Store(work)
             # One bar, verify's own: the stages log their progress instead (two bars cannot be drawn at once).
             run_one = lambda s: PIPELINE.run_stage(s, cfg, store, progress=False)  # noqa: E731
-            with Bar("verify", total=len(todo), unit="stages", enabled=progress) as bar, \
+            drawn = interactive() if progress is None else progress
+            with Bar("verify", total=len(todo), unit="stages", enabled=drawn) as bar, _quiet(drawn), \
                     PIPELINE.start(cfg, store, run_one=run_one) as session:
                 for stage in todo:
                     bar.set_postfix(stage.name)
                     entry = manifest["stages"][stage.name]
+                    committed = run / ".stages" / stage.name / entry["key"]
+                    if not committed.is_dir():
+                        verdict.error = (stage.name, f"the run's committed output {committed} is missing")
+                        break
                     try:
                         key, parts = PIPELINE.stage_key(stage, cfg, store)
                         outcome = session(stage)
@@ -310,10 +334,6 @@ def verify(run: Path, cfg: Any, scratch: Path | None = None, keep: bool = False,
                         verdict.keys[stage.name] = _key_difference(parts, entry)
                         verdict.lines.append(Line(stage.name, KEY, Digest("key", entry["key"]), Digest("key", key),
                                                   f"differs in: {verdict.keys[stage.name]}"))
-                    committed = run / ".stages" / stage.name / entry["key"]
-                    if not committed.is_dir():
-                        verdict.error = (stage.name, f"the run's committed output {committed} is missing")
-                        break
                     verdict.lines += _compare(stage, committed, store.stage_dir(stage.name, key), roots)
                     bar.update(1)
     finally:
