@@ -5,9 +5,10 @@ again, in another process, under another ``PYTHONHASHSEED``, teacher concurrency
 shard size, it must write the same data.  That data is:
 
 * **a table** (a folder of Parquet parts, or one Parquet file) by its rows: each row's canonical JSON
-  (keys sorted, Arrow's Python values) is hashed, the row hashes are sorted and hashed after the
-  schema's names and types.  How the rows were cut into files, and Parquet's encoding, do not count;
-  row order does not either (the explorer, which lists tables as written, does compare it);
+  (keys sorted, Arrow's Python values; its run-fact columns, such as a trace's measured ``latency_s``, left
+  out, and a path inside the run folder written relative to it) is hashed, the row hashes are sorted and
+  hashed after the schema's names and types.  How the rows were cut into files, and Parquet's encoding, do
+  not count; row order does not either (the explorer, which lists tables as written, does compare it);
 * **a JSON file** (a stage report, an artefact's metadata) by its value without :data:`RUN_FACTS`, a path
   inside the run folder written relative to it (``DIR/...``: a report may name its own folder);
 * **any other file** by its bytes;
@@ -118,8 +119,9 @@ def canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=_default)
 
 
-def table_digest(path: Path, batch_rows: int = 4096) -> Digest:
-    """The rows of a Parquet table (a file, or a folder of parts read as one table), order aside."""
+def table_digest(path: Path, batch_rows: int = 4096, roots: Roots = ()) -> Digest:
+    """The rows of a Parquet table (a file, or a folder of parts read as one table), order aside, each row
+    without its run facts (:func:`figures`: a measured latency; paths inside ``roots`` relative to them)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -135,7 +137,8 @@ def table_digest(path: Path, batch_rows: int = 4096) -> Digest:
         if not s.equals(schema):
             raise ValueError(f"{f}: its schema differs from the other parts of {path}")
         for batch in pf.iter_batches(batch_size=batch_rows):
-            rows.extend(hashlib.blake2b(canonical(r), digest_size=16).digest() for r in batch.to_pylist())
+            rows.extend(hashlib.blake2b(canonical(figures(r, roots)), digest_size=16).digest()
+                        for r in batch.to_pylist())
     rows.sort()
     h = hashlib.sha256(str(schema).encode() if schema is not None else b"")
     for r in rows:
@@ -162,7 +165,7 @@ def file_digest(path: Path, roots: Roots = ()) -> Digest:
     """A file by its kind: Parquet by rows, JSON without run facts, anything else by bytes."""
     suffix = Path(path).suffix
     if suffix == ".parquet":
-        return table_digest(path)
+        return table_digest(path, roots=roots)
     if suffix == ".json":
         return json_digest(path, roots)
     return bytes_digest(path)
@@ -215,7 +218,7 @@ def output_digest(path: Path, own: FileDigest | None = None, roots: Roots = ()) 
     if not path.exists():
         return MISSING
     if is_table(path):
-        return table_digest(path)
+        return table_digest(path, roots=roots)
     if path.is_dir():
         return folder_digest(path, own, roots)
     return (own(path, path.name) if own is not None else None) or file_digest(path, roots)

@@ -100,3 +100,16 @@ def test_a_file_a_concern_calls_no_data_is_left_out(tmp_path):
     a, b = (folder_digest(tmp_path / n, own) for n in "ab")
     assert a == b and sorted(a.parts) == ["weights.bin"]
     assert folder_digest(tmp_path / "a") != folder_digest(tmp_path / "b")
+
+
+def test_a_table_leaves_out_measured_latencies_and_counts_paths_inside_the_run_relative_to_it(tmp_path):
+    schema = pa.schema([("trace_id", pa.string()), ("teacher_model", pa.string()), ("latency_s", pa.float64())])
+
+    def run(root, latency):
+        rows = [{"trace_id": "t1", "teacher_model": f"{root}/.stages/sft/k/student", "latency_s": latency}]
+        return _table(tmp_path / root.strip("/").replace("/", "_"), rows, schema=schema)
+
+    a = table_digest(run("/runs/a", 0.87), roots=("/runs/a",))
+    b = table_digest(run("/runs/b", 1.63), roots=("/runs/b",))
+    assert a == b
+    assert table_digest(tmp_path / "runs_a") != table_digest(tmp_path / "runs_b")  # without the run's root
