@@ -211,19 +211,24 @@ def _compare(stage, committed: Path, again: Path, roots: tuple[Roots, Roots]) ->
         a, b = digest(committed / out, roots[0]), digest(again / out, roots[1])
         if a is not MISSING or b is not MISSING:
             lines.append(Line(stage.name, out, a, b, _detail(a, b)))
-    a, b = (_figures_digest(f / REPORT_FILE, r) for f, r in zip((committed, again), roots))
+    a, b = (_figures_digest(f / REPORT_FILE, r, stage.name) for f, r in zip((committed, again), roots))
     if a is not MISSING or b is not MISSING:
         lines.append(Line(stage.name, FIGURES, a, b, "" if a == b else "its figures differ (run facts aside)"))
     return lines
 
 
-def _figures_digest(path: Path, roots: Roots) -> Digest:
-    """A stage report's figures: without run facts, and without its key (keys are compared on their own)."""
+def _figures_digest(path: Path, roots: Roots, stage: str = "") -> Digest:
+    """A stage report's figures: without run facts, and without its key (keys are compared on their own);
+    the report stage's without the explorer's bytes, which count the folder's name."""
     if not path.is_file():
         return MISSING
     report = json.loads(path.read_bytes())
     if isinstance(report, dict):
         report.pop("key", None)
+        if stage == "report":
+            from synth.report.digest import report_figures
+
+            report = report_figures(report)
     return Digest("json", hashlib.sha256(canonical(figures(report, roots))).hexdigest()[:20])
 
 
@@ -285,7 +290,7 @@ def run_digests(run: Path, until: str | None = None) -> dict[tuple[str, str], Di
                 d = _digest_of(output)(committed / output, roots)
                 if d is not MISSING:
                     out[(stage.name, output)] = d
-            out[(stage.name, FIGURES)] = _figures_digest(committed / REPORT_FILE, roots)
+            out[(stage.name, FIGURES)] = _figures_digest(committed / REPORT_FILE, roots, stage.name)
     return out
 
 

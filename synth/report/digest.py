@@ -6,7 +6,9 @@ holds that are not its data:
 * ``index.md``'s teacher-cost section (:data:`~synth.report.stage.TEACHER_COST`): what the run paid the
   teacher and what its call cache answered, a run fact (a rerun from the call cache pays for nothing);
 * the name of the run's folder, which titles ``index.md``, the explorer's page and its data (``meta.run``):
-  like a path inside the run folder, it says where the run lies, not what it made.
+  like a path inside the run folder, it says where the run lies, not what it made.  The report stage's
+  figures count the explorer's bytes, name included, so that figure is left out of them too
+  (:func:`report_figures`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ def _unnamed(text: str, rel: str, name: str) -> str:
     return text.replace('"meta":{"run":' + js_json(name) + ",", '"meta":{"run":"DIR",', 1)
 
 
+def report_figures(report: dict) -> dict:
+    """The report stage's report without the explorer's size in bytes, which counts the folder's name."""
+    explorer = report.get("explorer")
+    if isinstance(explorer, dict) and "bytes" in explorer:
+        report = {**report, "explorer": {k: v for k, v in explorer.items() if k != "bytes"}}
+    return report
+
+
 def report_file_digest(path: Path, rel: str, name: str = "") -> Digest | None:
     """The digest of a report file that names the run's folder (``name``) or holds run facts, without them;
     None for every other file (compared by the default rule)."""
@@ -55,4 +65,4 @@ def report_file_digest(path: Path, rel: str, name: str = "") -> Digest | None:
     return Digest("text", hashlib.sha256(text.encode("utf-8")).hexdigest()[:20])
 
 
-__all__ = ["NAMED", "markdown_without_run_facts", "report_file_digest"]
+__all__ = ["NAMED", "markdown_without_run_facts", "report_figures", "report_file_digest"]

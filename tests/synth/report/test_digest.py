@@ -51,3 +51,12 @@ def test_the_run_folders_name_is_no_data(tmp_path):
     assert a == b
     assert a.differing(c) == ["explorer/index-data.js", "index.md"]
     assert output_digest(tmp_path / "a") != output_digest(tmp_path / "b")  # the names, by bytes
+
+
+def test_the_explorers_bytes_leave_the_report_stages_figures():
+    from synth.report.digest import report_figures
+
+    a = {"output": 3, "explorer": {"questions": 3, "bytes": 1000}}
+    b = {"output": 3, "explorer": {"questions": 3, "bytes": 1004}}  # a folder name four characters longer
+    assert report_figures(a) == report_figures(b) == {"output": 3, "explorer": {"questions": 3}}
+    assert a["explorer"]["bytes"] == 1000  # the report itself is left as it is
