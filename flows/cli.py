@@ -190,6 +190,7 @@ def sft_(
 import flows.cli_publish  # noqa: E402,F401  (registers `hopforge publish`)
 import flows.cli_serve  # noqa: E402,F401  (registers `hopforge serve` and `hopforge check`)
 import flows.cli_tools  # noqa: E402,F401  (registers `hopforge tools`)
+import flows.cli_verify  # noqa: E402,F401  (registers `hopforge verify`)
 
 
 def main() -> None:

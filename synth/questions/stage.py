@@ -167,6 +167,10 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
                 continue
             seen.add(norm)
             kept.append(q)
+    # A shard drops in the order it decides (first drafts, then repairs), so the rows go in source order: the
+    # table (and the explorer, which lists it as written) is then the same for any questions.shard_size.
+    at = {s.question_id: i for i, s in enumerate(_sources(ctx))}
+    rejects.sort(key=lambda r: at.get(r["record_id"], len(at)))
     w = ctx.writer("questions", Question.SCHEMA)
     w.write(Question.to_table(kept))
     w.close()

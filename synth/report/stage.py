@@ -56,6 +56,9 @@ from synth.text.answers import is_correct
 from synth.text.markdown import md_code, md_text
 
 TEACHER_KEYS = PricedUsage.TOKENS + PricedUsage.COSTS
+# The section of index.md on what the run paid the teacher (requests sent, call-cache hits): a run fact, so
+# comparisons of two runs' reports leave it out (synth.report.digest).
+TEACHER_COST = "## Teacher cost"
 INF = math.inf
 
 
@@ -673,7 +676,7 @@ def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: P
     else:
         how = ("no USD cost: teacher.price_per_mtok is not set (set it and rerun; the report prices the recorded "
                "tokens without calling the teacher)")
-    md += ["## Teacher cost", "",
+    md += [TEACHER_COST, "",
            "Teacher usage by stage. prompt_tokens, server_cached_prompt_tokens and completion_tokens are the "
            "tokens sent; server_cached_prompt_tokens are the part of prompt_tokens the server served from its own "
            "prefix cache (billed at the cached rate). cached_* tokens were answered by hopforge's call cache, not "
@@ -712,6 +715,6 @@ def run_report(ctx: StageContext) -> StageResult:
                                                  "summary": {k: v for k, v in rep.summary.items() if k != "funnel"}})
 
 
-__all__ = ["Report", "TraceFacts", "build_report", "calibration_by_teacher", "calibration_of", "erf_by_teacher",
+__all__ = ["TEACHER_COST", "Report", "TraceFacts", "build_report", "calibration_by_teacher", "calibration_of", "erf_by_teacher",
            "erf_curve", "evidence_states", "filter_drops", "funnel_rows", "funnel_steps", "load_facts", "main_n",
            "pass_counts", "pass_triples", "read_reports", "recovery_turn", "run_report", "teacher_totals"]
