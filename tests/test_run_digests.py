@@ -25,7 +25,7 @@ def two_runs(tmp_path_factory):
     """A demo run up to the walks, and a copy of it (in a folder of another name)."""
     from helpers.demostore import build_demo_store
 
-    first, _ = build_demo_store(tmp_path_factory.mktemp("one") / "run1", "walk.hops=3", "walk.num_walks=40",
+    first, _ = build_demo_store(tmp_path_factory.mktemp("one") / "run1", "walk.hops=3", "walk.num_walks=240",
                                 "expand.num_subgraphs=2")
     second = tmp_path_factory.mktemp("two") / "run2"
     shutil.copytree(first.root, second, symlinks=True)

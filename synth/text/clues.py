@@ -349,7 +349,7 @@ def _keepable(opening: list[str], words: list[str]) -> bool:
     if any(o.lower() not in _KEEPABLE and o.lower() not in _DETERMINERS for o in opening[1:]):
         return False
     last = words[-1].lower().rstrip(",")
-    return can_be_noun(words[-1]) and last not in _NOT_NOUNS and last not in STOP
+    return can_be_noun(words[-1]) and last not in _NOT_NOUNS and last not in STOP and last not in _DIRECTIONS
 
 
 _RANKING = {"most", "least", "first", "second", "third", "fourth", "fifth", "last", "only", "main", "sole", "chief",
@@ -384,7 +384,8 @@ def _narrowed(words: list[str]) -> list[tuple[str, ...]]:
     out = [tuple(words)]
     for cut in range(1, len(words)):
         rest = words[cut:]
-        if all(w[:1].isupper() for w in words[cut - 1:]) and any(w.lower() not in _DIRECTIONS for w in rest):
+        if all(w[:1].isupper() for w in words[cut - 1:]) and any(w.lower() not in _DIRECTIONS for w in rest) \
+                and "PROPN" in word_classes(rest[-1]):  # "Alps", "Europe"; never "Black Sea" -> "Sea"
             out.append(tuple(rest))
     return [w for o in out for w in _widened(o) if w and w[-1] == words[-1]]
 
@@ -455,7 +456,13 @@ def phrases(description: str | None, rarity: Callable[[str], float] = lambda w: 
     for segment in _PARENS.sub(" ", description).split(";"):
         segment = _TRAILING.sub("", _cut_at_comma(segment.strip().rstrip(".")).strip())
         head, quals = _postpositive(*_chunks(segment))
-        if not head:
+        if len(head) > 1 and head[-1].lower() in _DIRECTIONS:
+            # "marginal sea northeast of the Black Sea": the direction is an adverb and its qualifier says where
+            # from, so the sea is the noun and nothing after it is kept.
+            while len(head) > 1 and head[-1].lower() in _DIRECTIONS:
+                head = head[:-1]
+            quals = []
+        if not head or head[-1].lower() in _DIRECTIONS:
             continue
         noun = head[-1]
         if any(c.isdigit() for c in noun) or noun.lower() in _NOT_NOUNS or noun.lower() in STOP \

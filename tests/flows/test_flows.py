@@ -19,7 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "configs" / "demo.yaml")
 # 8 walks hold out no question for eval, so the eval stage is empty: the run accepts that (runner.allow_empty).
-SMALL = ["walk.num_walks=8", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2", "runner.allow_empty=true"]
+SMALL = ["walk.num_walks=60", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2", "runner.allow_empty=true"]
 TABLES = ["questions", "traces", "sft"]
 SECRET = "sk-hopforge-test-secret-0123456789"
 

@@ -12,7 +12,7 @@ from flows.stages import PIPELINE
 from synth.engine.store import Store
 
 UNTIL_REPORT = [s for s in PIPELINE][: [s.name for s in PIPELINE].index("report") + 1]
-SMALL = ["walk.num_walks=16", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "questions.shard_size=4",
+SMALL = ["walk.num_walks=100", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "questions.shard_size=24",
          "rollout.shard_size=4", "walk.incremental=true"]
 
 
@@ -75,7 +75,7 @@ def test_added_pages_pay_only_for_new_walks(tmp_path, demo_file):
     assert len(differ) <= repairs
 
 
-STUDENT = ["walk.num_walks=24", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
+STUDENT = ["walk.num_walks=150", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
            "sft.overrides=[max_steps=2, eval_fraction=0.3, max_length=8192]", "eval.max_turns=2",
            "eval.max_new_tokens=8", "eval.max_questions=2", "filters.min_tool_calls=2",
            "questions.splits={sft: 0.6, rl: 0.1, eval: 0.3}"]

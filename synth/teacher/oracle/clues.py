@@ -198,8 +198,10 @@ class ClueMaker:
         """The candidate's sub-question and sentence, worded by its own seeded stream."""
         rnd = random.Random(derive_seed(h.seed, "oracle-frame", h.i, phrase, rel_word or ""))
         rel = relation(rel_word, rnd)
-        return HopClue(phrase, rel_word, sub_question(phrase, rel, rnd),
-                       hop_sentence(article(phrase), rel, rnd, short=h.short))
+        sub = sub_question(phrase, rel, rnd)
+        if plural_head(phrase):
+            sub = sub.replace(f"{phrase} is linked", f"{phrase} are linked")  # "What organic compounds are linked ..."
+        return HopClue(phrase, rel_word, sub, hop_sentence(article(phrase), rel, rnd, short=h.short))
 
     def problem(self, h: HopContext, clue: HopClue) -> str | None:
         """Why ``clue`` cannot be this hop's clue, or None (the checks of the module docstring)."""

@@ -249,6 +249,9 @@ def test_description_phrases_are_coarsest_first_and_widen_years():
     ("Chemical acid found in vinegar", "found"),
     ("Deliberative assembly that makes laws", "that"),
     ("Capital and largest city of France", "largest"),
+    ("Marginal sea northeast of the Black Sea", "northeast"),
+    ("Marginal sea northeast of the Black Sea", "of the Sea"),
+    ("Type of set of points", "set"),
 ])
 def test_a_phrase_is_never_cut_mid_way(description, never):
     # Every phrase is a whole noun phrase: it ends on a noun, keeps a qualifier whole or not at all, and holds
