@@ -123,14 +123,18 @@ class Adversaries:
 
     def top(self, text: str, ranking: str = "tool") -> list[str] | None:
         """The top ``k`` of one search with one ranking (None: the query has no terms)."""
-        from synth.tools.analysis import query_terms, title_key
+        from synth.tools.analysis import query_terms
 
-        terms = query_terms(text)
-        if not terms:
+        # Texts the ranking cannot tell apart share one search: its own memo key (its field's terms, so
+        # "branch" and "branches" are one stemmed query but two unstemmed ones), else the text itself.
+        memo_key = getattr(self.index.ranking(ranking), "memo_key", None) if hasattr(self.index, "ranking") else None
+        if memo_key is not None:
+            found = memo_key(text)
+        else:
+            found = (text,) if query_terms(text) else None
+        if found is None:
             return None
-        # The same bag of terms ranks the same (sorted: a key must not depend on set iteration order);
-        # the tool ranking also reads the text's title key (its exact-title bonus).
-        key = (ranking, tuple(sorted(terms)), title_key(text) if ranking == "tool" else "")
+        key = (ranking, found)
         if key in self._hits:
             self.pruned += 1
         else:

@@ -129,6 +129,15 @@ class _Lexical:
                 tq(schema, "title_key", key, index_option="basic"), EXACT_TITLE_BOOST)))
         return tantivy.Query.boolean_query(clauses)
 
+    def memo_key(self, query: str) -> tuple | None:
+        """What this ranking's result for ``query`` depends on, as a value (None: the query has no terms):
+        its bag of terms under this field's analysis (sorted: never set order) and, with the exact-title
+        bonus, the query's title key.  Two queries with one key rank the same."""
+        terms = query_terms(query, raw=self.raw) if isinstance(query, str) else []
+        if not terms:
+            return None
+        return tuple(sorted(terms)), title_key(query) if self.exact_title else ""
+
     def ranked(self, query: str, k: int, exclude) -> list[tuple]:
         """(score, address, page id) of the top ``k``."""
         terms = query_terms(query, raw=self.raw) if isinstance(query, str) and k > 0 else []

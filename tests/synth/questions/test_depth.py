@@ -82,3 +82,16 @@ def test_the_adversaries_are_checked_and_searches_remembered(index):
     assert (made, adv.pruned) == (3, 1)
     adv.found("Strong wind  at SEA")  # the same bag of words and title key: every search answered from memory
     assert adv.searches == made and adv.pruned == 5
+
+
+@pytest.mark.parametrize("first, second", [("ships", "ship"), ("ship", "ships")])
+def test_a_remembered_search_is_one_the_ranking_cannot_tell_apart(index, first, second):
+    # Stemmed, "ship" and "ships" are one query for the tool; the plain BM25 reads words as written, so for
+    # it they are two, and what one returned must not answer the other, whichever was asked first.
+    direct = {q: index.search_ids(q, 5, ranking="body") for q in (first, second)}
+    assert direct[first] != direct[second]  # the premise
+    adv = Adversaries(index, 5, ["tool", "body"])
+    assert [adv.top(q, "body") for q in (first, second)] == [direct[first], direct[second]]
+    assert adv.pruned == 0
+    assert adv.top(first.upper(), "body") == direct[first]  # case aside the same words: from memory
+    assert adv.pruned == 1
