@@ -158,6 +158,9 @@ class Giveaways:
         self.tokens = answer_tokens(entity, aliases)
         self._patterns = [(t, re.compile(r"(?<![^\W_])" + re.escape(t) + r"(?![^\W_])", 0 if cs else re.I))
                           for t, cs in self.tokens]
+        # What `find` depends on, as a value: a memo keyed by it holds for any equal object (an object's id is
+        # reused once it is collected, so an id would hand a later entity an earlier one's answers).
+        self.key = (tuple(self.names), tuple(tuple(t) for t in self.tokens))
 
     def find(self, text: str, norm: str | None = None, named: Iterable[str] = ()) -> str | None:
         """The name or token that ``text`` gives away, or None (``norm``: ``normalize_answer(text)``, if known).

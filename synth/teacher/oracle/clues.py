@@ -104,7 +104,7 @@ class ClueMaker:
         self._defs: dict[str, str] = {}
         self._phrases: dict[str, list] = {}  # page id -> its definition's phrases
         self._topics: dict[tuple[str, str], list] = {}  # (page, linked page) -> words of the linking sentence
-        self._given: dict[tuple[int, str], bool] = {}  # (giveaways, word) -> whether the word names the entity
+        self._given: dict[tuple, bool] = {}  # (giveaways' key, word) -> whether the word names the entity
         self.searches = 0
 
     # ---- what the checks read ---------------------------------------------------------------
@@ -169,7 +169,7 @@ class ClueMaker:
         return self._topics[key]
 
     def _gives_away(self, g, word: str) -> bool:
-        key = (id(g), word)
+        key = (g.key, word)
         if key not in self._given:
             self._given[key] = g.find(word) is not None
         return self._given[key]
