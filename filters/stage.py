@@ -471,7 +471,12 @@ def run_filter(ctx: StageContext) -> StageResult:
         extra["judge"] = dict(judge_counts) | {k[6:]: n for k, n in tally.items() if k.startswith("judge:")}
     if teacher is not None:
         extra["teacher"] = teacher.stats.since(snap)
-    idle = "questions.splits.sft is 0: no SFT row is asked for" if ctx.cfg.questions.splits.sft == 0 else ""
+    idle = ""
+    if ctx.cfg.questions.splits.sft == 0:
+        idle = "questions.splits.sft is 0: no SFT row is asked for"
+    elif not kept and band_report.get("rl_pool_rows") and not any(q.split == Split.SFT for q in questions.values()):
+        # An RL-only run: its output is the pool, and an empty sft is what was asked for.
+        idle = f"no question is of the sft split; rl_pool holds {band_report['rl_pool_rows']:,} rows"
     return StageResult(input=total, output=kept, dropped=dict(runner.dropped), extra=extra, idle=idle)
 
 
