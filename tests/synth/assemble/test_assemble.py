@@ -14,6 +14,7 @@ from synth.engine.records import LONGCTX_SCHEMA
 from synth.assemble.config import AssembleConfig
 from synth.assemble.pack import Job, Packer, Plan, RandomPages, TokenCounter, page_body, render_paragraph
 from flows.config import Config
+from synth.engine.errors import StageFailed
 from synth.engine.runner import run_stage
 from synth.engine.stage import Stage
 from synth.engine.records import PAGE_SCHEMA, SFT_SCHEMA, Question, Trace
@@ -119,7 +120,7 @@ def built(tmp_path_factory):
     return {"root": root, "pages": {p["page_id"]: p for p in pages}, "tok": tok, "bm25_k": bm25_k}
 
 
-def _run(built, tmp_path, seed: int = 0, cpu_workers: int = 0, **kw):
+def _run(built, tmp_path, seed: int = 0, cpu_workers: int = 0, allow_empty: bool = False, **kw):
     """Run the stage into a fresh store that links the fixture's inputs; returns (rows, rejects, report)."""
     root = tmp_path / "out"
     root.mkdir(parents=True, exist_ok=True)
@@ -130,6 +131,7 @@ def _run(built, tmp_path, seed: int = 0, cpu_workers: int = 0, **kw):
     kw.setdefault("verify_batch", 3)
     cfg = _Cfg(seed=seed, assemble=AssembleConfig(**kw))
     cfg.runner.cpu_workers = cpu_workers
+    cfg.runner.allow_empty = allow_empty
     store = Store(root)
     outcome = run_stage(STAGE, cfg, store, force=True, progress=False)
     rows = store.read("longctx").to_pylist()
@@ -298,7 +300,10 @@ def test_tight_window_cuts_one_tier2_page(built, tmp_path):
 def test_no_truncation_can_underfill(built, tmp_path):
     # A 2-token window, whole pages only, and no second try for a page that does not fit: most
     # pairs cannot land, and each is counted as underfilled rather than cut or overfilled.
-    rows, _, report = _run(built, tmp_path, lengths=[900], slack=2, fill_max_skips=0, truncate_fill=False)
+    kw = dict(lengths=[900], slack=2, fill_max_skips=0, truncate_fill=False)
+    with pytest.raises(StageFailed, match=r"stage assemble: every one of its \d+ items was dropped \(underfilled"):
+        _run(built, tmp_path / "strict", **kw)  # an assemble that lands nothing stops the run ...
+    rows, _, report = _run(built, tmp_path, allow_empty=True, **kw)  # ... unless an empty stage is allowed
     assert report["input"] == report["output"] + sum(report["dropped"].values())
     assert report["dropped"].get("underfilled", 0) > 0 and report["rows_cut"] == 0
     _check_rows(built, rows, 2)
@@ -313,6 +318,9 @@ def test_missing_gold_page_is_dropped(built, tmp_path):
     q = _question("qx", ["p001", "nope"], {"p001": "A", "nope": "B"})
     write_parquet_atomic(Question.to_table([q]), root / "questions/part-00000.parquet")
     cfg = _Cfg(assemble=AssembleConfig(lengths=[800, 1600], slack=64, tier2_bm25_k=built["bm25_k"]))
+    with pytest.raises(StageFailed, match=r"dropped \(missing_gold 2\)"):
+        run_stage(STAGE, cfg, Store(root), force=True, progress=False)
+    cfg.runner.allow_empty = True
     outcome = run_stage(STAGE, cfg, Store(root), force=True, progress=False)
     assert outcome.report["dropped"] == {"missing_gold": 2} and outcome.report["output"] == 0
 
@@ -379,6 +387,9 @@ def test_cli_command(built, tmp_path, monkeypatch):
     runner = CliRunner()
     assert "DIR/longctx" in runner.invoke(app, ["assemble", "--help"]).output
     res = runner.invoke(app, ["assemble", "--out", str(root), "--set", "assemble.lengths=[8192, 32768, 131072]"])
+    assert res.exit_code == 1 and "runner.allow_empty=true" in res.output, res.output  # empty: an error
+    res = runner.invoke(app, ["assemble", "--out", str(root), "--set", "assemble.lengths=[8192, 32768, 131072]",
+                              "--set", "runner.allow_empty=true"])
     assert res.exit_code == 0, res.output
     report = Store(root).read("rejects/assemble").num_rows
     # These lengths are far beyond this corpus: every (question, length) pair is counted as a drop.

@@ -12,7 +12,7 @@ import pytest
 from helpers.kilt import (HF_SCHEMA, RULES_ANCHORS, RULES_DROPS, RULES_LINKS, page, rules_corpus, to_hf,
                           with_bad_anchor, write_hf_jsonl, write_hf_parquet, write_kilt_jsonl)
 from flows.config import load_config
-from synth.engine.errors import InputError
+from synth.engine.errors import InputError, StageFailed
 from synth.engine.runner import run_stage
 from flows.stages import INGEST
 from synth.engine.store import Store
@@ -330,14 +330,19 @@ def test_hf_parquet_irregular_anchor_lists_fall_back_per_record(tmp_path):
     assert store.read("corpus/pages").column("page_id").to_pylist() == ["1", "2", "4", "5", "6"]
 
 
-def test_empty_and_all_bad_sources_give_empty_tables(tmp_path):
+def test_empty_and_all_bad_sources_stop_the_run_unless_empty_is_allowed(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"\n\n")
-    outcome, store = ingest(tmp_path, empty)
+    with pytest.raises(StageFailed, match=r"stage ingest: its input was empty.*runner.allow_empty=true"):
+        ingest(tmp_path, empty, out="strict")
+    assert not (tmp_path / "strict" / "corpus" / "pages").exists()  # nothing committed
+    outcome, store = ingest(tmp_path, empty, "runner.allow_empty=true")
     assert (outcome.report["input"], outcome.report["output"]) == (0, 0)
     assert store.read("corpus/pages").num_rows == 0 and store.read("corpus/links").num_rows == 0
     bad = write_kilt_jsonl(tmp_path / "bad.jsonl", ["{x", {"_id": "1"}])
-    outcome, store = ingest(tmp_path, bad, out="bad")
+    with pytest.raises(StageFailed, match=r"every one of its 2 items was dropped"):
+        ingest(tmp_path, bad, out="bad-strict")
+    outcome, store = ingest(tmp_path, bad, "runner.allow_empty=true", out="bad")
     assert outcome.report["dropped"]["bad_json"] == 1 and outcome.report["dropped"]["bad_title"] == 1
     assert store.read("corpus/pages").schema.names[0] == "page_id"
 

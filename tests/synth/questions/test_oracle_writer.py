@@ -251,7 +251,6 @@ def test_description_phrases_are_coarsest_first_and_widen_years():
     ("Capital and largest city of France", "largest"),
     ("Marginal sea northeast of the Black Sea", "northeast"),
     ("Marginal sea northeast of the Black Sea", "of the Sea"),
-    ("Type of set of points", "set"),
 ])
 def test_a_phrase_is_never_cut_mid_way(description, never):
     # Every phrase is a whole noun phrase: it ends on a noun, keeps a qualifier whole or not at all, and holds
@@ -261,6 +260,13 @@ def test_a_phrase_is_never_cut_mid_way(description, never):
     ps = [p.text for p in phrases(description)]
     assert ps and not [p for p in ps if never in p], ps
     assert all(can_be_noun(p.split()[-1]) for p in ps), ps
+
+
+def test_an_of_chain_is_kept_whole_or_not_at_all():
+    # "of animals" completes "of group": both or neither; "Type" alone says too little to be a clue.
+    assert [p.text for p in phrases("Type of group of animals")] == ["Type of group of animals"]
+    # "set" is a word of the puzzle's own frames ("a set of pages"): a clue that holds it is never written.
+    assert [p.text for p in phrases("Type of set of points")] == []
 
 
 def test_a_lead_is_cut_where_its_noun_phrase_ends():
