@@ -143,7 +143,9 @@ class _Lexical:
         terms = query_terms(query, raw=self.raw) if isinstance(query, str) and k > 0 else []
         if not terms:
             return []
-        return self.index._ranked(self.query(query, terms), min(int(k), MAX_K), exclude)
+        # tantivy adds the clauses' scores in clause order, in float32: "a b" and "b a" can differ in the last
+        # bit and break a tie the other way. Sorted, the ranking is a function of the bag of terms (memo_key).
+        return self.index._ranked(self.query(query, sorted(terms)), min(int(k), MAX_K), exclude)
 
     def top(self, query: str, k: int, exclude: frozenset[str] = frozenset()) -> list[str]:
         return [pid for _, _, pid in self.ranked(query, k, exclude)]
