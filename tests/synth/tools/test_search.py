@@ -384,7 +384,8 @@ def babel(tmp_path_factory) -> SearchIndex:
     from synth.engine.store import write_parquet_atomic
 
     rng = random.Random(7)
-    vocab = [f"{a}{b}" for a in ("kel", "mor", "sav", "tun", "pix") for b in ("ba", "do", "fi", "lu", "ne", "ro", "su", "ta")]
+    vocab = [f"{a}{b}" for a in ("kel", "mor", "sav", "tun", "pix")
+             for b in ("ba", "do", "fi", "lu", "ne", "ro", "su", "ta")]
     rows = []
     for i in range(400):
         text = " ".join(rng.choices(vocab, weights=range(1, len(vocab) + 1), k=rng.randint(5, 300)))
