@@ -480,7 +480,9 @@ def save(trainer, tokenizer, out: Path, merge_lora: bool, base: str | None) -> d
         trainer.save_model(str(out))
         kind = "lora_adapter" if is_peft else "full"
     if trainer.accelerator.is_main_process:
-        tokenizer.save_pretrained(str(out))
+        from synth.tokenizer.tokens import save_tokenizer
+
+        save_tokenizer(tokenizer, out)
     trainer.accelerator.wait_for_everyone()
     return {"kind": kind, "path": str(out)}
 

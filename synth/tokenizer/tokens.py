@@ -121,6 +121,22 @@ def train_demo_tokenizer(pages, out_dir: str | Path, vocab_size: int = DEMO_VOCA
             "files_sha": files_sha(out_dir)}
 
 
+# Keys ``from_pretrained`` records in a tokenizer's ``init_kwargs`` that say how it was loaded, not what it
+# is: HF_HUB_OFFLINE sets ``local_files_only``, and a ``token`` (should a version record it) is a secret. Saved, they would make the same
+# tokenizer's files differ with the loading machine's environment (and could write a key to disk).
+LOAD_TIME_KEYS = ("local_files_only", "cache_dir", "force_download", "proxies", "revision", "subfolder",
+                  "token", "use_auth_token", "_commit_hash", "is_local", "_from_auto", "_from_pipeline")
+
+
+def save_tokenizer(tok: Any, out: str | Path) -> None:
+    """``save_pretrained`` without the load-time keys, so the files are a function of the tokenizer alone."""
+    kept = {k: tok.init_kwargs.pop(k) for k in LOAD_TIME_KEYS if k in tok.init_kwargs}
+    try:
+        tok.save_pretrained(str(out))
+    finally:
+        tok.init_kwargs.update(kept)
+
+
 def files_sha(folder: str | Path) -> str:
     """Hash of a tokenizer folder's files (names and bytes), to pin what counted the tokens."""
     h = hashlib.sha256()
@@ -209,7 +225,7 @@ def run_tokenizer(ctx) -> "Any":
         return StageResult(input=n, output=used, dropped={"not_sampled": n - used} if n > used else {}, extra=stats)
     tok = load_tokenizer(name)
     template = training_template(tok)
-    tok.save_pretrained(str(out))
+    save_tokenizer(tok, out)
     return StageResult(input=0, output=0, idle=f"the pretrained tokenizer {name} is copied, not trained on pages",
                        extra={"kind": "pretrained", "name": name, "vocab_size": len(tok),
                                                  "chat_template": template, "files_sha": files_sha(out)})

@@ -83,3 +83,34 @@ def test_load_tokenizer_errors(tmp_path):
 
     with pytest.raises(InputError):
         load_tokenizer(tmp_path / "missing")
+
+
+def test_a_saved_tokenizer_does_not_record_how_it_was_loaded(tmp_path, table):
+    """HF_HUB_OFFLINE (which the Makefile sets) makes ``from_pretrained`` record ``local_files_only`` in the
+    tokenizer's kwargs; a tokenizer saved from it must still be byte-equal to one loaded without it, or the
+    same student differs with the environment that trained it (``hopforge verify`` then reports it)."""
+    import os
+    import subprocess
+    import sys
+
+    from synth.tokenizer.tokens import LOAD_TIME_KEYS
+
+    train_demo_tokenizer(table, tmp_path / "src")
+    script = ("import sys\nfrom transformers import AutoTokenizer\nfrom synth.tokenizer.tokens import save_tokenizer\n"
+              "tok = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+              "getattr(tok, sys.argv[3])(sys.argv[2])\n")
+    saved = {}
+    for offline in ("1", "0"):
+        for how in ("save_pretrained", "save"):
+            env = {**os.environ, "HF_HUB_OFFLINE": offline}
+            out = tmp_path / f"{how}-{offline}"
+            code = script if how == "save_pretrained" else script.replace("getattr(tok, sys.argv[3])(sys.argv[2])",
+                                                                            "save_tokenizer(tok, sys.argv[2])")
+            subprocess.run([sys.executable, "-c", code, str(tmp_path / "src"), str(out), how], env=env, check=True)
+            saved[how, offline] = (out / "tokenizer_config.json").read_text()
+    # The plain save records the environment (the defect this guards against)...
+    assert saved["save_pretrained", "1"] != saved["save_pretrained", "0"]
+    # ... the project's save does not, and the folder hashes the same.
+    assert saved["save", "1"] == saved["save", "0"]
+    assert not any(f'"{k}"' in saved["save", "1"] for k in LOAD_TIME_KEYS)
+    assert files_sha(tmp_path / "save-1") == files_sha(tmp_path / "save-0")
