@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from synth.engine.records import Question, Trace
 from synth.text.answers import mentions, normalize_answer
+from synth.tools.registry import find_tool
 
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 
@@ -66,11 +67,15 @@ def rubric_raw(trace: Trace, question: Question) -> float:
     page_names: set[str] = set()  # the same, normalised, to compare with titles
     for _, tc in conv.tool_calls():
         args = tc.args() or {}
-        if tc.name == "search" and isinstance(args.get("query"), str):
-            queries.append(args["query"])
-        elif tc.name in ("open", "find") and isinstance(args.get("page"), str):
-            page_args.add(args["page"])
-            page_names.add(normalize_answer(args["page"]))
+        spec = find_tool(tc.name)
+        if spec is None:
+            continue
+        if spec.page_arg:  # a tool that reads a page: the page it named
+            if isinstance(args.get(spec.page_arg), str):
+                page_args.add(args[spec.page_arg])
+                page_names.add(normalize_answer(args[spec.page_arg]))
+        elif spec.text_arg and isinstance(args.get(spec.text_arg), str):  # a search: its query
+            queries.append(args[spec.text_arg])
     opened = set(trace.opened_page_ids or []) | page_args
     texts = [m.content for m in conv.messages
              if m.role == "assistant" and isinstance(m.content, str) and m.content]

@@ -19,10 +19,13 @@ from typing import Any, Iterable
 
 from synth.teacher.prompting import extract_answer
 from synth.tools.feedback import CHECK_ANSWER
-from synth.tools.schema import TOOL_NAMES
+from synth.tools.registry import find_tool, tool_names as registered_tools
 
-# The tools a rollout may call: hopforge's three, and CAPF's check_answer (only a CAPF tool config offers it).
-KNOWN_TOOLS = (*TOOL_NAMES, CHECK_ANSWER)
+
+def known_tools() -> tuple[str, ...]:
+    """The tools a rollout may call: the registered ones, and CAPF's check_answer (only a CAPF tool config
+    offers it)."""
+    return (*registered_tools(), CHECK_ANSWER)
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _RESPONSE = re.compile(r"<tool_response>(.*?)(?:</tool_response>|$)", re.S)
@@ -65,9 +68,10 @@ class Solution:
         return not self.problems
 
 
-def parse_solution(text: str, tool_names: Iterable[str] = KNOWN_TOOLS) -> Solution:
-    """Read ``solution_str`` (see the module docstring): calls, answer, pages read, format problems."""
-    known = set(tool_names)
+def parse_solution(text: str, tool_names: Iterable[str] | None = None) -> Solution:
+    """Read ``solution_str`` (see the module docstring): calls, answer, pages read, format problems;
+    ``tool_names``: the tools it may call (default: :func:`known_tools`)."""
+    known = set(known_tools() if tool_names is None else tool_names)
     sol = Solution()
     text = text or ""
     responses = list(_RESPONSE.finditer(text))
@@ -84,8 +88,9 @@ def parse_solution(text: str, tool_names: Iterable[str] = KNOWN_TOOLS) -> Soluti
             sol.problems.append(f"tool call {i + 1}: {problem}")
             continue
         sol.calls.append((name, args))
-        if name in ("open", "find") and isinstance(args.get("page"), str):
-            sol.read_page_ids.append(args["page"])
+        spec = find_tool(name)
+        if spec is not None and spec.page_arg and isinstance(args.get(spec.page_arg), str):
+            sol.read_page_ids.append(args[spec.page_arg])
     # The last turn: what follows the last observation (or the last call, for a template that marks none).
     if responses:
         tail = text[responses[-1].end():]
@@ -151,4 +156,4 @@ def gold_answers(ground_truth: Any) -> list[str]:
     return [g for g in _as_list(ground_truth) if isinstance(g, str) and g]
 
 
-__all__ = ["KNOWN_TOOLS", "Solution", "evidence_share", "gold_answers", "parse_solution"]
+__all__ = ["known_tools", "Solution", "evidence_share", "gold_answers", "parse_solution"]

@@ -29,6 +29,7 @@ from synth.engine.conversation import ToolCall, parse_conversation
 from synth.engine.seeding import derive_seed, short_hash
 from synth.rollout.labels import step_labels
 from synth.teacher.client import Teacher, TeacherError
+from synth.tools.registry import tool_names
 from synth.tools.toolbox import Toolbox
 
 PLACEHOLDER = "[earlier observation omitted to save context; call the tool again if you need it]"
@@ -39,7 +40,7 @@ class _Tally:
     n_turns: int = 0
     n_tool_calls: int = 0
     n_errors: int = 0
-    counts: dict[str, int] = field(default_factory=lambda: {"search": 0, "open": 0, "find": 0})
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(tool_names(), 0))
     searched: list[str] = field(default_factory=list)
     opened: list[str] = field(default_factory=list)
     prompt_tokens: int = 0

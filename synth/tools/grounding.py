@@ -32,6 +32,7 @@ from urllib.parse import unquote
 
 from synth.engine.conversation import Conversation, ToolCall
 from synth.tools.analysis import analyze, query_terms
+from synth.tools.registry import find_tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,16 +128,17 @@ def _query_terms(text: str) -> tuple[str, ...]:
 def _check(tc: ToolCall, seen: Seen, min_grounding: float) -> tuple[bool, str] | None:
     """Whether one call is grounded and why not; None for a call the rule does not judge."""
     args = tc.args()
-    if args is None or tc.name not in ("search", "open", "find"):
+    spec = find_tool(tc.name)
+    if args is None or spec is None:
         return None
     problems = []
-    key = {"search": "query", "find": "text"}.get(tc.name)
+    key = spec.text_arg  # the words the agent chose (a query, a pattern)
     if key is not None and isinstance(args.get(key), str):
         share, unseen = seen.share(args[key])
         if share < min_grounding:
             problems.append(f"{key} {args[key]!r}: {share:.2f} of its terms seen (unseen: {', '.join(unseen)})")
-    page = args.get("page")
-    if tc.name != "search" and isinstance(page, str) and not seen.holds_name(page):
+    page = args.get(spec.page_arg) if spec.page_arg else None
+    if isinstance(page, str) and not seen.holds_name(page):
         problems.append(f"page {page!r} not seen")
     return not problems, "; ".join(problems)
 

@@ -68,7 +68,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from synth.tools.search import SearchIndex
-from synth.tools.toolbox import ToolError, check_arguments, run_find, run_open, run_search
+from synth.tools.registry import get_tool, tool_names
+from synth.tools.toolbox import ToolError, check_arguments
 from synth.tools.config import ToolsConfig
 from synth.tools.schema import tool_schemas
 
@@ -103,7 +104,11 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def arguments(request: Request) -> dict:
+    # The integer arguments of each tool, parsed from a query string (where every value is text).
+    integers = {sc["function"]["name"]: {k for k, v in sc["function"]["parameters"]["properties"].items()
+                                         if v.get("type") == "integer"} for sc in schemas}
+
+    async def arguments(request: Request, tool: str) -> dict:
         """Query-string fields, overridden by a POST JSON body; integers in a query string parsed."""
         if len(request.url.path) + len(request.url.query) > limit:
             raise ToolError(f"the request URL is over {limit:,} bytes", status=413)
@@ -111,7 +116,7 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
         for key in request.query_params:
             values = request.query_params.getlist(key)
             value = values if key == "exclude" else values[-1]
-            args[key] = int(value) if isinstance(value, str) and key in ("k", "offset") and _INT.fullmatch(value) else value
+            args[key] = int(value) if isinstance(value, str) and key in integers[tool] and _INT.fullmatch(value) else value
         if request.method == "POST":
             declared = request.headers.get("content-type")
             if declared is not None and not _is_json(declared):
@@ -129,19 +134,15 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
     async def answer(request: Request, tool: str) -> JSONResponse:
         """Run ``tool`` on the request's fields in a worker thread; a ToolError becomes a 4xx."""
         try:
-            args = await arguments(request)
-            if tool == "search":
-                if "q" in args:
-                    args["query"] = args.pop("q")
-                exclude = _exclude_list(args.pop("exclude", None))
-                checked = check_arguments(tool, args, schemas)
-                result = await run_in_threadpool(run_search, index, cfg, checked["query"], checked.get("k"), exclude)
-            elif tool == "open":
-                checked = check_arguments(tool, args, schemas)
-                result = await run_in_threadpool(run_open, index, cfg, checked["page"], checked.get("offset", 0))
-            else:
-                checked = check_arguments(tool, args, schemas)
-                result = await run_in_threadpool(run_find, index, cfg, checked["page"], checked["text"])
+            args = await arguments(request, tool)
+            spec = get_tool(tool)
+            for alias, name in spec.aliases.items():
+                if alias in args:
+                    args[name] = args.pop(alias)
+            # Only a masked tool reads `exclude` (the pages masked from it); to any other it is an unknown argument.
+            exclude = _exclude_list(args.pop("exclude", None)) if spec.masked else ()
+            checked = check_arguments(tool, args, schemas)
+            result = await run_in_threadpool(spec.run, index, cfg, checked, tuple(exclude))
         except ToolError as e:
             return JSONResponse({"error": str(e)}, status_code=e.status)
         except ClientDisconnect:  # the client closed mid-body (or was timed out): not the server's error
@@ -155,7 +156,7 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
 
         return endpoint
 
-    for tool in ("search", "open", "find"):
+    for tool in tool_names():
         app.add_api_route(f"/{tool}", route(tool), methods=["GET", "POST"], name=tool)
 
     @app.get("/health")
@@ -165,7 +166,7 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
 
     @app.get("/tools")
     def tools() -> list[dict]:
-        """The OpenAI function schemas of search, open and find."""
+        """The OpenAI function schemas of the registered tools."""
         return schemas
 
     app.add_middleware(LoopbackHostOnly)

@@ -59,7 +59,8 @@ from verl.utils.rollout_trace import rollout_trace_op
 
 from synth.tools.config import ToolsConfig
 from synth.tools.feedback import CHECK_ANSWER, DEFAULT_MIN_F1, check, check_answer_schema
-from synth.tools.schema import TOOL_NAMES, tool_schemas
+from synth.tools.registry import get_tool, tool_names
+from synth.tools.schema import tool_schemas
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 log = logging.getLogger("hopforge")
@@ -93,7 +94,7 @@ def schema_of(name: str, cfg: ToolsConfig) -> dict:
     for s in tool_schemas(cfg):
         if s["function"]["name"] == name:
             return s
-    raise ValueError(f"unknown hopforge tool {name!r} (the tools are: {', '.join(TOOL_NAMES)})")
+    raise ValueError(f"unknown hopforge tool {name!r} (the tools are: {', '.join(tool_names())})")
 
 
 def _as_list(value: Any) -> list:
@@ -112,8 +113,8 @@ class HopforgeTool(BaseTool):
     def __init__(self, config: dict, tool_schema: Optional[OpenAIFunctionToolSchema] = None):
         config = dict(config or {})
         name = config.get("name") or (tool_schema.function.name if tool_schema is not None else None)
-        if name not in TOOL_NAMES:
-            raise ValueError(f"config.name must be one of {', '.join(TOOL_NAMES)}, got {name!r}")
+        if name not in tool_names():
+            raise ValueError(f"config.name must be one of {', '.join(tool_names())}, got {name!r}")
         if tool_schema is not None and tool_schema.function.name != name:
             raise ValueError(f"tool_schema names {tool_schema.function.name!r} but config.name is {name!r}")
         self.tools_cfg = ToolsConfig(**(config.get("tools") or {}))
@@ -137,7 +138,7 @@ class HopforgeTool(BaseTool):
         """A tool instance for one call; ``create_kwargs["exclude"]``: pages its search never returns."""
         create_kwargs = kwargs.get("create_kwargs") or {}
         iid = instance_id or uuid4().hex
-        masked = self.name == "search" and self.tools_cfg.mask_answer_page
+        masked = get_tool(self.name).masked and self.tools_cfg.mask_answer_page
         self._instances[iid] = _as_list(create_kwargs.get("exclude")) if masked else []
         return iid, ToolResponse()
 
@@ -168,7 +169,7 @@ class HopforgeTool(BaseTool):
         if not self._verified and self.verify_server:
             await self._verify()
         body = dict(parameters)
-        if self.name == "search" and exclude:
+        if exclude:  # only a masked tool's instances hold pages to exclude (create)
             body["exclude"] = list(exclude)
         status, payload = await self._request("POST", f"/{self.name}", body)
         if status == 200:
