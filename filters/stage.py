@@ -66,9 +66,9 @@ TRACE_ROW_GROUP = 256
 SCAN = dict(use_threads=False)
 
 def key_extra(cfg: Any, store: Any) -> str:
-    """Content-key part beyond the ``filters`` section: the bytes of the evaluation files, the teacher's
-    sampling config when the judge is on, and with ``rl.baselines`` the teacher, the tools and the index
-    the baselines are asked with (the judge and the baselines are the only teacher calls here)."""
+    """Content-key part beyond the config: the bytes of the evaluation files and, with ``rl.baselines``, the
+    index the baselines search (the teacher and the tools they are asked with are config reads the stage
+    declares then: ``more_sections``)."""
     fcfg = cfg.filters
     h = hashlib.sha256()
     for name in fcfg.decontaminate:
@@ -81,11 +81,9 @@ def key_extra(cfg: Any, store: Any) -> str:
         with p.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
-    if fcfg.judge:
-        h.update(cfg.section_hash("teacher").encode())
     if cfg.rl.baselines:  # the teacher answers each rl_pool question closed-book and from one search
         entry = store.stage_entry("index") or {}
-        h.update(f"baselines {cfg.section_hash('teacher', 'tools')} {entry.get('key')}".encode())
+        h.update(f"baselines {entry.get('key')}".encode())
     return h.hexdigest()[:16]
 
 

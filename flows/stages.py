@@ -30,6 +30,16 @@ def _questions_identity(cfg, store) -> str:
     return identity(cfg, store)
 
 
+def _questions_reads(cfg) -> tuple[str, ...]:
+    # The text-level decontamination's n-gram size, read only when benchmark files are set.
+    return ("filters.ngram",) if cfg.questions.decontaminate else ()
+
+
+def _filter_reads(cfg) -> tuple[str, ...]:
+    # The teacher is asked only by the LLM judge and the baselines (with the tools, the baselines' search).
+    return (("teacher",) if cfg.filters.judge else ()) + (("teacher", "tools") if cfg.rl.baselines else ())
+
+
 def _filter_identity(cfg, store) -> str:
     from filters.stage import key_extra
 
@@ -59,18 +69,16 @@ EXPAND = Stage("expand", "synth.graph.expand:run_expand", reads=("ingest", "grap
 # Only the pages and the code shape the index; tools.* act at query time.
 INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs=("index",), command="index")
 
-# The teacher's limits are global: N processes that run a stage's shards each take 1/N of them.
-TEACHER_LIMITS = ("teacher.concurrency", "teacher.rpm", "teacher.tpm")
-
 QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True,
                   # the index: shortcut checks; the graph: skippable and ambiguous hops (every pipeline has it,
                   # since walks need it; a store made by hand may not, and then corpus/links stands in)
                   reads=("ingest", "walks"), optional_reads=("expand", "index", "graph"),
-                  # key_extra: the bytes of the benchmark files (questions.decontaminate) and, with them, filters.ngram
-                  sections=("questions", "teacher", "tools.search_max_k"), outputs=("questions", "rejects/questions"),
-                  command="questions", key_extra=_questions_identity,
-                  # the validators (and the offline teacher) are Python: shards run in processes, sharing the limits
-                  cpu_shards=True, per_process_limits=TEACHER_LIMITS)
+                  # key_extra: the bytes of the benchmark files (questions.decontaminate)
+                  sections=("questions", "teacher", "tools.search_max_k"), more_sections=_questions_reads,
+                  outputs=("questions", "rejects/questions"), command="questions", key_extra=_questions_identity,
+                  # the validators (and the offline teacher) are Python: shards run in processes, each teacher
+                  # taking its share of the global limits
+                  cpu_shards=True)
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
                 optional_reads=("expand",), outputs=("traces",),
@@ -87,11 +95,11 @@ TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("i
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
                optional_reads=("ingest",),  # the answer keys (synth.corpus.answerkeys) read the corpus
                # sft.context / sft.reasoning: what a kept trace's rows hold and how the length filter renders them
-               sections=("filters", "questions.share_sft_rl", "rl.band_by", "rl.curriculum", "rl.guidance",
-                         "rl.baselines", "rl.rag_k", "sft.context", "sft.reasoning", "rollout.compress_observations",
-                         "rollout.keep_observations"),
+               sections=("filters", "questions.share_sft_rl", "questions.splits.sft", "rl.band_by", "rl.curriculum",
+                         "rl.guidance", "rl.baselines", "rl.rag_k", "sft.context", "sft.reasoning",
+                         "rollout.compress_observations", "rollout.keep_observations"),
                outputs=("sft", "preference", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"),
-               command="filter",
+               command="filter", more_sections=_filter_reads,
                key_extra=_filter_identity)
 
 ASSEMBLE = Stage("assemble", "synth.assemble.stage:run_assemble",
@@ -113,18 +121,21 @@ SFT = Stage("sft", "sft.stage:run_sft", reads=("filter", "tokenizer"), by_conten
 
 EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollout", "index"),
              optional_reads=("ingest",),  # the answer keys
-             # sft.context: the student is evaluated in the context it trained in
-             sections=("eval", "tools", "filters.min_f1", "filters.min_grounding", "sft.context",
-                       "rollout.compress_observations", "rollout.keep_observations"), outputs=("eval",), command="eval")
+             # sft.context: the student is evaluated in the context it trained in; teacher: the student's backend
+             # is the teacher's settings with the student's model (or the server at teacher.model)
+             sections=("eval", "teacher", "tools", "filters.min_f1", "filters.min_grounding", "sft.context",
+                       "questions.splits.eval", "rollout.compress_observations", "rollout.keep_observations",
+                       "rollout.max_tokens"),
+             outputs=("eval",), command="eval")
 
 # Under rl.band_by: student, the warm-start student's own rollouts decide the band and this stage writes
 # rl_pool (under `teacher` it measures nothing and writes nothing: the filter wrote the pool).  It reads the
 # student and the filter's verdicts (for the report's teacher figures), rolls out through the eval harness.
 RL_BAND = Stage("rl_band", "sft.rlband:SHARDS", sharded=True, reads=("sft", "questions", "index", "filter"),
                 optional_reads=("ingest",),  # the answer keys
-                sections=("rl", "eval.max_turns", "eval.max_new_tokens", "tools", "filters.min_f1",
-                          "questions.share_sft_rl", "sft.context", "rollout.compress_observations",
-                          "rollout.keep_observations"),
+                sections=("rl", "teacher", "eval.max_turns", "eval.max_new_tokens", "tools", "filters.min_f1",
+                          "filters.min_grounding", "questions.share_sft_rl", "sft.context",
+                          "rollout.compress_observations", "rollout.keep_observations", "rollout.max_tokens"),
                 outputs=("rl_pool", "rl_band/traces", "rl_curriculum"), command="rl-band")
 
 PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT,

@@ -15,7 +15,8 @@ workers too (:class:`synth.engine.workers.DaskPool`).  hopforge's content keys
 decide what is reused, so the tasks cache nothing themselves (``NO_CACHE``): a rerun
 with unchanged inputs reuses every stage, and a run that died resumes from its
 finished shards.  The teacher's ``concurrency`` / ``rpm`` / ``tpm`` are global: when
-shards run in N worker processes, each gets 1/N of them (:func:`split_teacher_limits`).
+shards run in N worker processes, each process's teacher takes 1/N of them (``ShardJob.share``,
+:func:`synth.teacher.client.per_process`).
 
 At the end ``DIR/reports/run.json`` is current and the run carries four artifacts: the
 funnel, the stages, the teacher's cost and the report with its figures (:mod:`flows.artifacts`).
@@ -34,11 +35,11 @@ from prefect.futures import wait
 
 from flows.config import Config, ConfigError, load_config
 from flows.stages import (ASSEMBLE, EVAL, EXPAND, FILTER, GRAPH, INDEX, INGEST, PIPELINE, QUESTIONS, REPORT, RL_BAND,
-                          ROLLOUT, SFT, TEACHER_LIMITS, TOKENIZER, WALKS)
+                          ROLLOUT, SFT, TOKENIZER, WALKS)
 from synth.engine.errors import InputError, StageFailed
 from synth.engine.stage import ShardJob, Stage, StageOutcome
 from synth.engine.store import MissingInput, Store
-from synth.engine.workers import DaskPool, divide_limits
+from synth.engine.workers import DaskPool
 
 from flows.runlogs import attach_in_worker, hopforge_logs_to_run, run_logger
 
@@ -86,19 +87,6 @@ def worker_processes(runner: Any, jobs: int) -> int:
     return 1
 
 
-def split_teacher_limits(job: ShardJob, processes: int) -> ShardJob:
-    """``job`` with the teacher's concurrency, rpm and tpm divided by ``processes`` (at least 1 each).
-
-    The teacher's gate and rate limiter are shared within a process, so N processes that
-    each take 1/N keep the configured limits global.  These fields are operational: the
-    stage's content key and the shard's output do not change.
-    """
-    if processes <= 1:
-        return job
-    config = divide_limits(job.config, TEACHER_LIMITS, processes)
-    return dataclasses.replace(job, config=config, progress=False)
-
-
 # ---- tasks -----------------------------------------------------------------------------------
 def _retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:
     """Retry a shard after an infrastructure failure, never after bad input (it would fail again)."""
@@ -137,11 +125,11 @@ class PrefectShardExecutor:
             return []
         runner = FlowRunContext.get().task_runner
         processes = worker_processes(runner, len(jobs))
-        jobs = [split_teacher_limits(j, processes) for j in jobs]
-        if processes > 1:
-            t = jobs[0].config["teacher"]
+        if processes > 1:  # each process's teacher takes 1/N of the global limits (synth.teacher.client.per_process)
+            jobs = [dataclasses.replace(j, share=processes, progress=False) for j in jobs]
+            concurrency = jobs[0].config["teacher"].get("concurrency") or 1
             run_logger().info("%s: %d shards over %d worker processes; teacher concurrency %s each",
-                              jobs[0].stage, len(jobs), processes, t.get("concurrency"))
+                              jobs[0].stage, len(jobs), processes, max(1, concurrency // processes))
         shard = shard_task.with_options(name=f"{jobs[0].stage}-shard")
         futures = [shard.submit(j) for j in jobs]
         wait(futures)  # every shard finishes (and marks itself done) before a failure is raised

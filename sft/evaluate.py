@@ -8,7 +8,7 @@ OpenAI-compatible server (e.g. vLLM serving the checkpoint).  ``eval_report.json
 for the student and for the teacher on the same questions: the answer rate, accuracy,
 the format-valid tool-call rate, tool calls per question, and the evidence-recovery curve;
 for the student also ``truncation``: how many of its turns were cut at ``eval.max_new_tokens``.
-The student sees the context it trained in (``sft.context``, :func:`harness_config`).
+The student sees the context it trained in (``sft.context``, :func:`harness_settings`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from synth.text.answers import AnswerKey, is_correct
 from synth.engine.errors import InputError
 from synth.engine.records import Question, Split, Trace
 from synth.report.stage import INF, erf_curve, recovery_turn
-from synth.rollout.loop import rollout_one
+from synth.rollout.loop import RolloutSettings, rollout_one
 from synth.tools.search import SearchIndex
 from synth.teacher.client import Teacher
 from synth.tools.toolbox import Toolbox
@@ -72,14 +72,15 @@ class CountedTurns:
         return getattr(self._teacher, name)
 
 
-def harness_config(cfg: Any) -> Any:
-    """The run config the student rolls out with (eval and the student band): ``eval.max_turns`` turns, and the
-    context it trained in (``sft.context``): ``full``, every observation in full; ``as_seen``, compressed as the
-    teacher's was (``rollout.compress_observations``, ``keep_observations``), so the student meets the
-    placeholders its rows showed it, at the same turns."""
+def harness_settings(cfg: Any) -> RolloutSettings:
+    """How the student rolls out (eval and the student band): ``eval.max_turns`` turns, the teacher's context
+    limit, and the context it trained in (``sft.context``): ``full``, every observation in full; ``as_seen``,
+    compressed as the teacher's was (``rollout.compress_observations``, ``keep_observations``), so the student
+    meets the placeholders its rows showed it, at the same turns."""
     compress = cfg.sft.context == "as_seen" and cfg.rollout.compress_observations
-    return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(
-        update={"max_turns": cfg.eval.max_turns, "compress_observations": compress})})
+    return RolloutSettings(max_turns=cfg.eval.max_turns, max_tokens=cfg.rollout.max_tokens,
+                           compress_observations=compress, keep_observations=cfg.rollout.keep_observations,
+                           seed=cfg.seed, min_grounding=cfg.filters.min_grounding)
 
 
 def eval_questions(store) -> list[Question]:
@@ -142,7 +143,7 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         teacher_cfg = cfg.teacher.model_copy(update={"temperature": ecfg.temperature, "max_tokens": ecfg.max_new_tokens})
     held = eval_questions(store)
     questions = held[: ecfg.max_questions]
-    run_cfg = harness_config(cfg)
+    run_cfg = harness_settings(cfg)
     index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     # No call cache: a checkpoint retrained at the same path must never be answered from stale calls.
     teacher = Teacher(teacher_cfg, None)
@@ -167,8 +168,8 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         "evaluated_questions": len(questions),
         "samples_per_question": ecfg.n,
         "max_turns": ecfg.max_turns,
-        "context": {"policy": cfg.sft.context, "compress_observations": run_cfg.rollout.compress_observations,
-                    "keep_observations": run_cfg.rollout.keep_observations},
+        "context": {"policy": cfg.sft.context, "compress_observations": run_cfg.compress_observations,
+                    "keep_observations": run_cfg.keep_observations},
         "student": {**metrics(student, golds, min_f1, t_max), "truncation": cut.report()},
         "teacher": metrics(teacher_traces, golds, min_f1, t_max),
         "teacher_model": sorted({t.teacher_model for t in teacher_traces}),

@@ -29,7 +29,7 @@ from typing import Any
 from filters.band import BANDS, band, band_counts, band_model_name, context_of, pass_stats, prompt_messages, rl_row
 from filters.curriculum import write_curriculum
 from filters.rlconfig import STUDENT
-from sft.evaluate import CountedTurns, TurnCounter, harness_config
+from sft.evaluate import CountedTurns, TurnCounter, harness_settings
 from sft.policy import student_teacher
 from synth.engine.records import RL_SCHEMA, TEACHER_FAILED, Question, Split, Trace
 from synth.engine.seeding import derive_seed
@@ -85,7 +85,7 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> dict:
     keys = answer_keys(ctx.store, cfg.filters.min_f1)  # the filter's rule (and the reward's)
     teacher, model = _student(ctx)
     index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
-    run_cfg = harness_config(cfg)  # eval's harness: the student sees the context it trained in (sft.context)
+    run_cfg = harness_settings(cfg)  # eval's harness: the student sees the context it trained in (sft.context)
     cut = TurnCounter(cfg.eval.max_new_tokens)
     counted = CountedTurns(teacher, cut)
 

@@ -20,7 +20,7 @@ import os
 import reprlib
 from pathlib import Path
 from types import UnionType
-from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Iterable, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
@@ -212,6 +212,86 @@ class RootConfig(Section):
                     node = node[part]
                 node[leaf] = value
         return out
+
+
+class UndeclaredConfig(RuntimeError):
+    """A stage read a config field its ``Stage.sections`` do not declare: the field would change its output
+    without changing its content key, so a later run could reuse an output made under other settings.
+    (Not an AttributeError: ``getattr(x, name, default)`` must not swallow it.)"""
+
+
+def _is_operational(model: Any, name: str) -> bool:
+    field = type(model).model_fields.get(name) if isinstance(model, BaseModel) else None
+    extra = field.json_schema_extra if field is not None and isinstance(field.json_schema_extra, dict) else {}
+    return bool(extra.get("operational"))
+
+
+class ConfigView:
+    """What a stage sees of the config (``ctx.cfg``): the sections and dotted fields it declares (the ones its
+    content key hashes), the ``seed``, and every ``operational`` field; reading anything else raises
+    :class:`UndeclaredConfig`, naming the stage and the field.
+
+    A declared section is handed out as the config's own (pydantic) object; a section the stage declares only
+    part of (``filters.min_f1``), or only operational fields of (``runner``), is another view.  The view is
+    read-only; ``model_copy`` and ``model_dump`` are refused on a part of the config not wholly declared, since
+    they read every field.
+    """
+
+    __slots__ = ("_node", "_declared", "_stage", "_path")
+
+    def __init__(self, node: Any, declared: Iterable[str], stage: str, path: str = ""):
+        object.__setattr__(self, "_node", node)
+        object.__setattr__(self, "_declared", frozenset(declared))
+        object.__setattr__(self, "_stage", stage)
+        object.__setattr__(self, "_path", path)
+
+    def _covered(self, dotted: str) -> bool:
+        return dotted == "seed" or any(dotted == d or dotted.startswith(d + ".") for d in self._declared)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        node = self._node
+        dotted = f"{self._path}.{name}" if self._path else name
+        if name not in type(node).model_fields:
+            if name in ("get",):
+                return object.__getattribute__(self, name)
+            if self._path == "" and name in ("section_hash",):
+                return getattr(node, name)
+            raise UndeclaredConfig(
+                f"stage {self._stage!r} calls `{dotted}` on config it declares only in part; declare "
+                f"`{self._path or 'the whole config'}` in its Stage's sections (flows/stages.py) or read fields one "
+                "by one")
+        value = getattr(node, name)
+        if self._covered(dotted) or _is_operational(node, name):
+            return value
+        if isinstance(value, BaseModel):
+            return ConfigView(value, self._declared, self._stage, dotted)
+        raise UndeclaredConfig(
+            f"stage {self._stage!r} reads config `{dotted}`, which its Stage does not declare: add "
+            f"{dotted!r} (or its section) to the stage's sections in flows/stages.py, so that its content key "
+            "changes with it")
+
+    def get(self, dotted: str) -> Any:
+        """The value at a dotted path, e.g. ``walk.hops`` (checked as attribute reads are)."""
+        node: Any = self
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        return node
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"stage {self._stage!r}: the config is read-only (tried to set {name!r})")
+
+    def __reduce__(self):
+        return (ConfigView, (self._node, tuple(sorted(self._declared)), self._stage, self._path))
+
+    def __repr__(self) -> str:
+        return f"ConfigView({self._stage!r}, {self._path or 'config'}: {', '.join(sorted(self._declared))})"
+
+
+def unwrap(cfg: Any) -> Any:
+    """The config object under a :class:`ConfigView` (the view itself for anything else)."""
+    return object.__getattribute__(cfg, "_node") if isinstance(cfg, ConfigView) else cfg
 
 
 def _located(value: str) -> str:

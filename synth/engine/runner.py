@@ -29,12 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from synth.engine.config import unwrap
 from synth.engine.codekey import code_hash
 from synth.engine.errors import StageFailed
 from synth.engine.faults import crash_point
 from synth.engine.stage import FAILED_LISTED, STOP, ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
 from synth.engine.store import MissingInput, RunLock, Store, atomic_write_json
-from synth.engine.workers import CpuPool, divide_limits
+from synth.engine.workers import CpuPool, set_limit_share
 
 log = logging.getLogger("hopforge")
 
@@ -100,7 +101,7 @@ class Pipeline:
             "stage": stage.name,
             "version": VERSION,
             "code": code_hash(stage.module),
-            "config": cfg.section_hash(*stage.sections),
+            "config": cfg.section_hash(*stage.declared(cfg)),
             "inputs": input_keys,
             "extra": stage.key_extra(cfg, store) if stage.key_extra else "",
         }
@@ -208,6 +209,7 @@ class Pipeline:
     def run_shard(self, job: ShardJob, cfg: Any) -> dict:
         """Run one shard (in this process or a worker's) and mark it done; returns its summary."""
         stage = self.by_name[job.stage]
+        set_limit_share(job.share)
         ctx = StageContext(stage, cfg, Store(job.root), job.key, progress=job.progress)
         try:
             summary = stage.load().run(ctx, job.index, job.desc)
@@ -239,14 +241,13 @@ class Pipeline:
 
     def process_executor(self, ctx: StageContext, workers: int) -> ShardExecutor:
         """Run shards in ``workers`` processes (:mod:`synth.engine.workers`), for a stage whose shards are
-        CPU-bound Python (``Stage.cpu_shards``): each process takes 1/N of the stage's ``per_process_limits``,
-        and one bar counts finished shards (the shards draw none of their own)."""
-        stage = ctx.stage
-        config = divide_limits(ctx.cfg.model_dump(mode="json"), stage.per_process_limits, workers)
-        work = ctx.cpu_work(_shards_setup, (self, type(ctx.cfg).model_validate(config)), _shard_step, _shard_name)
+        CPU-bound Python (``Stage.cpu_shards``): each process's teacher takes 1/N of the global limits
+        (``ShardJob.share``), and one bar counts finished shards (the shards draw none of their own)."""
+        whole = unwrap(ctx.cfg)  # the runner ships the whole config; each shard's ctx views it again
+        work = ctx.cpu_work(_shards_setup, (self, whole), _shard_step, _shard_name)
 
         def run(jobs: Sequence[ShardJob]) -> list[dict]:
-            jobs = [dataclasses.replace(j, config=config, progress=False) for j in jobs]
+            jobs = [dataclasses.replace(j, share=workers, progress=False) for j in jobs]
             out = []
             with ctx.bar("shards", len(jobs), "shards") as bar:
                 for summary in ctx.cpu_map(work, jobs, workers):
@@ -271,12 +272,12 @@ class Pipeline:
         done = {int(p.stem): json.loads(p.read_text()) for p in marks.glob("[0-9]*.json")}
         if done:
             log.info("%s: resuming, %d of %d shards already done", ctx.stage.name, len(done), len(descs))
-        config = ctx.cfg.model_dump(mode="json")
+        config = unwrap(ctx.cfg).model_dump(mode="json")  # each shard's ctx views it again
         jobs = [ShardJob(ctx.stage.name, config, str(ctx.store.root), ctx.key, i, d, ctx.progress)
                 for i, d in enumerate(descs) if i not in done]
         workers = ctx.cpu_workers(len(jobs)) if ctx.stage.cpu_shards and executor is None else 1
         run = executor or (self.process_executor(ctx, workers) if workers > 1 else
-                           self.thread_executor(ctx.cfg, ctx.cfg.runner.shard_workers))
+                           self.thread_executor(unwrap(ctx.cfg), ctx.cfg.runner.shard_workers))
         try:
             fresh = run(jobs)
         finally:

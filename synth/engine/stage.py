@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from synth.engine.config import ConfigView, RootConfig
 from synth.engine.progress import Bar
 from synth.engine.store import ShardWriter, Store
 from synth.engine.workers import CpuPool, CpuWork, cpu_map, processes_for
@@ -92,6 +93,7 @@ class ShardJob:
     index: int
     desc: Any
     progress: bool | None = None
+    share: int = 1  # processes running the stage's shards at once: each takes 1/share of the global limits
 
 
 # A shard executor runs every job and returns the summaries in job order.
@@ -107,6 +109,11 @@ class Stage:
     when the stage runs.  ``key_extra(cfg, store)`` adds what lies outside the store and the
     config to the content key (e.g. the identity of a source file).
 
+    ``sections`` are the config sections and dotted fields the stage reads (its key hashes them, and its
+    ``ctx.cfg`` shows it nothing else: :class:`~synth.engine.config.ConfigView`); ``more_sections(cfg)`` adds
+    those it reads only under some settings (the teacher, for a filter whose LLM judge is on), so a change
+    to them reruns the stage only then.
+
     ``by_content`` maps a read stage to the tables of it the stage reads, when those are all it
     reads of it: that input enters the key by the content of those tables (a hash of their files,
     :meth:`Store.content_hash`) instead of by the read stage's key, so an upstream rerun that
@@ -121,18 +128,23 @@ class Stage:
     outputs: tuple[str, ...] = ()
     command: str = ""  # the CLI command that runs it, for error messages
     key_extra: Callable[[Any, Store], str] | None = None
+    more_sections: Callable[[Any], Iterable[str]] | None = None
     sharded: bool = False
     by_content: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     # The shards' work is CPU-bound Python (the questions validators): `hopforge run` runs them in runner.cpu_workers
-    # processes instead of threads, each with 1/N of these global limits (dotted operational fields of the config).
+    # processes instead of threads; each process's teacher takes 1/N of the global limits (ShardJob.share).
     cpu_shards: bool = False
-    per_process_limits: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.by_content) - set(self.reads) - set(self.optional_reads)
         if unknown:
             raise ValueError(f"stage {self.name}: by_content names {sorted(unknown)}, which it does not read")
         object.__setattr__(self, "by_content", {k: tuple(v) for k, v in self.by_content.items()})
+
+    def declared(self, cfg: Any) -> tuple[str, ...]:
+        """The config the stage reads under ``cfg``: ``sections`` and, after them, ``more_sections(cfg)``."""
+        more = tuple(m for m in (self.more_sections(cfg) if self.more_sections else ()) if m not in self.sections)
+        return self.sections + tuple(dict.fromkeys(more))
 
     @property
     def module(self) -> str:
@@ -156,6 +168,9 @@ class StageContext:
 
     def __init__(self, stage: Stage, cfg: Any, store: Store, key: str, progress: bool | None = None,
                  cpu_pool: CpuPool | None = None):
+        # The stage sees only what its key hashes: the sections it declares (and the seed, and operational fields).
+        if isinstance(cfg, RootConfig):
+            cfg = ConfigView(cfg, stage.declared(cfg), stage.name)
         self.stage, self.cfg, self.store, self.key = stage, cfg, store, key
         self.staging = store.partial_dir(stage.name, key)
         self.staging.mkdir(parents=True, exist_ok=True)

@@ -269,22 +269,21 @@ def guided_batches(batches: Iterable[Any], total: int, workers: int, least: int 
         yield pa.Table.from_batches(buf).combine_chunks().to_batches()[0]
 
 
-def divide_limits(config: dict, fields: Iterable[str], processes: int) -> dict:
-    """``config`` (a dumped root config) with each dotted field of ``fields`` divided by ``processes`` (at least 1;
-    unset fields stay unset): N processes that each take 1/N keep a global limit (the teacher's concurrency,
-    rpm, tpm) global.  Such fields are operational, so neither keys nor outputs change."""
-    if processes <= 1:
-        return config
-    out = dict(config)
-    for dotted in fields:
-        *parents, leaf = dotted.split(".")
-        node = out
-        for part in parents:
-            node[part] = dict(node.get(part) or {})
-            node = node[part]
-        if node.get(leaf):
-            node[leaf] = max(1, int(node[leaf]) // processes)
-    return out
+_LIMIT_SHARE = 1  # how many processes of this run share its global limits (the teacher's): this one is 1 of them
+
+
+def set_limit_share(processes: int) -> None:
+    """Say that this process is one of ``processes`` that run a stage's shards at once (the runner and the
+    flow set it before a shard runs); global limits such as the teacher's concurrency, rpm and tpm are then
+    divided by it here (:func:`synth.teacher.client.per_process`), so N processes keep them global.
+    Those limits are operational: neither keys nor outputs change."""
+    global _LIMIT_SHARE
+    _LIMIT_SHARE = max(1, int(processes))
+
+
+def limit_share() -> int:
+    """The share set by :func:`set_limit_share` (1: this process alone)."""
+    return _LIMIT_SHARE
 
 
 def submit_on_dask(client: Any, work: CpuWork, item: Any) -> Future:
@@ -311,5 +310,5 @@ class DaskPool:
             self.client.cancel(futures)
 
 
-__all__ = ["CpuPool", "CpuWork", "DaskPool", "WorkerFailed", "cpu_map", "divide_limits", "guided_batches",
+__all__ = ["CpuPool", "CpuWork", "DaskPool", "WorkerFailed", "cpu_map", "limit_share", "set_limit_share", "guided_batches",
            "processes_for"]

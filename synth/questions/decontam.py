@@ -35,12 +35,12 @@ def _located(entry: Any) -> Path:
 
 
 def identity(cfg: Any, store: Any = None) -> str:
-    """Content-key part of the questions stage: each benchmark file's format and sha256, and the text
-    level's n-gram size ("" when no file is set, so the key stays as it was without decontamination)."""
+    """Content-key part of the questions stage: each benchmark file's format and sha256 ("" when no file is
+    set; the text level's n-gram size is a config read the stage declares then, ``more_sections``)."""
     files = cfg.questions.decontaminate
     if not files:
         return ""
-    h = hashlib.sha256(f"ngram={cfg.filters.ngram}".encode())
+    h = hashlib.sha256()
     for entry in files:
         h.update(f"\0{entry.format}\0{file_sha256(_located(entry))}".encode())
     return h.hexdigest()[:16]

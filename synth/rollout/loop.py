@@ -35,6 +35,27 @@ from synth.tools.toolbox import Toolbox
 PLACEHOLDER = "[earlier observation omitted to save context; call the tool again if you need it]"
 
 
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What one trajectory's loop reads, built once per stage (a stage's config view checks each read):
+    the turn and context limits, how the teacher's context is compressed, the run seed and the grounded
+    filter's threshold (the step labels use it)."""
+
+    max_turns: int
+    max_tokens: int
+    compress_observations: bool
+    keep_observations: int
+    seed: int
+    min_grounding: float
+
+    @classmethod
+    def of(cls, cfg: Any) -> "RolloutSettings":
+        """The teacher's rollouts: ``rollout.*``, ``seed`` and ``filters.min_grounding``."""
+        r = cfg.rollout
+        return cls(max_turns=r.max_turns, max_tokens=r.max_tokens, compress_observations=r.compress_observations,
+                   keep_observations=r.keep_observations, seed=cfg.seed, min_grounding=cfg.filters.min_grounding)
+
+
 @dataclass
 class _Tally:
     n_turns: int = 0
@@ -86,13 +107,16 @@ def _assistant_message(resp_message: dict, turn: int) -> tuple[dict, list[ToolCa
     return msg, calls
 
 
-async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sample_index: int, cfg) -> Trace:
+async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sample_index: int,
+                      settings: RolloutSettings | Any) -> Trace:
     """Run one trajectory for ``question`` and return its :class:`Trace` (never raises TeacherError).
+
+    ``settings``: :class:`RolloutSettings` (a config is read as the teacher's rollouts read it).
 
     The teacher's hint is only a persona seed for the question (what the offline oracle varies its
     samples by); it reads the question from the conversation and never sees the gold chain.
     """
-    rcfg = cfg.rollout
+    rcfg = settings if isinstance(settings, RolloutSettings) else RolloutSettings.of(settings)
     messages = AGENT.format_input(question=question.question, max_turns=rcfg.max_turns)
     tools = toolbox.schemas()
     gold_ids = list(question.path)
@@ -100,7 +124,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
     where = {pid: j for j, pid in enumerate(gold_ids)}
     t = _Tally()
     stop, answer, error, protocol, reasoning = "max_turns", None, None, None, None
-    hint = AGENT.hint(seed=derive_seed(cfg.seed, "rollout", question.question_id))
+    hint = AGENT.hint(seed=derive_seed(rcfg.seed, "rollout", question.question_id))
     while t.n_turns < rcfg.max_turns:
         context = teacher_view(messages, rcfg.compress_observations, rcfg.keep_observations)
         try:
@@ -146,7 +170,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
             break
     text = json.dumps(messages, ensure_ascii=False)
     # The step labels read the grounded filter's threshold, so a trace's labels agree with its filter verdict.
-    labels = step_labels(parse_conversation(text), first_seen, t.n_turns, cfg.filters.min_grounding)
+    labels = step_labels(parse_conversation(text), first_seen, t.n_turns, rcfg.min_grounding)
     return Trace(
         trace_id=trace_id(question.question_id, sample_index), question_id=question.question_id,
         sample_index=sample_index, messages=text,

@@ -53,6 +53,7 @@ import orjson
 from synth.engine.config import ConfigError
 from synth.engine.faults import crash_point
 from synth.engine.stage import STOP
+from synth.engine.workers import limit_share
 from synth.teacher.breaker import Breaker, TeacherUnavailable, failure_kind, unavailable_message
 from synth.teacher.cache import CallCache, cache_key, canonical_json, shared_cache
 from synth.teacher.config import TeacherConfig
@@ -137,6 +138,17 @@ _LIMITS: dict[tuple, tuple[Gate, RateLimiter, Breaker, Throttle, RetryLog]] = {}
 _LIMITS_LOCK = threading.Lock()
 
 
+def per_process(cfg: TeacherConfig) -> TeacherConfig:
+    """``cfg`` with its global limits (concurrency, rpm, tpm; unset ones stay unset) divided by the number of
+    processes this one shares them with (:func:`synth.engine.workers.limit_share`, at least 1 each): N
+    processes that each take 1/N keep them global."""
+    n = limit_share()
+    if n <= 1:
+        return cfg
+    return cfg.model_copy(update={f: max(1, int(getattr(cfg, f)) // n)
+                                  for f in ("concurrency", "rpm", "tpm") if getattr(cfg, f)})
+
+
 def _new_limits(cfg: TeacherConfig, clock: Callable[[], float] = time.monotonic,
                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> tuple:
     """The flow control of one endpoint: gate, rate limiter, breaker, the gate's throttle, the retry log."""
@@ -176,6 +188,7 @@ class Teacher:
     def __init__(self, cfg: TeacherConfig, cache_path: str | Path | None = None, *, backend: ChatModel | None = None,
                  sleep: Callable[[float], Awaitable[None]] | None = None, clock: Callable[[], float] | None = None,
                  rng: random.Random | None = None, shared: bool = False, **backend_kw: Any):
+        cfg = per_process(cfg)  # a process running 1 of N shards at once takes 1/N of the global limits
         self.cfg = cfg
         self.backend = backend if backend is not None else make_backend(cfg, **backend_kw)
         if cache_path is None:

@@ -116,7 +116,8 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
         for key in request.query_params:
             values = request.query_params.getlist(key)
             value = values if key == "exclude" else values[-1]
-            args[key] = int(value) if isinstance(value, str) and key in integers[tool] and _INT.fullmatch(value) else value
+            numeric = isinstance(value, str) and key in integers[tool] and _INT.fullmatch(value)
+            args[key] = int(value) if numeric else value
         if request.method == "POST":
             declared = request.headers.get("content-type")
             if declared is not None and not _is_json(declared):

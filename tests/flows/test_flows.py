@@ -7,6 +7,7 @@ walks, so a full run takes seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -176,18 +177,30 @@ def test_dask_runner_gives_the_same_tables(harness, tmp_path, overrides, plain, 
     same_tables(one_process, out)
 
 
-def test_shards_split_the_teacher_limits_across_processes() -> None:
-    from flows.synth_flow import split_teacher_limits, task_runner_for
+def test_shards_split_the_teacher_limits_across_processes(tmp_path, monkeypatch) -> None:
+    """A shard job carries how many processes run the stage's shards at once, and the process that runs it takes
+    that share of the teacher's global limits."""
     from flows.config import load_config
-    from synth.engine.stage import ShardJob
+    from flows.stages import BY_NAME, PIPELINE
+    from flows.synth_flow import run_shard_job, task_runner_for
+    from synth.engine import workers
+    from synth.engine.stage import ShardJob, Shards
+    from synth.teacher.client import per_process
 
     cfg = load_config(CONFIG, ["teacher.concurrency=16", "teacher.rpm=600", "runner.task_runner=dask"])
-    job = ShardJob("rollout", cfg.model_dump(mode="json"), "/tmp/x", "k", 0, {})
-    split = split_teacher_limits(job, 3)
-    assert split.config["teacher"]["concurrency"] == 5 and split.config["teacher"]["rpm"] == 200
-    assert split.config["teacher"]["tpm"] is None and job.config["teacher"]["concurrency"] == 16
-    assert split_teacher_limits(job, 1) is job
-    assert split_teacher_limits(job, 64).config["teacher"]["concurrency"] == 1
+    monkeypatch.setattr(workers, "_LIMIT_SHARE", 1)
+    seen = []
+
+    def shard(ctx, i, desc):
+        seen.append((per_process(ctx.cfg.teacher).concurrency, per_process(ctx.cfg.teacher).rpm))
+        return {}
+
+    probe = dataclasses.replace(BY_NAME["rollout"], entry=Shards(plan=lambda ctx: [0], run=shard,
+                                                                 finish=lambda ctx, s: None))
+    monkeypatch.setitem(PIPELINE.by_name, "rollout", probe)
+    run_shard_job(ShardJob("rollout", cfg.model_dump(mode="json"), str(tmp_path), "k", 0, 0, share=3))
+    run_shard_job(ShardJob("rollout", cfg.model_dump(mode="json"), str(tmp_path), "k", 1, 1))
+    assert seen == [(5, 200), (16, 600)]
     assert type(task_runner_for(cfg)).__name__ == "DaskTaskRunner"
     threads = task_runner_for(load_config(CONFIG, ["runner.shard_workers=3"]))
     assert type(threads).__name__ == "ThreadPoolTaskRunner" and threads._max_workers == 3

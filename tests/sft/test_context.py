@@ -16,7 +16,7 @@ from flows.stages import INDEX
 from helpers.familytok import family_tokenizer
 from helpers.traces import make_trace
 from helpers.walkstore import make_chain_store
-from sft.evaluate import harness_config
+from sft.evaluate import harness_settings
 from sft.masking import analyse_row, check_rows
 from synth.engine.conversation import Conversation
 from synth.engine.records import Hop, Question, Walk
@@ -76,8 +76,8 @@ def test_eval_sees_what_training_saw(world, policy) -> None:
     store, q, script = world
     cfg = load_config(None, [f"sft.context={policy}", "rollout.compress_observations=true",
                              "rollout.keep_observations=1", "eval.max_turns=6"])
-    run_cfg = harness_config(cfg)
-    assert run_cfg.rollout.compress_observations is (policy == "as_seen")
+    run_cfg = harness_settings(cfg)
+    assert run_cfg.compress_observations is (policy == "as_seen") and run_cfg.max_turns == 6
     student = ScriptedStudent(script)
     index = SearchIndex.open(store.path("index"))
     trace = asyncio.run(rollout_one(student, Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id]), q, 0,

@@ -195,7 +195,10 @@ def test_student_stage_funnel(run):
 
     cfg = Config()
     cfg.sft.overrides = overrides
-    ctx = StageContext(Stage(name="student", entry=run_sft, outputs=("student",)), cfg, Store(d), "k", progress=False)
+    from flows.stages import SFT
+
+    ctx = StageContext(Stage(name="student", entry=run_sft, sections=SFT.sections, outputs=("student",)), cfg,
+                       Store(d), "k", progress=False)
     res = run_sft(ctx)
     res.check("student")
     assert res.input == 25 and res.dropped["too_long"] == 1 and res.dropped["held_out"] >= 1

@@ -14,7 +14,7 @@ from synth.engine.errors import InputError
 from synth.engine.runner import run_stage
 from synth.engine.stage import Shards, Stage, StageResult
 from synth.engine.store import MissingInput, Store, write_parquet_atomic
-from synth.engine.workers import CpuWork, WorkerFailed, cpu_map, divide_limits, guided_batches, processes_for
+from synth.engine.workers import CpuWork, WorkerFailed, cpu_map, guided_batches, limit_share, processes_for
 
 PARENT = os.getpid()
 
@@ -87,13 +87,20 @@ def test_process_count(monkeypatch) -> None:
     assert processes_for(4, 10) == 1  # a Dask worker may not start processes of its own
 
 
-def test_divide_limits() -> None:
-    config = {"teacher": {"concurrency": 16, "rpm": 600, "tpm": None}, "seed": 0}
-    fields = ("teacher.concurrency", "teacher.rpm", "teacher.tpm")
-    split = divide_limits(config, fields, 3)
-    assert split["teacher"] == {"concurrency": 5, "rpm": 200, "tpm": None} and config["teacher"]["concurrency"] == 16
-    assert divide_limits(config, fields, 1) is config
-    assert divide_limits(config, fields, 64)["teacher"]["concurrency"] == 1
+def test_a_process_teacher_takes_its_share_of_the_global_limits(monkeypatch) -> None:
+    from synth.engine import workers
+    from synth.teacher.client import Teacher, per_process
+    from synth.teacher.config import TeacherConfig
+
+    cfg = TeacherConfig(concurrency=16, rpm=600, tpm=None)
+    monkeypatch.setattr(workers, "_LIMIT_SHARE", 1)
+    assert per_process(cfg) is cfg
+    workers.set_limit_share(3)
+    split = per_process(cfg)
+    assert (split.concurrency, split.rpm, split.tpm) == (5, 200, None) and cfg.concurrency == 16
+    assert Teacher(cfg).cfg.concurrency == 5  # what the teacher's gate and pool are sized by
+    workers.set_limit_share(64)
+    assert per_process(cfg).concurrency == 1 and per_process(cfg).rpm == 9
 
 
 # ---- a sharded stage whose shards are CPU-bound ---------------------------------------------------
@@ -104,17 +111,21 @@ def _plan(ctx) -> list[int]:
 def _run(ctx, i: int, desc: int) -> dict:
     rows = [{"id": f"s{desc}-{k}", "value": desc * 10 + k} for k in range(3)]
     write_parquet_atomic(pa.Table.from_pylist(rows), ctx.shard_out("toy", i))
-    return {"pid": os.getpid(), "concurrency": ctx.cfg.teacher.concurrency, "n": len(rows)}
+    from synth.teacher.client import per_process
+
+    return {"pid": os.getpid(), "concurrency": per_process(ctx.cfg.teacher).concurrency, "share": limit_share(),
+            "config": ctx.cfg.teacher.concurrency, "n": len(rows)}
 
 
 def _finish(ctx, summaries: list[dict]) -> StageResult:
     n = ctx.publish_parts("toy", pa.schema([("id", pa.string()), ("value", pa.int64())]))
     return StageResult(input=n, output=n, extra={"pids": sorted({s["pid"] for s in summaries}),
-                                                 "concurrency": sorted({s["concurrency"] for s in summaries})})
+                                                 "concurrency": sorted({s["concurrency"] for s in summaries}),
+                                                 "config": sorted({s["config"] for s in summaries})})
 
 
-TOY = Stage("toy", Shards(plan=_plan, run=_run, finish=_finish), sharded=True, outputs=("toy",), cpu_shards=True,
-            per_process_limits=("teacher.concurrency",))
+TOY = Stage("toy", Shards(plan=_plan, run=_run, finish=_finish), sharded=True, sections=("teacher",), outputs=("toy",),
+            cpu_shards=True)
 
 
 def test_cpu_bound_shards_run_in_processes_and_write_the_same_table(tmp_path) -> None:
@@ -126,6 +137,7 @@ def test_cpu_bound_shards_run_in_processes_and_write_the_same_table(tmp_path) ->
         tables[workers] = store.read("toy")
     assert reports[1]["pids"] == [PARENT] and reports[1]["concurrency"] == [8]  # threads of this process
     assert PARENT not in reports[2]["pids"] and reports[2]["concurrency"] == [4]  # 2 processes, half each
+    assert reports[1]["config"] == reports[2]["config"] == [8]  # the config itself is the global one
     assert tables[1].num_rows == 15 and tables[1].equals(tables[2])
 
 

@@ -437,9 +437,11 @@ def test_worker_processes_write_the_same_files(run, tmp_path: Path, monkeypatch)
         return real(state, batch)
 
     monkeypatch.setattr(mod, "_views_step", views)
+    from flows.stages import REPORT
+
     files, pids = {}, {}
     for workers in (1, 2):
-        ctx = StageContext(Stage("report", "synth.report.stage:run_report"),
+        ctx = StageContext(Stage("report", "synth.report.stage:run_report", sections=REPORT.sections),
                            load_config(None, [f"runner.cpu_workers={workers}"]), run, f"test-{workers}")
         out = tmp_path / f"w{workers}"
         write_explorer(run, out, [], shard_size=3, ctx=ctx)

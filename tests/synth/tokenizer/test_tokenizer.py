@@ -40,7 +40,9 @@ def test_run_tokenizer_stage(tmp_path, table):
 
     store = Store(tmp_path / "out")
     write_parquet_atomic(table, store.path("corpus/pages") / "part-00000.parquet")
-    stage = Stage(name="tokenizer", entry=run_tokenizer, outputs=("tokenizer",))
+    from flows.stages import TOKENIZER
+
+    stage = Stage(name="tokenizer", entry=run_tokenizer, sections=TOKENIZER.sections, outputs=("tokenizer",))
     ctx = StageContext(stage, Config(), store, "k1", progress=False)
     res = run_tokenizer(ctx)
     res.check("tokenizer")
