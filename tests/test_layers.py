@@ -122,3 +122,14 @@ def test_the_checks_catch_a_violation(tmp_path):
     assert upward_imports(g) == ["synth.engine.store -> synth.teacher.client"]
     assert [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1] == [
         ["synth.engine.store", "synth.teacher.client"]]
+
+
+def test_the_architecture_diagram_draws_these_layers() -> None:
+    """docs/ARCHITECTURE.md's diagram lists the layers top-down; it must be LAYERS, reversed, so the picture a
+    newcomer reads is the rule this test enforces."""
+    import re
+
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    block = text.split("## Layers", 1)[1].split("```", 2)[1]
+    drawn = [m.group(1).rstrip("/").replace("/", ".") for m in re.finditer(r"^ (\w+(?:/\w+)?/?)\s", block, re.M)]
+    assert drawn[::-1] == LAYERS

@@ -41,36 +41,9 @@ import pyarrow.compute as pc
 from synth.text.answers import names_of, normalize_answer
 from synth.text.question_text import leaked
 from synth.engine.stage import StageContext
-from synth.teacher.tasks import QUESTION, SUBGRAPH_QUESTION, CorpusView, Hint, Source, Task
-from synth.engine.records import SPLITS, Evidence, Hop, Question, Subgraph, Walk
+from synth.teacher.tasks import Source, Task
+from synth.engine.records import SPLITS, Hop, Question, Subgraph, Walk
 from synth.engine.seeding import derive_seed
-
-# ---- formatting -------------------------------------------------------------------------
-
-def _evidence_view(src: Source, link: Evidence) -> dict:
-    titles = {e["page_id"]: e["title"] for e in src.entities}
-    return {"src": titles.get(link.src_id, link.src_id), "dst": titles.get(link.dst_id, link.dst_id),
-            "anchor_text": link.anchor_text, "paragraph": link.paragraph}
-
-
-def format_request(src: Source, qcfg, corpus: CorpusView | None = None) -> tuple[Task, list[dict], Hint]:
-    """(task, messages, oracle hint) for a source; ``corpus`` is what the oracle's writer may read.
-
-    The request holds the source alone, not the pages around it, so a rebuild over a grown corpus
-    asks nothing again for a walk it kept (the validators, which read the current corpus, judge the
-    cached question anew; a repair names the page a clue also fits)."""
-    ents = [{"title": e["title"], "description": e.get("description") or ""} for e in src.entities]
-    views = [_evidence_view(src, h) for h in src.links]
-    if src.kind == "walk":
-        task, inputs = QUESTION, {"entities": ents, "hops": views, "n_hops": len(src.links), "max_words": qcfg.max_words}
-        hint = task.hint(source=src, seed=src.seed, max_words=qcfg.max_words, corpus=corpus)
-    else:
-        task, inputs = SUBGRAPH_QUESTION, {"entities": ents, "edges": views, "min_hops": qcfg.min_subgraph_hops,
-                                           "max_words": qcfg.max_words}
-        hint = task.hint(source=src, seed=src.seed, max_words=qcfg.max_words, min_hops=qcfg.min_subgraph_hops,
-                         corpus=corpus)
-    return task, task.format_input(**inputs), hint
-
 
 # ---- parsing and validation -------------------------------------------------------------
 
@@ -198,4 +171,4 @@ def page_meta(store, ids: set[str], columns: tuple[str, ...] = ("page_id", "titl
     return {r["page_id"]: r for r in t.to_pylist()}
 
 
-__all__ = ["format_request", "parse_question", "load_sources", "page_meta", "split_of"]
+__all__ = ["parse_question", "load_sources", "page_meta", "split_of"]

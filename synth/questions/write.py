@@ -19,10 +19,10 @@ from typing import Any
 
 from synth.engine.records import Question
 from synth.engine.stage import failed_item
-from synth.questions.sources import format_request, parse_question
+from synth.questions.sources import parse_question
 from synth.questions.validate import RULES, Failure, Validator, repairable
 from synth.teacher.client import Teacher, TeacherError
-from synth.teacher.tasks import REPAIR, CorpusView, Source, Task
+from synth.teacher.tasks import REPAIR, CorpusView, Source, Task, question_request
 
 
 class Funnel:
@@ -58,7 +58,7 @@ class Repairs:
         return {r: {"attempted": n, "repaired": self.repaired[r]} for r, n in sorted(self.attempted.items())}
 
 
-def judge(src: Source, reply: Any, task: Task, ctx, validator: Validator) -> tuple[Question | None, Failure | None]:
+def read_reply(src: Source, reply: Any, task: Task, ctx, validator: Validator) -> tuple[Question | None, Failure | None]:
     """The reply parsed and validated: ``(question, None)`` or ``(None, failure)``."""
     q, reason, detail = parse_question(src, reply, ctx.cfg.questions, ctx.cfg.teacher.model, task)
     if q is None:
@@ -74,7 +74,7 @@ def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel
     qcfg = ctx.cfg.questions
 
     async def write(src: Source):
-        task, messages, hint = format_request(src, qcfg, corpus)
+        task, messages, hint = question_request(src, qcfg, corpus)
         return task, messages, await teacher.chat(messages, hint=hint)
 
     kept: dict[int, Question] = {}
@@ -84,7 +84,7 @@ def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel
             funnel.fail(src.question_id, res, "write")
             continue
         task, messages, resp = res
-        q, failure = judge(src, resp, task, ctx, validator)
+        q, failure = read_reply(src, resp, task, ctx, validator)
         if q is not None:
             kept[i] = q
         elif qcfg.repair and repairable(src, failure):
@@ -106,7 +106,7 @@ def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel
         if isinstance(res, TeacherError):
             funnel.fail(src.question_id, res, f"repair of {first.reason}")
             continue
-        q, failure = judge(src, res, task, ctx, validator)
+        q, failure = read_reply(src, res, task, ctx, validator)
         if q is None:
             funnel.drop(src.question_id, src.source_id, failure.reason, f"after repair: {failure.detail}", res.content)
             continue
@@ -115,4 +115,4 @@ def write_questions(ctx, teacher: Teacher, sources: list[Source], funnel: Funnel
     return [(sources[i], kept[i]) for i in sorted(kept)]
 
 
-__all__ = ["Funnel", "Repairs", "judge", "write_questions"]
+__all__ = ["Funnel", "Repairs", "read_reply", "write_questions"]

@@ -229,6 +229,35 @@ class AgentHint(Hint):
 
 QUESTION = Task("question", "question.jinja2", "json")
 SUBGRAPH_QUESTION = Task("subgraph_question", "subgraph_question.jinja2", "json")
+
+
+def _evidence_view(src: Source, link: Evidence) -> dict:
+    titles = {e["page_id"]: e["title"] for e in src.entities}
+    return {"src": titles.get(link.src_id, link.src_id), "dst": titles.get(link.dst_id, link.dst_id),
+            "anchor_text": link.anchor_text, "paragraph": link.paragraph}
+
+
+def question_request(src: Source, qcfg: Any, corpus: CorpusView | None = None) -> tuple[Task, list[dict], Hint]:
+    """(task, messages, oracle hint) of the question request for a source (a walk: ``question.jinja2``; a
+    subgraph: ``subgraph_question.jinja2``), under the questions config ``qcfg`` (``max_words``,
+    ``min_subgraph_hops``); ``corpus`` is what the oracle's writer may read.
+
+    The request holds the source alone, not the pages around it, so a rebuild over a grown corpus
+    asks nothing again for a walk it kept (the validators, which read the current corpus, judge the
+    cached question anew; a repair names the page a clue also fits)."""
+    ents = [{"title": e["title"], "description": e.get("description") or ""} for e in src.entities]
+    views = [_evidence_view(src, h) for h in src.links]
+    if src.kind == "walk":
+        task, inputs = QUESTION, {"entities": ents, "hops": views, "n_hops": len(src.links), "max_words": qcfg.max_words}
+        hint = task.hint(source=src, seed=src.seed, max_words=qcfg.max_words, corpus=corpus)
+    else:
+        task, inputs = SUBGRAPH_QUESTION, {"entities": ents, "edges": views, "min_hops": qcfg.min_subgraph_hops,
+                                           "max_words": qcfg.max_words}
+        hint = task.hint(source=src, seed=src.seed, max_words=qcfg.max_words, min_hops=qcfg.min_subgraph_hops,
+                         corpus=corpus)
+    return task, task.format_input(**inputs), hint
+
+
 OBFUSCATE = Task("obfuscate", "obfuscate.jinja2", "json", required=(("question", str),))
 CLOSED_BOOK = Task("closed_book", "closed_book.jinja2", "answer")
 SOLVABLE = Task("solvable", "solvable.jinja2", "answer")

@@ -80,13 +80,13 @@ def _reference(walk: Walk, aliases: list[str], refs: list[dict]) -> str | None:
 def spied(monkeypatch):
     """The source ids the questions stage asks the teacher to write a question for."""
     asked: list[str] = []
-    real = write_mod.format_request
+    real = write_mod.question_request
 
     def spy(src, *a, **k):
         asked.append(src.source_id)
         return real(src, *a, **k)
 
-    monkeypatch.setattr(write_mod, "format_request", spy)
+    monkeypatch.setattr(write_mod, "question_request", spy)
     return asked
 
 
