@@ -115,6 +115,11 @@ class Pipeline:
                   executor: ShardExecutor | None = None, cpu_pool: CpuPool | None = None) -> StageOutcome:
         """Run one stage unless its content key is unchanged; commit its outputs atomically.
 
+        Four steps: reuse a committed output of the same key (:meth:`_reuse`), else run the stage
+        (:meth:`_execute`), judge what it made by the failure policy (:meth:`_refuse`: nothing is
+        committed for an empty or an all-failed stage), and commit it (:meth:`_commit`), then say what
+        failed (:meth:`_after_commit`).
+
         A sharded stage runs its shards through ``executor`` (default: ``runner.shard_workers``
         threads); the Prefect flow passes one that submits each shard as a task.  The stage's CPU-bound
         work runs on ``cpu_pool`` (the flow's Dask cluster) when given, else in ``runner.cpu_workers``
@@ -122,47 +127,72 @@ class Pipeline:
         """
         t0 = time.monotonic()
         key, parts = self.stage_key(stage, cfg, store)
-        entry = store.stage_entry(stage.name)
+        if not force:
+            reused = self._reuse(stage, cfg, store, key, parts, t0)
+            if reused is not None:
+                return reused
+        result = self._execute(stage, cfg, store, key, force, progress, executor, cpu_pool)
+        self._refuse(stage, cfg, store, key, result)
+        outcome = self._commit(stage, cfg, store, key, parts, result, time.monotonic() - t0)
+        self._after_commit(stage, cfg, result)
+        return outcome
+
+    def _reuse(self, stage: Stage, cfg: Any, store: Store, key: str, parts: dict, t0: float) -> StageOutcome | None:
+        """The committed output of ``key``, republished, when it is whole and nothing of it is to retry (None:
+        run the stage); an empty one made under ``runner.allow_empty`` is refused without it."""
         final = store.stage_dir(stage.name, key)
-        if not force and final.exists():
-            damage = store.damage(stage.name, key)
-            failed = store.committed_report(stage.name, key).get("failed") or {}
-            if damage:
-                log.warning("%s: its committed output %s is damaged (%s); recomputing it", stage.name, final, damage)
-            elif failed:
-                log.info("%s: retrying the %d items whose teacher call failed last time (%s); the rest are "
-                         "call-cache hits", stage.name, sum(failed.values()), _top(failed))
-            else:
-                committed = store.committed_report(stage.name, key)
-                if not cfg.runner.allow_empty and committed.get("output") == 0 and not committed.get("idle"):
-                    raise StageFailed(f"stage {stage.name}: its committed output (key {key}) is empty ("
-                                      f"{_why_empty(stage, committed)}), made under runner.allow_empty or by an "
-                                      "older hopforge; an empty stage is an error: change what emptied it, or set "
-                                      "runner.allow_empty=true to use it")
-                same = entry is not None and entry.get("key") == key
-                manifest_entry = entry if same else dict(
-                    {k: v for k, v in (entry or {}).items() if k not in ("failed", "failed_digest")},
-                    **parts, key=key, sections=list(stage.sections))
-                report = store.republish(stage.name, key, stage.outputs, manifest_entry) or {}
-                log.info("%s: unchanged (key %s), reused", stage.name, key)
-                return StageOutcome(stage.name, key, True, time.monotonic() - t0, report)
+        if not final.exists():
+            return None
+        damage = store.damage(stage.name, key)
+        failed = store.committed_report(stage.name, key).get("failed") or {}
+        if damage:
+            log.warning("%s: its committed output %s is damaged (%s); recomputing it", stage.name, final, damage)
+            return None
+        if failed:
+            log.info("%s: retrying the %d items whose teacher call failed last time (%s); the rest are "
+                     "call-cache hits", stage.name, sum(failed.values()), _top(failed))
+            return None
+        committed = store.committed_report(stage.name, key)
+        if not cfg.runner.allow_empty and committed.get("output") == 0 and not committed.get("idle"):
+            raise StageFailed(f"stage {stage.name}: its committed output (key {key}) is empty ("
+                              f"{_why_empty(stage, committed)}), made under runner.allow_empty or by an "
+                              "older hopforge; an empty stage is an error: change what emptied it, or set "
+                              "runner.allow_empty=true to use it")
+        entry = store.stage_entry(stage.name)
+        same = entry is not None and entry.get("key") == key
+        manifest_entry = entry if same else dict(
+            {k: v for k, v in (entry or {}).items() if k not in ("failed", "failed_digest")},
+            **parts, key=key, sections=list(stage.declared(cfg)))
+        report = store.republish(stage.name, key, stage.outputs, manifest_entry) or {}
+        log.info("%s: unchanged (key %s), reused", stage.name, key)
+        return StageOutcome(stage.name, key, True, time.monotonic() - t0, report)
+
+    def _execute(self, stage: Stage, cfg: Any, store: Store, key: str, force: bool, progress: bool | None,
+                 executor: ShardExecutor | None, cpu_pool: CpuPool | None) -> StageResult:
+        """Run the stage into its staging folder (its shards, resumed, for a sharded one) and check the result's
+        accounting."""
         if force:
-            shutil.rmtree(final, ignore_errors=True)
+            shutil.rmtree(store.stage_dir(stage.name, key), ignore_errors=True)
             shutil.rmtree(store.partial_dir(stage.name, key), ignore_errors=True)
         _prepare_partial(store.partial_dir(stage.name, key), sharded=stage.sharded)
         ctx = StageContext(stage, cfg, store, key, progress=progress, cpu_pool=cpu_pool)
         log.info("%s: running (key %s)", stage.name, key)
         try:
-            if stage.sharded:
-                result = self._run_sharded(ctx, stage.load(), executor)
-            else:
-                result = stage.load()(ctx)
+            result = self._run_sharded(ctx, stage.load(), executor) if stage.sharded else stage.load()(ctx)
         finally:
             ctx.close()
         result.check(stage.name)
-        n_failed, limit = result.n_failed, cfg.runner.max_failed_fraction
-        too_many = n_failed > 0 and n_failed > limit * result.input
-        if too_many and result.output == 0 and not result.dropped:
+        return result
+
+    @staticmethod
+    def _too_many_failed(cfg: Any, result: StageResult) -> bool:
+        n = result.n_failed
+        return n > 0 and n > cfg.runner.max_failed_fraction * result.input
+
+    def _refuse(self, stage: Stage, cfg: Any, store: Store, key: str, result: StageResult) -> None:
+        """The failure policy before a commit: a stage whose every teacher call failed, or whose output is empty
+        (unless it was idle by its configuration, or ``runner.allow_empty``), stops the run, committing nothing."""
+        if self._too_many_failed(cfg, result) and result.output == 0 and not result.dropped:
             raise StageFailed(f"stage {stage.name}: the teacher call of every one of its {result.input:,} items failed "
                               f"({_top(result.failed, result.failed_items)}); nothing is committed, and the same "
                               "command retries them")
@@ -173,7 +203,10 @@ class Pipeline:
             seen = f"; see {store.root}/.stages/{stage.name}/{key}.partial" if result.dropped else ""
             raise StageFailed(f"stage {stage.name}: {why}, so its output is empty and nothing is committed{seen}; an "
                               "empty stage is an error unless runner.allow_empty=true")
-        seconds = time.monotonic() - t0
+
+    def _commit(self, stage: Stage, cfg: Any, store: Store, key: str, parts: dict, result: StageResult,
+                seconds: float) -> StageOutcome:
+        """Commit the staging folder as the output of ``key``, with its report and manifest entry."""
         report = {
             "stage": stage.name,
             "key": key,
@@ -186,24 +219,31 @@ class Pipeline:
         if result.idle:
             report["idle"] = result.idle
         # The sections let a reader (the dataset card) check a config against this output later.
-        entry = dict(parts, key=key, sections=list(stage.sections), seconds=round(seconds, 3), finished_at=time.time())
-        if n_failed:
+        entry = dict(parts, key=key, sections=list(stage.declared(cfg)), seconds=round(seconds, 3),
+                     finished_at=time.time())
+        if result.n_failed:
             report["failed"] = dict(sorted(result.failed.items()))
             report["failed_items"] = result.failed_items[:FAILED_LISTED]
             ids = sorted(str(f["id"]) for f in result.failed_items)
-            entry["failed"] = n_failed
+            entry["failed"] = result.n_failed
             entry["failed_digest"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:12]
         store.commit(stage.name, key, stage.outputs, entry, report)
-        if too_many:
+        return StageOutcome(stage.name, key, False, seconds, report, result.teacher_calls)
+
+    def _after_commit(self, stage: Stage, cfg: Any, result: StageResult) -> None:
+        """What failed, said once the rest is safe: more failed calls than ``runner.max_failed_fraction`` stop the
+        run; fewer are a warning (a plain rerun retries them)."""
+        n_failed = result.n_failed
+        if self._too_many_failed(cfg, result):
             raise StageFailed(f"stage {stage.name}: the teacher call of {n_failed:,} of its {result.input:,} items "
                               f"failed ({_top(result.failed, result.failed_items)}), more than "
-                              f"runner.max_failed_fraction={limit:g}; the {result.output:,} items that succeeded are "
-                              "committed, and the same command retries only the failed ones")
+                              f"runner.max_failed_fraction={cfg.runner.max_failed_fraction:g}; the "
+                              f"{result.output:,} items that succeeded are committed, and the same command retries "
+                              "only the failed ones")
         if n_failed:
             log.warning("%s: the teacher call of %d of %d items failed (%s); they are not in the output, and a "
                         "plain rerun retries them", stage.name, n_failed, result.input,
                         _top(result.failed, result.failed_items))
-        return StageOutcome(stage.name, key, False, seconds, report, result.teacher_calls)
 
     # ---- shards --------------------------------------------------------------------------------
     def run_shard(self, job: ShardJob, cfg: Any) -> dict:

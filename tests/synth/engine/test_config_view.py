@@ -89,3 +89,15 @@ def test_every_stage_declares_fields_that_exist():
             cfg.get(dotted)  # raises AttributeError on a path that is not in the config
         view = ConfigView(cfg, stage.declared(cfg), stage.name)
         assert view.seed == cfg.seed
+
+
+def test_the_manifest_names_every_section_the_key_hashed(tmp_path):
+    """The dataset card checks a config against an output by re-hashing the manifest's ``sections``: they must be
+    what the key hashed, conditional ones included."""
+    more = (lambda c: ("teacher.model",) if c.walk.hops > 4 else ())
+    pipeline = Pipeline([_reading("teacher.model", more=more)])
+    cfg, store = load_config(None, ["walk.hops=6"]), Store(tmp_path)
+    pipeline.run_stage(pipeline.stages[0], cfg, store)
+    entry = store.stage_entry("things")
+    assert entry["sections"] == ["walk.hops", "teacher.model"]
+    assert cfg.section_hash(*entry["sections"]) == entry["config"]
