@@ -248,6 +248,20 @@ class StageContext:
                 self._resources[name] = opener()
             return self._resources[name]
 
+    def shared(self, name: str, opener: Callable[[], Any]) -> Any:
+        """The value ``name`` of this stage run in this process, made by ``opener()`` on first use and kept for
+        every shard of the run this process works on (a shard's context is its own, so :meth:`resource` is per
+        shard): the sources a stage slices, the index it searches.  A process keeps one stage run's values:
+        asking for another run's drops them.  ``opener`` may itself ask for another shared value."""
+        run = (str(self.store.root), self.stage.name, self.key)
+        with _SHARED_LOCK:
+            for k in [k for k in _SHARED if k[:3] != run]:
+                del _SHARED[k]
+            k = (*run, name)
+            if k not in _SHARED:
+                _SHARED[k] = opener()
+            return _SHARED[k]
+
     def close(self) -> None:
         """Close every resource the stage opened."""
         with self._lock:
@@ -265,6 +279,10 @@ class StageContext:
 
 
 _BARS: dict[tuple, Bar] = {}
+# StageContext.shared: (root, stage, key, name) -> value, one stage run's at a time (a value's opener may ask for
+# another, hence the re-entrant lock).
+_SHARED: dict[tuple, Any] = {}
+_SHARED_LOCK = threading.RLock()
 _BARS_LOCK = threading.Lock()
 
 # Set when the user interrupts a run (Ctrl-C) while shards run on worker threads: long batches of

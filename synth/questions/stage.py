@@ -18,7 +18,6 @@ the table depends on neither concurrency nor sharding.  Every source ends either
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from typing import Callable
@@ -46,30 +45,12 @@ from synth.teacher.client import Teacher, TeacherError, merged_usage, shard_usag
 
 def _sources(ctx: StageContext) -> list[Source]:
     # Loaded once per process and stage run; every shard slices it.
-    key = (str(ctx.store.root), ctx.key)
-    with _CACHE_LOCK:
-        if key not in _SOURCES:
-            _SOURCES.clear()
-            _SOURCES[key] = load_sources(ctx)
-        return _SOURCES[key]
-
-
-_SOURCES: dict[tuple[str, str], list[Source]] = {}
-_CACHE_LOCK = threading.Lock()
+    return ctx.shared("sources", lambda: load_sources(ctx))
 
 
 def _screen(ctx: StageContext) -> Screen | None:
     # The benchmark index and its verdict on every source, built once per process and stage run.
-    key = (str(ctx.store.root), ctx.key)
-    sources = _sources(ctx)
-    with _CACHE_LOCK:
-        if key not in _SCREENS:
-            _SCREENS.clear()
-            _SCREENS[key] = Screen.open(ctx, sources)
-        return _SCREENS[key]
-
-
-_SCREENS: dict[tuple[str, str], Screen | None] = {}
+    return ctx.shared("screen", lambda: Screen.open(ctx, _sources(ctx)))
 
 
 def plan(ctx: StageContext) -> list[list[int]]:

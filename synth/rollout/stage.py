@@ -16,7 +16,6 @@ continues exactly where it stopped.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from dataclasses import dataclass
 
@@ -37,23 +36,17 @@ def load_questions(store, limit: int | None = None) -> list[Question]:
     return [Question.from_row(r) for r in rows[:limit]]
 
 
-_CACHE: dict[tuple[str, str], tuple[list[Question], SearchIndex, AnswerKeys]] = {}
-_LOCK = threading.Lock()
-
-
 def _inputs(ctx: StageContext) -> tuple[list[Question], SearchIndex, AnswerKeys]:
     # Loaded once per process and stage run; every shard uses them.  Nothing of the gold chain beyond
     # the question record is loaded: the teacher is handed the question text and a persona seed only.
     # The answer keys decide, as the filter will, when an sft question has its correct samples.
-    key = (str(ctx.store.root), ctx.key)
-    with _LOCK:
-        if key not in _CACHE:
-            _CACHE.clear()
-            cfg = ctx.cfg
-            questions = load_questions(ctx.store, cfg.rollout.max_questions)
-            index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
-            _CACHE[key] = (questions, index, answer_keys(ctx.store, cfg.filters.min_f1))
-        return _CACHE[key]
+    def load() -> tuple[list[Question], SearchIndex, AnswerKeys]:
+        cfg = ctx.cfg
+        questions = load_questions(ctx.store, cfg.rollout.max_questions)
+        index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+        return questions, index, answer_keys(ctx.store, cfg.filters.min_f1)
+
+    return ctx.shared("inputs", load)
 
 
 def plan(ctx: StageContext) -> list[list[int]]:
