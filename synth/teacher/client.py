@@ -298,84 +298,106 @@ class Teacher:
             raise TeacherError(e.reason, detail) from None
 
     async def _send(self, messages: list[dict], tools: list[dict] | None, sample_index: int, hint: Any) -> ChatResponse:
-        cfg = self.cfg
-        tokens = self._estimate_tokens(messages, tools) if cfg.tpm else 1
-        # An outer deadline in case a backend's own timeout does not fire (httpx times each read,
-        # not the whole response, so a server trickling bytes could hold a slot forever).
-        deadline = cfg.timeout_s * 1.25 + 1.0
+        """One call: requests under flow control (:meth:`_request`) until one is answered, or the retry policy
+        (:meth:`_retry_delay`) gives up or the breaker trips."""
+        tokens = self._estimate_tokens(messages, tools) if self.cfg.tpm else 1
         attempt = 0
         while True:
-            self._raise_if_tripped()
-            self._flight.move(waiting=1)
-            try:
-                await self._gate.acquire()
-            finally:
-                self._flight.move(waiting=-1)
-            withhold = False
-            try:
-                waited = await self._limiter.acquire(tokens)
-                self.stats.add(rate_wait_s=waited)
-                # The clock starts here, at the send: time spent waiting for a slot above is not the server's.
-                t0 = time.perf_counter()
-                self._flight.move(sending=1)
-                try:
-                    # Leaving this block on a timeout cancels the request: the connection is closed,
-                    # so the server can drop the work instead of finishing it for nobody.
-                    async with asyncio.timeout(deadline):
-                        resp = await self.backend.chat(messages, tools, sample_index=sample_index, hint=hint)
-                    err = _invalid(resp)
-                except BackendError as e:
-                    err = e
-                except TimeoutError:
-                    err = BackendError("timeout", f"no response within {deadline:g}s")
-                finally:
-                    self._flight.move(sending=-1)
-                latency = time.perf_counter() - t0
-                # A timeout means more was sent than the server keeps up with: keep this slot back.
-                withhold = err is not None and err.reason == "timeout" and self._throttle.timed_out()
-            finally:
-                if not withhold:
-                    self._gate.release()
+            resp, err, latency = await self._request(messages, tools, sample_index, hint, tokens)
             if err is None or err.reason != "unreachable":  # a request that never connected was not sent
                 self.stats.add(requests=1)
             if err is None:
-                self._throttle.answered()
-                self.breaker.success()
-                resp.latency_s, resp.cached = latency, False
-                if resp.model_latency_s is None:
-                    resp.model_latency_s = latency
-                u = resp.usage
-                self.stats.add(completed=1, latency_s=latency, prompt_tokens=u.get("prompt_tokens", 0),
-                               completion_tokens=u.get("completion_tokens", 0),
-                               server_cached_prompt_tokens=u.get("server_cached_prompt_tokens", 0))
-                return resp
-            # Slot released before sleeping: other calls proceed while this one backs off.
-            detail = self._scrub(err.detail)
-            self.stats.add(attempt_errors=err.reason)
-            kind = failure_kind(err.reason)
-            final = not err.retryable or attempt >= cfg.max_retries
-            # A rejected key, an unknown model or nothing listening fail the same way every time: each
-            # attempt counts.  A 5xx or a timeout counts only once its call has used up its retries.
-            if kind is not None and (kind != "server" or final) and self.breaker.failure(kind, err.reason, detail):
-                self.stats.add(failed=1, failures=err.reason)
-                self._raise_if_tripped()
-            if err.retryable and err.retry_after is not None and err.retry_after > cfg.max_wait_s:
-                # Waiting would stall the stage for hours with nothing on screen: stop it, saying why.
-                self.stats.add(failed=1, failures=err.reason)
-                self.breaker.failure("wait", err.reason, f"the server asks to wait {err.retry_after:g} s "
-                                     f"(Retry-After), more than teacher.max_wait_s={cfg.max_wait_s:g}")
-                self._raise_if_tripped()
-            if final:
-                self.stats.add(failed=1, failures=err.reason)
-                self._log_failure(err.reason, detail, attempt + 1)
-                raise TeacherError(err.reason, detail, attempts=attempt + 1) from None
-            if err.retry_after:
-                self._limiter.pause_for(err.retry_after)
-            delay = backoff_delay(attempt, cfg.backoff_base_s, cfg.backoff_max_s, self._rng, err.retry_after)
-            self._retries.retry(err.reason, detail, delay, self._throttle.cap, cfg.concurrency)
-            self.stats.add(retries=1, backoff_s=delay)
+                return self._answered(resp, latency)
+            # The slot was released before sleeping: other calls proceed while this one backs off.
+            delay = self._retry_delay(err, attempt)
             await self._sleep(delay)
             attempt += 1
+
+    async def _request(self, messages: list[dict], tools: list[dict] | None, sample_index: int, hint: Any,
+                       tokens: int) -> tuple[ChatResponse | None, BackendError | None, float]:
+        """One request under the flow control: the breaker, the in-flight gate (its slot kept back after a
+        timeout, :class:`Throttle`), the rate limiter, and an outer deadline.  Returns (response, error, seconds
+        from the send)."""
+        # An outer deadline in case a backend's own timeout does not fire (httpx times each read,
+        # not the whole response, so a server trickling bytes could hold a slot forever).
+        deadline = self.cfg.timeout_s * 1.25 + 1.0
+        self._raise_if_tripped()
+        self._flight.move(waiting=1)
+        try:
+            await self._gate.acquire()
+        finally:
+            self._flight.move(waiting=-1)
+        withhold = False
+        resp: ChatResponse | None = None
+        try:
+            waited = await self._limiter.acquire(tokens)
+            self.stats.add(rate_wait_s=waited)
+            # The clock starts here, at the send: time spent waiting for a slot above is not the server's.
+            t0 = time.perf_counter()
+            self._flight.move(sending=1)
+            try:
+                # Leaving this block on a timeout cancels the request: the connection is closed,
+                # so the server can drop the work instead of finishing it for nobody.
+                async with asyncio.timeout(deadline):
+                    resp = await self.backend.chat(messages, tools, sample_index=sample_index, hint=hint)
+                err = _invalid(resp)
+            except BackendError as e:
+                err = e
+            except TimeoutError:
+                err = BackendError("timeout", f"no response within {deadline:g}s")
+            finally:
+                self._flight.move(sending=-1)
+            latency = time.perf_counter() - t0
+            # A timeout means more was sent than the server keeps up with: keep this slot back.
+            withhold = err is not None and err.reason == "timeout" and self._throttle.timed_out()
+        finally:
+            if not withhold:
+                self._gate.release()
+        return resp, err, latency
+
+    def _answered(self, resp: ChatResponse, latency: float) -> ChatResponse:
+        """An answered request, counted (the throttle and the breaker hear of it)."""
+        self._throttle.answered()
+        self.breaker.success()
+        resp.latency_s, resp.cached = latency, False
+        if resp.model_latency_s is None:
+            resp.model_latency_s = latency
+        u = resp.usage
+        self.stats.add(completed=1, latency_s=latency, prompt_tokens=u.get("prompt_tokens", 0),
+                       completion_tokens=u.get("completion_tokens", 0),
+                       server_cached_prompt_tokens=u.get("server_cached_prompt_tokens", 0))
+        return resp
+
+    def _retry_delay(self, err: BackendError, attempt: int) -> float:
+        """The retry policy for a failed request: the seconds to back off before the next attempt, or a raise
+        (:class:`TeacherError` once the call's retries are used up or the error cannot be retried;
+        :class:`TeacherUnavailable` when the breaker trips or the server asks to wait past ``max_wait_s``)."""
+        cfg = self.cfg
+        detail = self._scrub(err.detail)
+        self.stats.add(attempt_errors=err.reason)
+        kind = failure_kind(err.reason)
+        final = not err.retryable or attempt >= cfg.max_retries
+        # A rejected key, an unknown model or nothing listening fail the same way every time: each
+        # attempt counts.  A 5xx or a timeout counts only once its call has used up its retries.
+        if kind is not None and (kind != "server" or final) and self.breaker.failure(kind, err.reason, detail):
+            self.stats.add(failed=1, failures=err.reason)
+            self._raise_if_tripped()
+        if err.retryable and err.retry_after is not None and err.retry_after > cfg.max_wait_s:
+            # Waiting would stall the stage for hours with nothing on screen: stop it, saying why.
+            self.stats.add(failed=1, failures=err.reason)
+            self.breaker.failure("wait", err.reason, f"the server asks to wait {err.retry_after:g} s "
+                                 f"(Retry-After), more than teacher.max_wait_s={cfg.max_wait_s:g}")
+            self._raise_if_tripped()
+        if final:
+            self.stats.add(failed=1, failures=err.reason)
+            self._log_failure(err.reason, detail, attempt + 1)
+            raise TeacherError(err.reason, detail, attempts=attempt + 1) from None
+        if err.retry_after:
+            self._limiter.pause_for(err.retry_after)
+        delay = backoff_delay(attempt, cfg.backoff_base_s, cfg.backoff_max_s, self._rng, err.retry_after)
+        self._retries.retry(err.reason, detail, delay, self._throttle.cap, cfg.concurrency)
+        self.stats.add(retries=1, backoff_s=delay)
+        return delay
 
     def _raise_if_tripped(self) -> None:
         if self.breaker.tripped is not None:
