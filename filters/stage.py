@@ -352,6 +352,62 @@ def _batch_name(i: int, batch: pa.RecordBatch) -> str:
     return f"batch {i} of traces ({batch.num_rows} traces, {ids[0]} .. {ids[-1]})" if batch.num_rows else f"batch {i}"
 
 
+@dataclass
+class _PassOneResult:
+    """What pass one gathered over every trace: each question's tally (``per_q``), the best-of-n candidates and the
+    wrong answers (pass two and the preference pairs), the RL reference rollouts, the verdicts that wait for
+    pass two, the correctness tally, the judge's counts and the tokens counted."""
+
+    per_q: dict[str, "_PerQuestion"] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+    wrong: list[Loser] = field(default_factory=list)
+    references: dict[str, Reference] = field(default_factory=dict)
+    verdicts: dict[str, dict] = field(default_factory=dict)
+    tally: Counter = field(default_factory=Counter)
+    judge_counts: Counter = field(default_factory=Counter)
+    counted: int = 0
+
+
+def _run_pass_one(ctx: StageContext, traces: Any, total: int, workers: int, questions: Any, teacher: Any,
+                  runner: FilterRunner, rejects: Any, verdict_rows: Any) -> _PassOneResult:
+    """Pass one: every trace through the chain, in ``workers`` processes (or here, with the judge), batch by
+    batch; final verdicts and rejects are written as they come, the candidates' verdicts kept for pass two."""
+    fcfg = ctx.cfg.filters
+    res = _PassOneResult()
+    local: _PassOne | None = None
+    try:
+        batches = traces.to_batches(batch_size=BATCH_ROWS, **SCAN)
+        if workers > 1:
+            batches = guided_batches(batches, total, workers, most=WORKER_BATCH_ROWS)
+            work = ctx.cpu_work(_pass_one_setup, (ctx.cfg, str(ctx.store.root)), _pass_one_step, _batch_name)
+            outs = ctx.cpu_map(work, batches, workers)
+        else:
+            local = _PassOne(ctx.cfg, ctx.store.root)
+            judge = None if not fcfg.judge else (
+                lambda recs, grades: _judge_batch(teacher, recs, questions, grades, res.judge_counts))
+            outs = (local(b, judge) for b in batches)
+        with ctx.bar("filter", total, "traces") as bar:
+            for out in outs:
+                for fact in out.facts:
+                    res.per_q.setdefault(fact.question_id, _PerQuestion()).add(fact)
+                res.candidates.extend(out.candidates)
+                res.wrong.extend(out.wrong)
+                keep_best(res.references, out.references)
+                waiting = {c.trace_id for c in out.candidates}
+                for v in out.verdicts:
+                    _count(res.tally, v)
+                verdict_rows.write([v for v in out.verdicts if v["trace_id"] not in waiting])
+                res.verdicts.update((v["trace_id"], v) for v in out.verdicts if v["trace_id"] in waiting)
+                runner.dropped.update(out.dropped)
+                res.counted += out.counted
+                rejects.write(out.rejects)
+                bar.update(len(out.verdicts))
+    finally:
+        if local is not None:
+            local.close()
+    return res
+
+
 def run_filter(ctx: StageContext) -> StageResult:
     """Filter traces into ``sft`` (best-of-n) and ``rl_pool`` (difficulty band); see the module docstring."""
     fcfg = ctx.cfg.filters
@@ -376,54 +432,17 @@ def run_filter(ctx: StageContext) -> StageResult:
     # The judge is a teacher call of this process, so with it every batch runs here.
     workers = 1 if fcfg.judge else ctx.cpu_workers(max(1, -(-total // 16)))
     teacher = snap = None
-    judge_counts: Counter[str] = Counter()
     if fcfg.judge or ctx.cfg.rl.baselines:
         # One teacher for the judge and the baselines, closed when the stage ends; its usage is reported.
         teacher = _teacher(ctx)
         snap = teacher.stats.snapshot()
-
     # A trace's verdict is final after pass one unless it is a best-of-n candidate (pass two adds its rubric and
     # whether it was kept): the others go to the table at once, as Arrow rows, so the parent holds no dict per
     # trace of a large run; the candidates' wait for pass two.
     verdict_rows = ctx.writer("filter/verdicts", VERDICT_SCHEMA)
-    verdicts: dict[str, dict] = {}
-    tally: Counter[str] = Counter()  # correctness and judge agreement over every verdict
-    per_q: dict[str, _PerQuestion] = {}
-    candidates: list[Candidate] = []
-    wrong: list[Loser] = []
-    references: dict[str, Reference] = {}
-    counted = 0
-    local: _PassOne | None = None
-    try:
-        batches = traces.to_batches(batch_size=BATCH_ROWS, **SCAN)
-        if workers > 1:
-            batches = guided_batches(batches, total, workers, most=WORKER_BATCH_ROWS)
-            work = ctx.cpu_work(_pass_one_setup, (ctx.cfg, str(ctx.store.root)), _pass_one_step, _batch_name)
-            outs = ctx.cpu_map(work, batches, workers)
-        else:
-            local = _PassOne(ctx.cfg, ctx.store.root)
-            judge = None if not fcfg.judge else (
-                lambda recs, grades: _judge_batch(teacher, recs, questions, grades, judge_counts))
-            outs = (local(b, judge) for b in batches)
-        with ctx.bar("filter", total, "traces") as bar:
-            for out in outs:
-                for fact in out.facts:
-                    per_q.setdefault(fact.question_id, _PerQuestion()).add(fact)
-                candidates.extend(out.candidates)
-                wrong.extend(out.wrong)
-                keep_best(references, out.references)
-                waiting = {c.trace_id for c in out.candidates}
-                for v in out.verdicts:
-                    _count(tally, v)
-                verdict_rows.write([v for v in out.verdicts if v["trace_id"] not in waiting])
-                verdicts.update((v["trace_id"], v) for v in out.verdicts if v["trace_id"] in waiting)
-                runner.dropped.update(out.dropped)
-                counted += out.counted
-                rejects.write(out.rejects)
-                bar.update(len(out.verdicts))
-    finally:
-        if local is not None:
-            local.close()
+    one = _run_pass_one(ctx, traces, total, workers, questions, teacher, runner, rejects, verdict_rows)
+    per_q, candidates, wrong, references = one.per_q, one.candidates, one.wrong, one.references
+    verdicts, tally, judge_counts, counted = one.verdicts, one.tally, one.judge_counts, one.counted
     if "length" in fcfg.chain:
         from synth.tokenizer.counts import compact_cache
 
