@@ -253,11 +253,7 @@ class ConfigView:
             raise AttributeError(name)
         node = self._node
         dotted = f"{self._path}.{name}" if self._path else name
-        if name not in type(node).model_fields:
-            if name in ("get",):
-                return object.__getattribute__(self, name)
-            if self._path == "" and name in ("section_hash",):
-                return getattr(node, name)
+        if name not in type(node).model_fields:  # a method of the model (``get`` is the view's own)
             raise UndeclaredConfig(
                 f"stage {self._stage!r} calls `{dotted}` on config it declares only in part; declare "
                 f"`{self._path or 'the whole config'}` in its Stage's sections (flows/stages.py) or read fields one "

@@ -310,5 +310,5 @@ class DaskPool:
             self.client.cancel(futures)
 
 
-__all__ = ["CpuPool", "CpuWork", "DaskPool", "WorkerFailed", "cpu_map", "limit_share", "set_limit_share", "guided_batches",
-           "processes_for"]
+__all__ = ["CpuPool", "CpuWork", "DaskPool", "WorkerFailed", "cpu_map", "guided_batches", "limit_share",
+           "processes_for", "set_limit_share"]
