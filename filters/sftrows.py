@@ -10,7 +10,8 @@ thinking teacher without it throws away the most valuable part of the trace; how
 ``sft.reasoning`` (:mod:`synth.tokenizer.reasoning`).  A row also carries
 the trace's step labels (``step_labels``, one per assistant turn: E_t, pivot hops, grounded).
 
-``sft.context`` decides what a row holds (:func:`samples`):
+``sft.context`` decides what a row holds (:func:`samples`; which of its messages are trained is the loss
+policy's, :mod:`synth.tokenizer.losspolicy`):
 
 - ``full``: one row per kept trace, every observation in full, every assistant turn trained (``turn`` null);
 - ``as_seen``: one row per assistant turn ``t`` of a kept trace: the context the teacher saw when it wrote
@@ -24,6 +25,7 @@ from synth.engine.records import SFT_SCHEMA, Trace
 from synth.engine.conversation import Message
 from synth.rollout.labels import label_rows, labels_of
 from synth.rollout.loop import teacher_view
+from synth.tokenizer.losspolicy import AS_SEEN, CONTEXTS, FULL, TRAINED_ROLE
 
 from filters.config import FiltersConfig
 
@@ -47,9 +49,6 @@ def sft_messages(trace: Trace) -> list[dict]:
     return [sft_message(m) for m in trace.conversation.messages]
 
 
-FULL, AS_SEEN = "full", "as_seen"
-CONTEXTS = (FULL, AS_SEEN)
-
 
 def samples(messages: list[dict], context: str = FULL, compress: bool = True, keep: int = 2
             ) -> list[tuple[int | None, list[dict]]]:
@@ -63,7 +62,7 @@ def samples(messages: list[dict], context: str = FULL, compress: bool = True, ke
         raise ValueError(f"unknown sft.context {context!r} (allowed: {', '.join(CONTEXTS)})")
     out, turn = [], 0
     for i, m in enumerate(messages):
-        if m["role"] == "assistant":
+        if m["role"] == TRAINED_ROLE:
             turn += 1
             out.append((turn, [*teacher_view(messages[:i], compress, keep), m]))
     return out

@@ -50,7 +50,7 @@ from filters.pool import write_rl_pool
 from filters.preference import WRONG_ANSWER, Loser, pair, write_preference
 from synth.corpus.answerkeys import answer_keys
 from filters.sftrows import samples, sft_messages, sft_rows
-from synth.tokenizer.reasoning import apply_reasoning, resolve_mode
+from synth.tokenizer.losspolicy import reasoning_mode as resolve_reasoning, rendered
 
 BATCH_ROWS = 512
 # A worker's batch: each worker holds its batch's conversations decoded several times over (rows, records,
@@ -239,7 +239,7 @@ class _PassOne:
         for t in recs:
             tools = json.loads(t.tools) or None
             for _, msgs in samples(sft_messages(t), self.context, self.compress, self.keep):
-                items.append((apply_reasoning(msgs, self.reasoning), tools))
+                items.append((rendered(msgs, self.reasoning), tools))
                 owner.append(t.trace_id)
         out: dict[str, int] = {}
         failed: set[str] = set()
@@ -315,7 +315,7 @@ def reasoning_mode(cfg: Any, tokenizer: Any) -> str:
     from synth.tokenizer.chat_templates import family_of
 
     template = tokenizer.chat_template
-    return resolve_mode(cfg.sft.reasoning, template, family_of(template) or "of DIR/tokenizer")
+    return resolve_reasoning(cfg.sft.reasoning, template, family_of(template) or "of DIR/tokenizer")
 
 
 def chain_of(fcfg: FiltersConfig) -> list:

@@ -1,5 +1,7 @@
 """Loss-mask validation: prove, row by row, that training sees only the agent's own tokens.
 
+What is trained is the policy of :mod:`synth.tokenizer.losspolicy` (the trained role, the context, the end of a
+turn, the reasoning); this module checks each row's mask against a :class:`~synth.tokenizer.losspolicy.LossPolicy`.
 Each row is tokenized exactly as TRL's ``SFTTrainer`` does it (``trl.data_utils._tokenize``:
 ``apply_chat_template(messages, tools=...)``), and the resulting ``input_ids`` /
 ``assistant_masks`` are what :mod:`sft.train` hands the trainer, so the masks checked here are
@@ -37,11 +39,12 @@ import bisect
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from synth.engine.errors import InputError
-from synth.tokenizer.chat_templates import has_generation_markers
+from synth.tokenizer.losspolicy import TRAINED_ROLE, LossPolicy, trained_message
 from synth.tokenizer.turns import conversation_turns
 
 from sft.rows import parse_tools
@@ -125,19 +128,18 @@ def missing_tool_schemas(prompt: str, tools: list[dict] | None) -> list[str]:
 _EMPTY = {"n_reasoning_tokens": 0, "reasoning_trained": 0, "reasoning_turns": 0, "reasoning_untrained": 0}
 
 
-def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, max_length: int | None,
-                mapped: str | None = None, reasoning: str = "keep") -> dict:
-    """Tokenize one row as TRL does, derive or read its masks, and measure them (a ``datasets.map`` function).
+def analyse_row(example: dict, tokenizer, policy: LossPolicy, max_length: int | None,
+                mapped: str | None = None) -> dict:
+    """Tokenize one row as TRL does, derive or read its masks, and measure them against ``policy`` (a
+    ``datasets.map`` function).
 
     ``mapped``: the folder of the dataset's memory-mapped files, whose read pages are released every
-    :data:`WRITER_ROWS` rows (:func:`release_mapped_pages`).  ``reasoning``: how the rows' reasoning is
-    rendered (:func:`synth.tokenizer.reasoning.apply_reasoning`, a resolved mode)."""
+    :data:`WRITER_ROWS` rows (:func:`release_mapped_pages`)."""
     from jinja2 import TemplateError
     from trl.data_utils import _tokenize
 
-    from synth.tokenizer.reasoning import apply_reasoning
-
     _release_every(mapped)
+    chat_template, eot = policy.template, policy.eot
 
     known = example.get("known_n_tokens")  # the rendered length an earlier stage counted (sft.train.prepare)
     if max_length is not None and known is not None and known > max_length:
@@ -147,10 +149,9 @@ def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, m
                 "n_tool_tokens": 0, "tool_trained": 0, "prompt_trained": 0, "assistant_turns": 0, "eot_untrained": 0,
                 "missing_tools": 0, **_EMPTY, "problem": ""}
     original, tools = [dict(m) for m in example["messages"]], parse_tools(example["tools"])
-    thoughts = [(m.get("reasoning_content") or "").strip() if m.get("role") == "assistant" and reasoning != "drop"
-                else "" for m in original]
-    messages = apply_reasoning(original, reasoning)
-    markers = has_generation_markers(chat_template)
+    thoughts = policy.thoughts(original)
+    messages = policy.render(original)
+    markers = policy.markers
     try:
         enc = _tokenize(tokenizer, messages, chat_template=chat_template, tools=tools,
                         return_assistant_tokens_mask=markers, tokenizer_kwargs={"return_offsets_mapping": True})
@@ -165,11 +166,10 @@ def analyse_row(example: dict, tokenizer, chat_template: str | None, eot: str, m
         return out
     turns = conversation_turns(tokenizer, messages, tools, chat_template, eot)
     mask = list(enc["assistant_masks"]) if markers else turns.assistant_mask(offsets)
-    roles = [m["role"] for m in messages]
-    if example.get("turn") is not None:
+    roles = policy.roles(messages, example.get("turn"))
+    last = trained_message(messages, example.get("turn"))
+    if last is not None:
         # sft.context as_seen: the row trains its last assistant message; the earlier ones are what the teacher saw.
-        last = max(i for i, r in enumerate(roles) if r == "assistant")
-        roles = [CONTEXT if r == "assistant" and i != last else r for i, r in enumerate(roles)]
         a, b = turns.spans[last]
         mask = [t if e > a and s < b else 0 for t, (s, e) in zip(mask, offsets)]
     out.update(assistant_masks=mask, n_trained=sum(mask))
@@ -211,7 +211,7 @@ def _leaks(out: dict, turns, roles: list[str], offsets, mask) -> list[str]:
     real = e > s
     first = np.searchsorted(ends, s, side="right")
     last = np.minimum(np.searchsorted(ends, e, side="left"), n_msgs - 1)
-    kind = np.array([2 if r == "tool" else 0 if r == "assistant" else 1 for r in roles], dtype=np.int8)
+    kind = np.array([2 if r == "tool" else 0 if r == TRAINED_ROLE else 1 for r in roles], dtype=np.int8)
     hits = np.zeros(n_msgs, dtype=np.int64)  # trained tokens per message the model only reads
     one = real & (first == last)  # the common case: one message; the spans cover the text, so it overlaps
     m1 = first[one]
@@ -239,16 +239,12 @@ def _leaks(out: dict, turns, roles: list[str], offsets, mask) -> list[str]:
             for role, per in sorted(leaked.items(), key=lambda kv: kv[0] != "tool")]
 
 
-# The role an earlier assistant message of an as_seen row is checked as: context the model reads, never trained.
-CONTEXT = "context"
-
-
 def _reasoning_problems(out: dict, turns, roles: list[str], thoughts: list[str], offsets, mask) -> list[str]:
     """Find each trained assistant turn's reasoning in its rendered span and count its tokens (every one of them
     must be trained); a reasoning the template does not render at all is a problem too."""
     problems = []
     for m, (role, thought) in enumerate(zip(roles, thoughts)):
-        if role != "assistant" or not thought:
+        if role != TRAINED_ROLE or not thought:
             continue
         out["reasoning_turns"] += 1
         a, b = turns.spans[m]
@@ -274,7 +270,7 @@ def _eot_problems(out: dict, turns, roles: list[str], offsets, mask, eot: str) -
     """Check that the end-of-turn token of every assistant turn is trained."""
     problems, starts = [], [s for s, _ in offsets]
     for m, role in enumerate(roles):
-        if role != "assistant":
+        if role != TRAINED_ROLE:
             continue
         out["assistant_turns"] += 1
         pos = turns.eot_at[m]
@@ -286,25 +282,26 @@ def _eot_problems(out: dict, turns, roles: list[str], offsets, mask, eot: str) -
     return problems
 
 
-def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length: int | None,
-             num_proc: int | None = None, template_name: str = "", reasoning: str = "keep") -> tuple[Any, dict]:
-    """Tokenize and check every row; returns ``(dataset with input_ids/assistant_masks/..., report)``.
+def validate(dataset, tokenizer, policy: LossPolicy, max_length: int | None,
+             num_proc: int | None = None) -> tuple[Any, dict]:
+    """Tokenize and check every row against ``policy``; returns ``(dataset with input_ids/assistant_masks/...,
+    report)``.
 
-    ``chat_template`` None means the tokenizer's own.  The report holds ``mask_source``
-    (``generation markers`` or ``prefix renders``), ``trained_tokens``, ``masked_tokens``,
-    ``tool_tokens_trained``, ``eot_untrained_turns``, ``rows_missing_tools``, ``too_long``, the reasoning
-    (``reasoning``: the mode, rows and turns that carry it, its tokens, how many are trained, and its share of
-    the trained tokens) and the offending rows (``failures``); call :func:`raise_on_failure` after writing it.
+    The report holds ``mask_source`` (``generation markers`` or ``prefix renders``), ``trained_tokens``,
+    ``masked_tokens``, ``tool_tokens_trained``, ``eot_untrained_turns``, ``rows_missing_tools``, ``too_long``, the
+    reasoning (``reasoning``: the mode, rows and turns that carry it, its tokens, how many are trained, and its
+    share of the trained tokens) and the offending rows (``failures``); call :func:`raise_on_failure` after
+    writing it.
     """
     from trl.data_utils import _tokenize  # noqa: F401 - imported here once: forked map processes inherit it
 
     from synth.tokenizer.turns import untracked_template
 
-    chat_template = chat_template or tokenizer.chat_template
-    untracked_template(chat_template)  # compiled here once, for the same reason
-    processed = dataset.map(analyse_row, fn_kwargs={"tokenizer": tokenizer, "chat_template": chat_template,
-                                                    "eot": eot, "max_length": max_length,
-                                                    "mapped": mapped_folder(dataset), "reasoning": reasoning},
+    if policy.template is None:
+        policy = replace(policy, template=tokenizer.chat_template)
+    untracked_template(policy.template)  # compiled here once, for the same reason
+    processed = dataset.map(analyse_row, fn_kwargs={"tokenizer": tokenizer, "policy": policy, "max_length": max_length,
+                                                    "mapped": mapped_folder(dataset)},
                             num_proc=num_proc if num_proc and num_proc > 1 else None, desc="Checking loss masks",
                             writer_batch_size=WRITER_ROWS)
     cols = processed.select_columns(["trace_id", "question_id", "n_tokens", "too_long", "n_trained", "n_tool_tokens",
@@ -318,8 +315,8 @@ def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length
     failures = [{"trace_id": r["trace_id"], "question_id": r["question_id"], "problem": r["problem"]}
                 for r in kept if r["problem"]]
     report = {
-        "template": template_name, "eot_token": eot, "max_length": max_length,
-        "mask_source": "generation markers" if has_generation_markers(chat_template) else "prefix renders",
+        "template": policy.template_name, "eot_token": policy.eot, "max_length": max_length,
+        "mask_source": policy.mask_source,
         "rows": len(rows), "rows_checked": len(kept), "too_long": len(rows) - len(kept),
         "total_tokens": total, "trained_tokens": trained, "masked_tokens": total - trained,
         "trained_fraction": round(trained / total, 6) if total else 0.0,
@@ -331,7 +328,7 @@ def validate(dataset, tokenizer, chat_template: str | None, eot: str, max_length
         "rows_missing_tools": sum(1 for r in kept if r["missing_tools"]),
         "rows_without_trained_tokens": sum(1 for r in kept if r["n_trained"] == 0),
         "reasoning": {
-            "mode": reasoning, "rows": sum(1 for r in kept if r["reasoning_turns"]),
+            "mode": policy.reasoning, "rows": sum(1 for r in kept if r["reasoning_turns"]),
             "turns": sum(r["reasoning_turns"] for r in kept),
             "tokens": sum(r["n_reasoning_tokens"] for r in kept),
             "tokens_trained": sum(r["reasoning_trained"] for r in kept),
@@ -367,7 +364,8 @@ def check_rows(rows: list[dict], tokenizer, chat_template: str | None, eot: str 
                max_length: int | None = None, template_name: str = "", reasoning: str = "keep") -> dict:
     """Check in-memory rows (dicts in ``SFT_SCHEMA``) without a ``datasets`` table: for tests and tools.
 
-    ``eot`` None reads the end-of-turn token off the template, as training does.
+    The policy is built as given (``reasoning`` is not resolved against the template, so a check can be shown
+    a mode that would drop it); ``eot`` None reads the end-of-turn token off the template, as training does.
     """
     import pyarrow as pa
     from datasets import Dataset
@@ -381,7 +379,8 @@ def check_rows(rows: list[dict], tokenizer, chat_template: str | None, eot: str 
     if not eot:
         raise InputError("the chat template writes no special token after an assistant message; pass eot")
     ds = Dataset(InMemoryTable(pa.Table.from_pylist(rows, schema=SFT_SCHEMA)))
-    _, report = validate(ds, tokenizer, template, eot, max_length, template_name=template_name, reasoning=reasoning)
+    policy = LossPolicy(template=template, eot=eot, reasoning=reasoning, template_name=template_name)
+    _, report = validate(ds, tokenizer, policy, max_length)
     return report
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from synth.tokenizer.losspolicy import LossPolicy
+
 
 @dataclass
 class Prepared:
@@ -12,8 +14,7 @@ class Prepared:
     and the two settings the trainer must take from them (:meth:`configure`)."""
 
     tokenizer: Any
-    template_name: str
-    eot: str  # the template's end-of-turn token (trained on every assistant turn)
+    policy: LossPolicy  # what is trained: the template, its end-of-turn token, the reasoning mode
     table: str
     tokenizer_path: str
     mask_report: dict[str, Any]
@@ -25,6 +26,15 @@ class Prepared:
     train_trained: int
     eos_token: str | None  # set on the trainer when it differs from the tokenizer's own eos (None: keep it)
     assistant_only_loss: bool  # False when the template has no generation markers (masks travel in a column)
+
+    @property
+    def template_name(self) -> str:
+        return self.policy.template_name
+
+    @property
+    def eot(self) -> str:
+        """The template's end-of-turn token (trained on every assistant turn)."""
+        return self.policy.eot
 
     def configure(self, training_args) -> None:
         """Set the trainer's ``eos_token`` and ``assistant_only_loss`` to what the template needs.

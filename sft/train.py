@@ -282,7 +282,8 @@ def prepare(script_args, training_args, model_args) -> Prepared:
     changes none of its arguments (:meth:`Prepared.configure` applies what the trainer needs)."""
     from synth.tokenizer.tokens import load_tokenizer
 
-    from synth.tokenizer.chat_templates import has_generation_markers, resolve_template, stop_tokens
+    from synth.tokenizer.chat_templates import resolve_template
+    from synth.tokenizer.losspolicy import LossPolicy
     from sft.masking import mapped_folder, raise_on_failure, release_mapped_pages, validate, write_report
     from sft.rows import held_out_questions, load_sft_dataset
 
@@ -302,16 +303,16 @@ def prepare(script_args, training_args, model_args) -> Prepared:
         template_name = script_args.chat_template  # reported as written
     tokenizer.chat_template = template
     from synth.engine.config import ConfigError
-    from synth.tokenizer.reasoning import resolve_mode
 
     try:
-        reasoning = resolve_mode(script_args.reasoning, template, template_name, key="reasoning (sft.reasoning)")
+        policy = LossPolicy.resolve(tokenizer, template, template_name, script_args.reasoning,
+                                    training_args.eos_token, key="reasoning (sft.reasoning)")
     except ConfigError as e:
         raise InputError(str(e)) from None
     data = load_sft_dataset(table)
     if script_args.max_rows:
         data = data.select(range(min(script_args.max_rows, len(data))))
-    eot, eos = stop_tokens(tokenizer, template, training_args.eos_token)
+    eot, eos = policy.eot, policy.eos
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if eos != eot:
@@ -322,19 +323,18 @@ def prepare(script_args, training_args, model_args) -> Prepared:
     new_eos = eos if tokenizer.eos_token != eos else None
     tokenizer.eos_token = eos
     assistant_only_loss = bool(training_args.assistant_only_loss)
-    if not has_generation_markers(template) and assistant_only_loss:
+    if not policy.markers and assistant_only_loss:
         log.info("chat template %s has no {%% generation %%} markers: training on masks derived from prefix "
                  "renders", template_name)
         assistant_only_loss = False
     held = held_out_questions(data["question_id"], script_args.eval_fraction)
-    counts, digests, known = _cached_lengths(data, tokenizer, script_args.data_dir, reasoning)
+    counts, digests, known = _cached_lengths(data, tokenizer, script_args.data_dir, policy)
     release_mapped_pages(mapped_folder(data))  # the digests read every row: their pages are not ours to keep
     if any(n is not None for n in known):
         data = data.add_column("known_n_tokens", known)
     with training_args.main_process_first(desc="loss-mask check"):
-        processed, mask_report = validate(data, tokenizer, template, eot, training_args.max_length,
-                                          num_proc=training_args.dataset_num_proc, template_name=template_name,
-                                          reasoning=reasoning)
+        processed, mask_report = validate(data, tokenizer, policy, training_args.max_length,
+                                          num_proc=training_args.dataset_num_proc)
     mask_report["token_counts"] = _record_lengths(counts, digests, known, processed["n_tokens"],
                                                   training_args.process_index == 0)
     out = Path(training_args.output_dir)
@@ -355,7 +355,7 @@ def prepare(script_args, training_args, model_args) -> Prepared:
     cols = ["messages", "input_ids", "assistant_masks"]
     n_tok, n_tr = processed["n_tokens"], processed["n_trained"]
     return Prepared(
-        tokenizer=tokenizer, template_name=template_name, eot=eot, table=str(table), tokenizer_path=str(tok_path),
+        tokenizer=tokenizer, policy=policy, table=str(table), tokenizer_path=str(tok_path),
         mask_report=mask_report, held_out=held, funnel=funnel,
         train=processed.select(train_idx).select_columns(cols),
         eval=processed.select(eval_idx).select_columns(cols) if eval_idx else None,
@@ -364,7 +364,7 @@ def prepare(script_args, training_args, model_args) -> Prepared:
     )
 
 
-def _cached_lengths(data, tokenizer, data_dir: str | None, reasoning: str = "keep"
+def _cached_lengths(data, tokenizer, data_dir: str | None, policy
                     ) -> tuple[Any, list[bytes], list[int | None]]:
     """Each row's rendered length as an earlier stage counted it (the length filter), from the run's token-count
     cache: ``(TokenCounts or None, digests, counts or None)``.
@@ -373,17 +373,17 @@ def _cached_lengths(data, tokenizer, data_dir: str | None, reasoning: str = "kee
     count is found only where the filter rendered with the very template trained on: the same number as
     ``len(apply_chat_template(messages, tools=tools, tokenize=True))``.  A row counted longer than
     ``max_length`` is then dropped without being tokenized again.  Rows are looked up as rendered, their
-    reasoning as ``reasoning`` says (:func:`synth.tokenizer.reasoning.apply_reasoning`), as the filter counted them.
+    reasoning as the loss policy says (:meth:`synth.tokenizer.losspolicy.LossPolicy.render`), as the filter
+    counted them.
     """
     if not data_dir:
         return None, [], [None] * len(data)
     from synth.tokenizer.counts import TokenCounts, conversation_digest
-    from synth.tokenizer.reasoning import apply_reasoning
 
     from sft.rows import parse_tools
 
     counts = TokenCounts(tokenizer, data_dir)
-    digests = [conversation_digest(apply_reasoning(m, reasoning), parse_tools(t)) for batch in
+    digests = [conversation_digest(policy.render(m), parse_tools(t)) for batch in
                data.select_columns(["messages", "tools"]).iter(batch_size=1_000)
                for m, t in zip(batch["messages"], batch["tools"])]
     return counts, digests, counts.known(digests)

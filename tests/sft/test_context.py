@@ -17,6 +17,7 @@ from helpers.familytok import family_tokenizer
 from helpers.traces import make_trace
 from helpers.walkstore import make_chain_store
 from sft.evaluate import harness_settings
+from synth.tokenizer.losspolicy import LossPolicy
 from sft.masking import analyse_row, check_rows
 from synth.engine.conversation import Conversation
 from synth.engine.records import Hop, Question, Walk
@@ -112,7 +113,7 @@ def test_an_as_seen_row_trains_its_own_turn_only() -> None:
     assert report["prompt_tokens_trained"] == 0 and report["tool_tokens_trained"] == 0
     eot = end_of_turn(tok, template)
     for r in rows:
-        out = analyse_row(r, tok, template, eot, None)
+        out = analyse_row(r, tok, LossPolicy(template, eot), None)
         text = tok.apply_chat_template(r["messages"], tools=json.loads(r["tools"]), chat_template=template,
                                        tokenize=False)
         trained = tok.decode([i for i, m in zip(out["input_ids"], out["assistant_masks"]) if m])

@@ -16,6 +16,7 @@ import pytest
 from helpers.familytok import FAMILIES, family_tokenizer
 from helpers.sftrows import make_rows
 from helpers.tinytok import CHAT_TEMPLATE as UNKNOWN_TEMPLATE
+from synth.tokenizer.losspolicy import LossPolicy
 from sft.masking import analyse_row, check_rows, raise_on_failure
 from synth.engine.errors import InputError
 from synth.tokenizer.chat_templates import load_template
@@ -37,7 +38,7 @@ def rows():
 
 
 def _masks(tok, row, template):
-    out = analyse_row(row, tok, template, end_of_turn(tok, template), None)
+    out = analyse_row(row, tok, LossPolicy(template, end_of_turn(tok, template)), None)
     return out["input_ids"], out["assistant_masks"]
 
 
