@@ -36,7 +36,7 @@ import pyarrow.dataset as ds
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.tables import RowMapping
 from synth.engine.workers import guided_batches
-from synth.engine.records import SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace
+from synth.engine.records import SFT_SCHEMA, TRACE_REJECT_SCHEMA, VERDICT_SCHEMA, Question, Split, Trace, Verdict
 from synth.text.answers import BASES, NO_MATCH
 
 from filters.band import pass_stats, prompt_messages
@@ -162,7 +162,7 @@ class _BatchOut:
 
     facts: list[_Fact]
     candidates: list[Candidate]
-    verdicts: list[dict]
+    verdicts: list[Verdict]
     rejects: pa.Table | list[dict]
     dropped: Counter
     counted: int = 0  # traces whose length was rendered and tokenized (not read from the cache)
@@ -224,7 +224,7 @@ class _PassOne:
         for t in recs:
             self._one(t, out)
         for v in out.verdicts:
-            v["n_tokens"] = fctx.token_counts.get(v["trace_id"])
+            v.n_tokens = fctx.token_counts.get(v.trace_id)
         out.rejects = self._rejects(batch, recs)
         out.dropped, self.runner.dropped = self.runner.dropped, Counter()
         fctx.measures.clear()
@@ -298,12 +298,10 @@ class _PassOne:
                                             0.0, *self._reasoning_tokens(trace)))
         # Counted for every trace, whichever filter dropped it (the report's grounding histogram reads it).
         ungrounded = len(ungrounded_steps(trace, self.fcfg.min_grounding))
-        out.verdicts.append({"trace_id": tid, "question_id": qid, "teacher_model": trace.teacher_model,
-                             "split": trace.split, "rule_correct": g.rule_correct, "em": g.em, "f1": g.f1,
-                             "match": g.basis,
-                             "judge_correct": g.judge_correct, "correct": g.correct, "rubric_raw": rubric,
-                             "rubric": None, "n_tokens": None, "ungrounded_steps": ungrounded, "kept": False,
-                             "reason": reason})
+        out.verdicts.append(Verdict(trace_id=tid, question_id=qid, teacher_model=trace.teacher_model,
+                                    split=trace.split, rule_correct=g.rule_correct, em=g.em, f1=g.f1, match=g.basis,
+                                    judge_correct=g.judge_correct, correct=g.correct, rubric_raw=rubric, rubric=None,
+                                    n_tokens=None, ungrounded_steps=ungrounded, kept=False, reason=reason))
 
     def close(self) -> None:
         if self.counts is not None:
@@ -362,7 +360,7 @@ class _PassOneResult:
     candidates: list[Candidate] = field(default_factory=list)
     wrong: list[Loser] = field(default_factory=list)
     references: dict[str, Reference] = field(default_factory=dict)
-    verdicts: dict[str, dict] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
     tally: Counter = field(default_factory=Counter)
     judge_counts: Counter = field(default_factory=Counter)
     counted: int = 0
@@ -396,8 +394,8 @@ def _run_pass_one(ctx: StageContext, traces: Any, total: int, workers: int, ques
                 waiting = {c.trace_id for c in out.candidates}
                 for v in out.verdicts:
                     _count(res.tally, v)
-                verdict_rows.write([v for v in out.verdicts if v["trace_id"] not in waiting])
-                res.verdicts.update((v["trace_id"], v) for v in out.verdicts if v["trace_id"] in waiting)
+                verdict_rows.write([v.to_row() for v in out.verdicts if v.trace_id not in waiting])
+                res.verdicts.update((v.trace_id, v) for v in out.verdicts if v.trace_id in waiting)
                 runner.dropped.update(out.dropped)
                 res.counted += out.counted
                 rejects.write(out.rejects)
@@ -454,7 +452,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     pairs = pair([c for c in candidates if c.trace_id in kept_ids], wrong,
                  [c for c in candidates if c.trace_id not in kept_ids])
     preference = write_preference(ctx, traces, pairs, {c.trace_id: c.rubric_raw for c in candidates})
-    verdict_rows.write(list(verdicts.values()))
+    verdict_rows.write([v.to_row() for v in verdicts.values()])
     verdict_rows.close()
     band_report = write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
                                 references, lambda: _teacher(ctx), keys)
@@ -528,7 +526,7 @@ def _judge_batch(teacher: Any, traces: list[Trace], questions: Mapping[str, Ques
 
 
 def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate], kept_ids: set[str],
-              runner: FilterRunner, verdicts: dict, pending: list, rejects: Any) -> tuple[int, int]:
+              runner: FilterRunner, verdicts: dict[str, Verdict], pending: list, rejects: Any) -> tuple[int, int]:
     """Write the kept survivors to ``sft`` (their rows under ``sft.context``) and reject the others as
     ``not_best``, batch by batch (``runner`` notes each reject in ``pending``); returns the kept traces and the
     rows written."""
@@ -547,12 +545,12 @@ def _pass_two(ctx: StageContext, traces: ds.Dataset, candidates: list[Candidate]
             for trace in recs:
                 c = by_id[trace.trace_id]
                 v = verdicts[c.trace_id]
-                v["rubric"] = c.rubric
+                v.rubric = c.rubric
                 if c.trace_id in kept_ids:
-                    v["kept"] = True
+                    v.kept = True
                     rows.extend(sft_rows(trace, c.rubric, ctx.cfg.filters.min_grounding, *context))
                 else:
-                    v["reason"] = NOT_BEST
+                    v.reason = NOT_BEST
                     runner.reject(trace, NOT_BEST, f"rubric {c.rubric:.3f} (raw {c.rubric_raw:.3f}), "
                                   f"{c.n_tool_calls} tool calls; {group_kept[c.question_id]} of "
                                   f"{group_size[c.question_id]} correct traces kept")
@@ -586,20 +584,20 @@ def _reject_row(trace: Trace, reason: str, detail: str | None) -> dict:
     return {**trace.to_row(), "reason": reason, "detail": detail}
 
 
-def _count(tally: Counter, v: dict) -> None:
+def _count(tally: Counter, v: Verdict) -> None:
     """Add one verdict to the stage's tallies: correct by the rule, in all, rescued by the judge, and how the
     judge compared with the rule where both spoke (``judge:<outcome>``)."""
-    tally["rule"] += bool(v["rule_correct"])
-    tally["match:" + (v.get("match") or NO_MATCH)] += 1
-    tally["combined"] += bool(v["correct"])
-    tally["judge_rescued"] += bool(v["correct"] and not v["rule_correct"])
-    j = v["judge_correct"]
+    tally["rule"] += bool(v.rule_correct)
+    tally["match:" + (v.match or NO_MATCH)] += 1
+    tally["combined"] += bool(v.correct)
+    tally["judge_rescued"] += bool(v.correct and not v.rule_correct)
+    j = v.judge_correct
     if j is None:
         return
-    if v["rule_correct"]:
+    if v.rule_correct:
         outcome = "agree_on_rule_hits" if j else "overruled_on_rule_hits"
     else:
-        outcome = "rescued" if v["correct"] else ("agree_on_rule_misses" if not j else "ignored_no_overlap")
+        outcome = "rescued" if v.correct else ("agree_on_rule_misses" if not j else "ignored_no_overlap")
     tally["judge:" + outcome] += 1
 
 

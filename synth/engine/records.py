@@ -373,27 +373,32 @@ REJECT_SCHEMA = pa.schema(
 TRACE_REJECT_SCHEMA = pa.schema(list(Trace.SCHEMA) + [pa.field("reason", pa.string(), nullable=False),
                                                 pa.field("detail", pa.string())])
 
-VERDICT_SCHEMA = pa.schema(
-    [
-        pa.field("trace_id", pa.string(), nullable=False),
-        pa.field("question_id", pa.string(), nullable=False),
-        pa.field("teacher_model", pa.string(), nullable=False),
-        pa.field("split", pa.string(), nullable=False),
-        pa.field("rule_correct", pa.bool_(), nullable=False),  # exact match or F1 >= min_f1
-        pa.field("em", pa.bool_(), nullable=False),
-        pa.field("f1", pa.float64(), nullable=False),
-        # How the answer rule decided: page, f1, other_page, qualified or none (synth.text.answers.BASES).
-        pa.field("match", pa.string()),
-        pa.field("judge_correct", pa.bool_()),  # null: judge off, not asked (no answer) or failed
-        pa.field("correct", pa.bool_(), nullable=False),  # rule_correct or (judge_correct and f1 > 0)
-        pa.field("rubric_raw", pa.float64()),  # only for traces that passed the chain (positive-only)
-        pa.field("rubric", pa.float64()),  # rubric_raw / group max
-        pa.field("n_tokens", pa.int64()),  # rendered length, when the length filter measured it
-        pa.field("ungrounded_steps", pa.int64(), nullable=False),  # tool calls acting on what was not yet seen
-        pa.field("kept", pa.bool_(), nullable=False),
-        pa.field("reason", pa.string()),  # drop reason; null when kept
-    ]
-)
+@record
+class Verdict(Record):
+    """One trace's verdict in the filter stage (``filter/verdicts``): how it was graded, and whether it was kept.
+
+    Pass one writes it (:mod:`filters.stage`); a trace that passed the chain waits for best-of-n, which sets
+    ``rubric`` and ``kept`` (or its ``reason``, ``not_best``).  The report reads the table's columns."""
+
+    trace_id: str
+    question_id: str
+    teacher_model: str
+    split: str
+    rule_correct: bool  # exact match or F1 >= min_f1
+    em: bool
+    f1: float
+    match: str | None  # how the answer rule decided: page, f1, other_page, qualified or none (synth.text.answers.BASES)
+    judge_correct: bool | None  # null: judge off, not asked (no answer) or failed
+    correct: bool  # rule_correct or (judge_correct and f1 > 0)
+    rubric_raw: float | None  # only for traces that passed the chain (positive-only)
+    rubric: float | None  # rubric_raw / group max
+    n_tokens: int | None  # rendered length, when the length filter measured it
+    ungrounded_steps: int  # tool calls acting on what was not yet seen
+    kept: bool
+    reason: str | None  # drop reason; null when kept
+
+
+VERDICT_SCHEMA = Verdict.SCHEMA
 
 
 # The `rl_pool` table in the verl / Search-R1 layout.
@@ -504,6 +509,7 @@ __all__ = [
     "CONTEXT_TYPE",
     "TRACE_REJECT_SCHEMA",
     "VERDICT_SCHEMA",
+    "Verdict",
     "PROMPT_MESSAGE_TYPE",
     "RL_SCHEMA",
     "LONGCTX_SCHEMA",

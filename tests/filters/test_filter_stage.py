@@ -10,7 +10,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from synth.engine.records import RL_SCHEMA, VERDICT_SCHEMA
+from synth.engine.records import RL_SCHEMA, VERDICT_SCHEMA, Verdict
 from helpers.filterstore import config, make_store, stages
 from helpers.traces import TOOLS_JSON, call, make_question, make_trace
 from synth.engine.runner import run_stage
@@ -125,9 +125,13 @@ def test_a_batchs_rejects_are_its_own_rows_in_the_order_rejected(run) -> None:
 def test_verdicts_one_row_per_trace(run) -> None:
     store, _, traces = run
     t = ds.dataset(store.path("filter/verdicts")).to_table()
-    assert t.schema.equals(VERDICT_SCHEMA)
+    assert t.schema.equals(VERDICT_SCHEMA) and VERDICT_SCHEMA.equals(Verdict.SCHEMA)
     v = {r["trace_id"]: r for r in t.to_pylist()}
     assert len(v) == 11
+    # A row is a typed Verdict, and back: the contract is the record, not a dict's keys.
+    typed = {r.trace_id: r for r in map(Verdict.from_row, t.to_pylist())}
+    assert {k: r.to_row() for k, r in typed.items()} == v
+    assert typed["t1a"].kept and typed["t1b"].reason == "not_best" and typed["t1a"].rubric == 1.0
     assert {k for k, r in v.items() if r["kept"]} == {"t1a", "t2a"}
     # Positive-only: only traces that passed the chain (all correct) have a rubric.
     assert {k for k, r in v.items() if r["rubric_raw"] is not None} == {"t1a", "t1b", "t2a"}
