@@ -159,7 +159,7 @@ def _finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
         extra["curriculum"] = curriculum
     log.info("rl_band: %d of %d questions in the band (c of %d rollouts by %s): %s", len(rows), len(facts),
              cfg.rl.n, model, ", ".join(f"{b} {v}" for b, v in bands.items()))
-    failed_counts = dict(Counter(f["reason"] for f in failed))
+    failed_counts = dict(Counter(f.reason for f in failed))
     return StageResult(input=len(facts) + len(failed), output=len(rows),
                        dropped={b: v for b, v in bands.items() if b != "rl_pool" and v},
                        extra=extra, failed=failed_counts, failed_items=failed)

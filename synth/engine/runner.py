@@ -33,7 +33,8 @@ from synth.engine.config import unwrap
 from synth.engine.codekey import code_hash
 from synth.engine.errors import StageFailed
 from synth.engine.faults import crash_point
-from synth.engine.stage import FAILED_LISTED, STOP, ShardExecutor, ShardJob, Shards, Stage, StageContext, StageOutcome, StageResult
+from synth.engine.stage import (FAILED_LISTED, STOP, FailedItem, ShardExecutor, ShardJob, Shards, Stage, StageContext,
+                                StageOutcome, StageResult)
 from synth.engine.store import MissingInput, RunLock, Store, atomic_write_json
 from synth.engine.workers import CpuPool, set_limit_share
 
@@ -223,8 +224,8 @@ class Pipeline:
                      finished_at=time.time())
         if result.n_failed:
             report["failed"] = dict(sorted(result.failed.items()))
-            report["failed_items"] = result.failed_items[:FAILED_LISTED]
-            ids = sorted(str(f["id"]) for f in result.failed_items)
+            report["failed_items"] = [f.as_dict() for f in result.failed_items[:FAILED_LISTED]]
+            ids = sorted(f.id for f in result.failed_items)
             entry["failed"] = result.n_failed
             entry["failed_digest"] = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:12]
         store.commit(stage.name, key, stage.outputs, entry, report)
@@ -433,12 +434,11 @@ def _shard_name(i: int, job: ShardJob) -> str:
     return f"shard {job.index} ({json.dumps(job.desc)})"
 
 
-def _top(counts: dict[str, int], items: Sequence[dict] = ()) -> str:
+def _top(counts: dict[str, int], items: Sequence[FailedItem] = ()) -> str:
     """The commonest reasons of ``counts`` with their numbers, and the first detail given for the first."""
     top = sorted(((r, n) for r, n in counts.items() if n), key=lambda x: (-x[1], x[0]))[:4]
     said = ", ".join(f"{r} {n:,}" for r, n in top)
-    detail = next((i.get("detail") for i in items if i.get("reason") == top[0][0] and i.get("detail")), None) \
-        if top else None
+    detail = next((i.detail for i in items if i.reason == top[0][0] and i.detail), None) if top else None
     return f"{said}: {detail}" if detail else said
 
 
@@ -451,7 +451,7 @@ def _why_empty(stage: Stage, r: dict) -> str:
             return f"its input was empty: {said}"
         return "its input was empty" + (f" (it reads {', '.join(stage.reads)})" if stage.reads else "")
     if failed:
-        why_failed = _top(failed, r.get("failed_items") or ())
+        why_failed = _top(failed, [FailedItem.from_dict(f) for f in r.get("failed_items") or ()])
         return (f"none of its {n:,} items made it: {sum(dropped.values()):,} were dropped"
                 + (f" ({_top(dropped)})" if dropped else "")
                 + f" and the teacher call of {sum(failed.values()):,} failed ({why_failed})")

@@ -25,14 +25,32 @@ from synth.engine.workers import CpuPool, CpuWork, cpu_map, processes_for
 FAILED_LISTED = 50
 
 
+@dataclass(frozen=True, slots=True)
+class FailedItem:
+    """An item whose teacher call failed: its id, the failure's reason (``http_503``, ``timeout``, ...) and a
+    detail.  A shard summary and the stage report hold it as :meth:`as_dict` (JSON); :meth:`from_dict` reads it
+    back."""
+
+    id: str
+    reason: str
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"id": self.id, "reason": self.reason, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "FailedItem":
+        return cls(str(d["id"]), str(d["reason"]), str(d.get("detail") or ""))
+
+
 @dataclass
 class StageResult:
     """What a stage did: ``input == output + sum(dropped.values()) + sum(failed.values())`` must hold.
 
     ``dropped`` counts items the stage decided against (a rule said no); ``failed`` counts items whose
     teacher call failed (a transport or server error: no decision was made), by reason.  A failed item
-    is never in the output; ``failed_items`` names them (``{"id", "reason", "detail"}``), and the next
-    plain run of the stage retries exactly them.
+    is never in the output; ``failed_items`` names them (:class:`FailedItem`), and the next plain run of the
+    stage retries exactly them.
     """
 
     input: int
@@ -41,7 +59,7 @@ class StageResult:
     extra: dict[str, Any] = field(default_factory=dict)
     teacher_calls: int = 0  # requests paid for by this run (not cache hits, not resumed shards)
     failed: dict[str, int] = field(default_factory=dict)
-    failed_items: list[dict] = field(default_factory=list)
+    failed_items: list[FailedItem] = field(default_factory=list)
     # Why the stage had nothing to do by its configuration (expand.num_subgraphs is 0, rl.band_by is teacher,
     # a pretrained tokenizer copied rather than trained): its empty output is then a result, not a failure.
     idle: str = ""
@@ -60,9 +78,14 @@ class StageResult:
             )
 
 
-def failed_item(item_id: str, reason: str, detail: str = "") -> dict:
-    """One failed item as a stage summary lists it."""
-    return {"id": item_id, "reason": reason, "detail": detail[:300]}
+def failed_item(item_id: str, reason: str, detail: str = "") -> FailedItem:
+    """One failed item, its detail cut to 300 characters."""
+    return FailedItem(item_id, reason, detail[:300])
+
+
+def summary_failed_items(summaries: Iterable[dict]) -> list[FailedItem]:
+    """The failed items the shard summaries list (as :meth:`FailedItem.as_dict` wrote them), in shard order."""
+    return [FailedItem.from_dict(f) for s in summaries for f in s.get("failed_items") or ()]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from synth.text.answers import is_correct, normalize_answer
-from synth.engine.stage import Shards, StageContext, StageResult
+from synth.engine.stage import Shards, StageContext, StageResult, summary_failed_items
 from synth.text.question_text import leaked
 from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, REPAIR, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
 from synth.questions.config import search_depth
@@ -120,7 +120,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA),
                          ctx.shard_out("rejects/questions", i))
     return {"input": n_in, "kept": len(kept), "dropped": dict(funnel.dropped), "failed": dict(funnel.failed),
-            "decontamination": tally.as_dict(), "failed_items": funnel.failed_items, "repairs": repairs.as_dict(),
+            "decontamination": tally.as_dict(), "failed_items": [f.as_dict() for f in funnel.failed_items], "repairs": repairs.as_dict(),
             "validators": validator.stats(), "depths": [[d.nominal, d.effective, d.by_adversary]
                                                         for d in validator.depths],
             "kept_adversaries": {q.question_id: validator.depth_of[q.question_id].by_adversary
@@ -169,7 +169,7 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
         extra["decontamination"] = decontam_report(screen.files(), merge_tallies([s.get("decontamination")
                                                                                     for s in summaries]))
     return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra, failed=dict(failed),
-                       failed_items=[f for s in summaries for f in s["failed_items"]])
+                       failed_items=summary_failed_items(summaries))
 
 
 def _depth_report(kept: list[Question], summaries: list[dict], adversaries: list[str]) -> dict:

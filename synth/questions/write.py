@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from synth.engine.records import Question
-from synth.engine.stage import failed_item
+from synth.engine.stage import FailedItem, failed_item
 from synth.questions.sources import parse_question
 from synth.questions.validate import RULES, Failure, Validator, repairable
 from synth.teacher.client import Teacher, TeacherError
@@ -33,7 +33,7 @@ class Funnel:
         self.dropped: Counter[str] = Counter()
         self.rejects: list[dict] = []
         self.failed: Counter[str] = Counter()
-        self.failed_items: list[dict] = []
+        self.failed_items: list[FailedItem] = []
 
     def fail(self, qid: str, err: TeacherError, step: str) -> None:
         """Count one source whose teacher call (at ``step``) failed for good."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from synth.engine.stage import Shards, StageContext, StageResult, failed_item
+from synth.engine.stage import Shards, StageContext, StageResult, failed_item, summary_failed_items
 from synth.engine.records import SPLITS, TEACHER_FAILED as FAILED, Question, Split, Trace
 from synth.corpus.answerkeys import AnswerKeys, answer_keys
 from synth.text.answers import AnswerKey, is_correct
@@ -83,7 +83,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     failed = [failed_item(t.trace_id, *_reason(t)) for t in ordered if t.stop_reason == FAILED]
     write_parquet_atomic(Trace.to_table(traces), ctx.shard_out("traces", i))
     return {"input": len(ordered), "stop_reasons": dict(Counter(t.stop_reason for t in traces)),
-            "failed": dict(Counter(f["reason"] for f in failed)), "failed_items": failed,
+            "failed": dict(Counter(f.reason for f in failed)), "failed_items": [f.as_dict() for f in failed],
             "samples": {sp: sum(len(done[q.question_id]) for q in shard if q.split == sp) for sp in SPLITS},
             "saved": sum(plan.n - len(done[q.question_id]) for q in shard),  # against policy fixed
             "turns": sum(t.n_turns for t in traces), "tool_calls": sum(t.n_tool_calls for t in traces),
@@ -159,7 +159,7 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     n_in = sum(s["input"] for s in summaries)
     return StageResult(
         input=n_in, output=rows, dropped={}, failed=dict(failed),
-        failed_items=[f for s in summaries for f in s["failed_items"]],
+        failed_items=summary_failed_items(summaries),
         extra={"questions": len(_inputs(ctx)[0]), "n": ctx.cfg.rollout.n, "policy": ctx.cfg.rollout.policy,
                "samples_by_split": dict(samples), "samples_saved": sum(s["saved"] for s in summaries),
                "stop_reasons": dict(stops),

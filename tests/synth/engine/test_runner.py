@@ -102,3 +102,19 @@ def test_an_empty_output_committed_under_allow_empty_is_not_reused_without_it(tm
 def test_a_stage_with_output_is_committed_as_before(tmp_path):
     o = run_stage(_stage(StageResult(input=5, output=1, dropped={"prose": 4})), load_config(None), Store(tmp_path))
     assert o.report["output"] == 1 and "idle" not in o.report
+
+
+def test_failed_items_are_typed_and_survive_a_shard_summary_written_as_json(tmp_path):
+    """A shard's summary is JSON on disk (a resumed shard's is read back): the failed items it lists come back
+    as the same FailedItem records, and a detail is cut to 300 characters."""
+    import json
+
+    from synth.engine.stage import FailedItem, summary_failed_items
+    from synth.engine.store import atomic_write_json
+
+    items = [failed_item("q1", "http_503", "busy"), failed_item("q2", "timeout", "x" * 1000)]
+    assert isinstance(items[0], FailedItem) and len(items[1].detail) == 300
+    atomic_write_json(tmp_path / "00000.json", {"failed_items": [f.as_dict() for f in items]})
+    resumed = json.loads((tmp_path / "00000.json").read_text())
+    fresh = {"failed_items": [failed_item("q3", "http_500").as_dict()]}
+    assert summary_failed_items([resumed, fresh, {}]) == [*items, FailedItem("q3", "http_500", "")]
