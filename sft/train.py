@@ -304,14 +304,14 @@ def prepare(script_args, training_args, model_args) -> Prepared:
     tokenizer.chat_template = template
     from synth.engine.config import ConfigError
 
+    data = load_sft_dataset(table)  # an empty or missing table is said first, whatever the template
+    if script_args.max_rows:
+        data = data.select(range(min(script_args.max_rows, len(data))))
     try:
         policy = LossPolicy.resolve(tokenizer, template, template_name, script_args.reasoning,
                                     training_args.eos_token, key="reasoning (sft.reasoning)")
     except ConfigError as e:
         raise InputError(str(e)) from None
-    data = load_sft_dataset(table)
-    if script_args.max_rows:
-        data = data.select(range(min(script_args.max_rows, len(data))))
     eot, eos = policy.eot, policy.eos
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
