@@ -8,7 +8,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test bench clean smoke-real
+.PHONY: setup demo test bench bench-scale clean smoke-real
 
 setup: $(STAMP)
 
@@ -27,10 +27,16 @@ test: setup
 	bash scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q
 
-# filter.py, questions_audit.py and downstream.py measure the demo run (data/demo): `demo` builds it once,
-# and reuses it when it is built.
+# filter.py, questions_audit.py, context.py and downstream.py measure the demo run (data/demo): `demo` builds
+# it once, and reuses it when it is built.  `bench` runs every bench at the suite's sizes (about an hour on
+# 2 cores); `bench-scale` at each bench's own defaults, the whole dump's sizes (hours, 15 GiB free disk).
 bench: demo
-	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	bash scripts/ensure_chromium.sh
+	$(BIN)/python bench/suite.py
+
+bench-scale: demo
+	bash scripts/ensure_chromium.sh
+	$(BIN)/python bench/suite.py --scale
 
 # The real-model smoke run (not part of `make test`; README: "Real-model smoke run"). llama-cpp-python's
 # server (compiled from source with the machine's gcc and cmake, about 10-15 minutes the first time)
