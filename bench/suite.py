@@ -65,10 +65,10 @@ def last_json(text: str) -> dict | None:
     return None
 
 
-def run_one(name: str, args: list[str], logs: Path) -> dict:
-    """Run ``bench/<name>.py`` with ``args``, teeing its output to the terminal and its log."""
+def run_one(name: str, args: list[str], logs: Path, bench_dir: Path = ROOT / "bench") -> dict:
+    """Run ``bench_dir/<name>.py`` with ``args``, teeing its output to the terminal and its log."""
     load = os.getloadavg()
-    cmd = [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args]
+    cmd = [sys.executable, str(bench_dir / f"{name}.py"), *args]
     print(f"== bench/{name}.py {' '.join(args)}  (load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})",
           flush=True)
     t0 = time.perf_counter()
@@ -99,19 +99,21 @@ def headline(figures: dict | None) -> str:
     if not figures:
         return ""
     keys = [k for k in figures if k != "bench" and isinstance(figures[k], (int, float, str, bool))]
-    keys.sort(key=lambda k: (k != "ratio", keys.index(k)))
+    keys.sort(key=lambda k: k != "ratio")  # stable: the rest keep the bench's order
     return ", ".join(f"{k} {figures[k]}" for k in keys[:4])
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, suite: list[tuple[str, list[str]]] | None = None,
+         bench_dir: Path = ROOT / "bench") -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", action="store_true", help="each bench at its own (full) defaults")
     ap.add_argument("--only", default="", help="comma-separated benches to run (default: all)")
     ap.add_argument("--skip", default="", help="comma-separated benches not to run")
     ap.add_argument("--logs", type=Path, default=ROOT / "bench" / "out" / "suite", help="where the logs go")
     args = ap.parse_args(argv)
-    known = [name for name, _ in SUITE]
-    missing = sorted({p.stem for p in (ROOT / "bench").glob("*.py")} - set(known) - {"suite", "measure"})
+    suite = SUITE if suite is None else suite
+    known = [name for name, _ in suite]
+    missing = sorted({p.stem for p in bench_dir.glob("*.py")} - set(known) - {"suite", "measure"})
     if missing:  # a bench nobody added to the suite would silently never run
         print(f"bench/suite.py: not in SUITE: {', '.join(missing)}", file=sys.stderr)
         return 2
@@ -123,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.logs.mkdir(parents=True, exist_ok=True)
     results = []
-    for name, suite_args in SUITE:
+    for name, suite_args in suite:
         if (only and name not in only) or name in skip:
             continue
-        results.append(run_one(name, [] if args.scale else suite_args, args.logs))
+        results.append(run_one(name, [] if args.scale else suite_args, args.logs, bench_dir))
     size = "full (--scale)" if args.scale else "suite"
     print(f"\n== summary: {len(results)} benches at the {size} sizes")
     width = max((len(r["bench"]) for r in results), default=5)
