@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from synth.engine.store import atomic_write_json  # noqa: E402
 
 # (bench, its arguments at the suite sizes).  ``--scale`` drops the arguments: each bench's defaults are
 # its full size.  The demo-run benches (filter, questions_audit, context, downstream) read data/demo.
@@ -138,9 +141,7 @@ def main(argv: list[str] | None = None, suite: list[tuple[str, list[str]]] | Non
         print(f"{status} {r['bench']:<{width}} {r['wall_s']:>8.1f} s  load {load:>5.2f}  "
               f"{headline(r['figures']) if r['ok'] else r['why'] + ' (' + r['log'] + ')'}")
     summary = args.logs / "summary.json"
-    tmp = summary.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"scale": args.scale, "results": results}, indent=1))
-    os.replace(tmp, summary)
+    atomic_write_json(summary, {"scale": args.scale, "results": results})
     failed = [r["bench"] for r in results if not r["ok"]]
     print(f"{len(results) - len(failed)} ran, {len(failed)} failed{': ' + ', '.join(failed) if failed else ''}; "
           f"figures in {summary}")
