@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
@@ -505,101 +506,254 @@ def _bucket_name(i: int, item: tuple) -> str:
     return f"questions {lo}..{hi - 1} ({heads[0][0]} .. {heads[-1][0]})" if heads else f"questions {lo}..{hi - 1}"
 
 
+@dataclass
+class QuestionIndex:
+    """The page's question index, one column per field and one position per question.
+
+    Positions are the questions in table order, then the questions the questions stage dropped;
+    ``add_*`` fill a position's columns from one row of a table (the first row of an id stands),
+    :meth:`settle` derives each question's outcome and the reasons it can be found by, and
+    :meth:`to_json` is the index the page loads.
+    """
+
+    pos: dict[str, int]
+    n_table: int  # positions that are rows of ``questions``
+    ids: list[str] = field(init=False)
+    text: list[str] = field(init=False)
+    titles: list[str] = field(init=False)
+    answer: list[str] = field(init=False)
+    split: list[str] = field(init=False)
+    hops: list[int] = field(init=False)
+    depth: list[int] = field(init=False)
+    rejected: list[str | None] = field(init=False)  # the questions stage's reason, for a dropped question
+    n_traces: list[int] = field(init=False)
+    n_verdicts: list[int] = field(init=False)
+    n_correct: list[int] = field(init=False)
+    n_kept: list[int] = field(init=False)
+    reasons_of: dict[int, Counter] = field(default_factory=dict)  # position -> the filters' drop reasons
+    # What settle() derives.
+    status: list[int] = field(default_factory=list)
+    reason_ix: list[int] = field(default_factory=list)
+    label_ix: list[int] = field(default_factory=list)
+    trace_ix: list[list[int]] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    reason_counts: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = self.n
+        self.ids, self.text, self.titles, self.answer, self.split = ([""] * n for _ in range(5))
+        self.hops, self.depth = [-1] * n, [-1] * n
+        self.rejected = [None] * n
+        self.n_traces, self.n_verdicts, self.n_correct, self.n_kept = ([0] * n for _ in range(4))
+
+    @classmethod
+    def of(cls, questions: ds.Dataset | None, qrejects: ds.Dataset | None) -> "QuestionIndex":
+        """Empty columns with a position for every question id of ``questions`` and ``rejects/questions``."""
+        pos: dict[str, int] = {}
+        for rows in _batches(questions, ["question_id"], 65536):
+            for r in rows:
+                pos.setdefault(r["question_id"], len(pos))
+        n_table = len(pos)
+        for rows in _batches(qrejects, ["record_id"], 65536):
+            for r in rows:
+                pos.setdefault(r["record_id"], len(pos))
+        return cls(pos, n_table)
+
+    @property
+    def n(self) -> int:
+        return len(self.pos)
+
+    def add_question(self, r: dict) -> int | None:
+        """Fill the position of a ``questions`` row; None when its id was already filled."""
+        p = self.pos[r["question_id"]]
+        if self.ids[p]:
+            return None
+        self.ids[p] = r["question_id"]
+        self.text[p] = clip(r["question"], INDEX_TEXT)[0] or ""
+        self.titles[p] = " → ".join(r["titles"] or [])
+        self.answer[p] = r["answer"] or ""
+        self.split[p] = r["split"] or ""
+        self.hops[p] = max(len(r["path"] or []) - 1, 0)
+        self.depth[p] = r["effective_depth"] if r.get("effective_depth") is not None else -1
+        return p
+
+    def add_reject(self, r: dict, proposed: str | None, proposed_answer: str | None) -> int | None:
+        """Fill the position of a ``rejects/questions`` row; None when its id was already filled."""
+        p = self.pos[r["record_id"]]
+        if self.ids[p]:
+            return None
+        self.ids[p] = r["record_id"]
+        self.rejected[p] = r["reason"] or "unknown"
+        self.answer[p] = proposed_answer or ""
+        self.text[p] = clip(proposed if proposed is not None else f"({r['reason']}) {r['raw'] or ''}", INDEX_TEXT)[0] or ""
+        return p
+
+    def add_verdict(self, v: dict) -> int | None:
+        """Count a filter verdict on its question; None when the question is not in the index."""
+        p = self.pos.get(v["question_id"])
+        if p is None:
+            return None
+        self.n_verdicts[p] += 1
+        self.n_correct[p] += bool(v["correct"])
+        self.n_kept[p] += bool(v["kept"])
+        if v["reason"]:
+            self.reasons_of.setdefault(p, Counter())[v["reason"]] += 1
+        return p
+
+    def add_source(self, p: int, kind: str, path: list | None, titles: list | None) -> None:
+        """A dropped question's path, from the walk it was written on (its row has none)."""
+        if self.rejected[p] is not None and kind == "walk" and not self.titles[p]:
+            self.titles[p] = " → ".join(titles or [])
+            self.hops[p] = max(len(path or []) - 1, 0)
+
+    def settle(self, in_pool: set[int]) -> None:
+        """Each question's outcome (:func:`question_outcome`), and the reasons it can be found by."""
+        n = self.n
+        self.status, self.reason_ix, self.label_ix, self.trace_ix = [0] * n, [-1] * n, [0] * n, [[] for _ in range(n)]
+        self.reasons, self.labels = [], []
+        rix: dict[str, int] = {}
+        lix: dict[str, int] = {}
+
+        def intern(table: list[str], ix: dict[str, int], s: str) -> int:
+            if s not in ix:
+                ix[s] = len(table)
+                table.append(s)
+            return ix[s]
+
+        for p in range(n):
+            st, why, label = question_outcome(self.split[p], self.n_traces[p], self.n_verdicts[p], self.n_kept[p],
+                                              self.n_correct[p], p in in_pool, self.reasons_of.get(p, Counter()),
+                                              self.rejected[p])
+            self.status[p] = st
+            self.label_ix[p] = intern(self.labels, lix, label)
+            if why is not None:
+                self.reason_ix[p] = intern(self.reasons, rix, why)
+            if p in self.reasons_of:
+                self.trace_ix[p] = sorted({intern(self.reasons, rix, f"filter: {r}") for r in self.reasons_of[p]})
+        self.reason_counts = [0] * len(self.reasons)
+        for p in range(n):
+            hit = set(self.trace_ix[p])
+            if self.reason_ix[p] >= 0:
+                hit.add(self.reason_ix[p])
+            for k in hit:
+                self.reason_counts[k] += 1
+
+    def head(self, p: int) -> tuple:
+        """What a question's detail repeats of its index row: id, status, reason, label, c, n."""
+        return (self.ids[p], self.status[p], self.reasons[self.reason_ix[p]] if self.reason_ix[p] >= 0 else None,
+                self.labels[self.label_ix[p]], self.n_correct[p], max(self.n_traces[p], self.n_verdicts[p]))
+
+    def to_json(self, shard_starts: list[int]) -> dict:
+        """The index the page loads (``index-data.js``, before the run's ``meta`` is added)."""
+        split_names = list(SPLITS) + sorted({x for x in self.split if x and x not in SPLITS})
+        if any(not x for x in self.split):
+            split_names.append("")
+        six = {x: i for i, x in enumerate(split_names)}
+        return {
+            "version": 1, "n": self.n, "shard_starts": shard_starts, "splits": split_names,
+            "reasons": self.reasons, "reason_counts": self.reason_counts, "labels": self.labels,
+            "cols": {"id": self.ids, "text": self.text, "titles": self.titles, "answer": self.answer,
+                     "split": [six[x] for x in self.split], "hops": self.hops, "depth": self.depth,
+                     "status": self.status, "reason": self.reason_ix, "trace_reasons": self.trace_ix,
+                     "label": self.label_ix, "c": self.n_correct,
+                     "n": [max(a, b) for a, b in zip(self.n_traces, self.n_verdicts)]},
+        }
+
+    def counts(self, n_trace_rows: int, n_shards: int) -> dict:
+        return {"questions": self.n, "kept_questions": sum(1 for x in self.status if x == KEPT),
+                "dropped_questions": sum(1 for x in self.status if x == DROPPED), "questions_table": self.n_table,
+                "traces": n_trace_rows, "shards": n_shards}
+
+
 def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, shard_bytes: int, min_f1: float,
                 max_text: int, ctx: Any = None) -> tuple[dict, dict]:
     """Stream the tables into spill files, then write the shards; returns (counts, index columns)."""
     questions = _dataset(store, "questions")
     qrejects = _dataset(store, "rejects/questions")
     verdicts = _dataset(store, "filter/verdicts")
-    traces = _dataset(store, "traces")
-
-    # Positions: the questions in table order, then the questions the questions stage dropped.
-    pos: dict[str, int] = {}
-    for rows in _batches(questions, ["question_id"], 65536):
-        for r in rows:
-            pos.setdefault(r["question_id"], len(pos))
-    n_kept_q = len(pos)
-    for rows in _batches(qrejects, ["record_id"], 65536):
-        for r in rows:
-            pos.setdefault(r["record_id"], len(pos))
-    n = len(pos)
-    ids = [""] * n
-    text, titles, answer = [""] * n, [""] * n, [""] * n
-    split, hops, depth = [""] * n, [-1] * n, [-1] * n
-    rejected: list[str | None] = [None] * n
-    n_traces, n_verdicts, n_correct, n_kept = [0] * n, [0] * n, [0] * n, [0] * n
-    reasons_of: dict[int, Counter] = {}
+    qi = QuestionIndex.of(questions, qrejects)
+    spill = _Spill(work / "spill", shard_size)
+    # Without verdicts (the filter stage has not run) traces are graded here, against these answers.
     golds: dict[int, list[str]] | None = {} if verdicts is None else None
     need: dict[str, list[int]] = defaultdict(list)  # walk or subgraph id -> positions that show it
-    spill = _Spill(work / "spill", shard_size)
+    _read_questions(questions, qrejects, qi, spill, need, golds, max_text)
+    _read_verdicts(store, verdicts, qi, spill)
+    n_trace_rows = _read_traces(store, qi, spill, golds, min_f1, max_text, ctx)
+    _read_sources(store, qi, spill, need)
+    rl = _dataset(store, "rl_pool")
+    in_pool: set[int] = set()
+    if rl is not None:
+        col = rl.to_table(columns={"qid": ds.field("extra_info", "question_id")})["qid"].to_pylist()
+        in_pool = {qi.pos[q] for q in col if q in qi.pos}
+    qi.settle(in_pool)
+    starts = _write_shards(work / "explorer", spill, qi, chain, shard_size, shard_bytes, ctx)
+    return qi.counts(n_trace_rows, len(starts)), qi.to_json(starts)
 
+
+def _read_questions(questions: ds.Dataset | None, qrejects: ds.Dataset | None, qi: QuestionIndex, spill: _Spill,
+                    need: dict[str, list[int]], golds: dict[int, list[str]] | None, max_text: int) -> None:
+    """The kept questions' and the dropped ones' index columns and detail."""
     for rows in _batches(questions, ["question_id", "kind", "source_id", "path", "titles", "question", "answer",
                                      "answer_aliases", "answer_page_id", "hops", "teacher_model", "split",
                                      "effective_depth", "entry", "entered_by"], 1024):
         for r in rows:
-            p = pos[r["question_id"]]
-            if ids[p]:
+            p = qi.add_question(r)
+            if p is None:
                 continue  # a repeated id: the first row stands
-            ids[p] = r["question_id"]
-            text[p] = clip(r["question"], INDEX_TEXT)[0] or ""
-            titles[p] = " → ".join(r["titles"] or [])
-            answer[p] = r["answer"] or ""
-            split[p] = r["split"] or ""
-            hops[p] = max(len(r["path"] or []) - 1, 0)
-            depth[p] = r["effective_depth"] if r.get("effective_depth") is not None else -1
             need[r["source_id"]].append(p)
             if golds is not None:
                 golds[p] = [r["answer"], *(r["answer_aliases"] or [])]
             spill.add("q", p, r)
     for rows in _batches(qrejects, ["record_id", "source_id", "reason", "detail", "raw"], 1024):
         for r in rows:
-            p = pos[r["record_id"]]
-            if ids[p]:
-                continue
-            ids[p] = r["record_id"]
-            rejected[p] = r["reason"] or "unknown"
             proposed, proposed_answer = _proposed(r["raw"])
-            answer[p] = proposed_answer or ""
-            text[p] = clip(proposed if proposed is not None else f"({r['reason']}) {r['raw'] or ''}", INDEX_TEXT)[0] or ""
+            p = qi.add_reject(r, proposed, proposed_answer)
+            if p is None:
+                continue
             if r["source_id"]:
                 need[r["source_id"]].append(p)
             spill.add("x", p, {"reason": r["reason"], "detail": r["detail"], "raw": clip(r["raw"], max_text)[0],
                                "source_id": r["source_id"], "question": proposed})
 
-    trace_reasons: set[str] = set()
+
+def _read_verdicts(store: Store, verdicts: ds.Dataset | None, qi: QuestionIndex, spill: _Spill) -> None:
+    """Each trace's filter verdict, and the detail the filter stage gave a dropped trace."""
     for rows in _batches(verdicts, ["trace_id", "question_id", "teacher_model", "rule_correct", "em", "f1", "match",
                                     "judge_correct", "correct", "rubric_raw", "rubric", "n_tokens",
                                     "ungrounded_steps", "kept", "reason"]):
         for v in rows:
-            p = pos.get(v["question_id"])
-            if p is None:
-                continue
-            n_verdicts[p] += 1
-            n_correct[p] += bool(v["correct"])
-            n_kept[p] += bool(v["kept"])
-            if v["reason"]:
-                reasons_of.setdefault(p, Counter())[v["reason"]] += 1
-                trace_reasons.add(v["reason"])
-            spill.add("v", p, v)
+            p = qi.add_verdict(v)
+            if p is not None:
+                spill.add("v", p, v)
     for rows in _batches(_dataset(store, "rejects/filter"), ["trace_id", "question_id", "detail"]):
         for r in rows:
-            p = pos.get(r["question_id"])
+            p = qi.pos.get(r["question_id"])
             if p is not None and r["detail"]:
                 spill.add("d", p, [r["trace_id"], r["detail"]])
-    trace_cols = [c for c in (traces.schema.names if traces is not None else []) if c != "tools"]
-    n_trace_rows = 0
-    n_trace_batches = None if traces is None else -(-traces.count_rows() // BATCH_ROWS)
-    batches = _record_batches(traces, trace_cols, BATCH_ROWS, keep=("question_id", pa.array(list(pos), pa.string())))
-    for views in _spread(ctx, _views_setup, (max_text,), _views_step, batches, n_trace_batches, _views_name):
-        for qid, final_answer, view in views:
-            p = pos[qid]
-            n_trace_rows += 1
-            n_traces[p] += 1
-            if golds is not None:
-                n_correct[p] += is_correct(final_answer, golds.get(p, []), min_f1)
-            spill.add("t", p, view)
-    golds = None
 
+
+def _read_traces(store: Store, qi: QuestionIndex, spill: _Spill, golds: dict[int, list[str]] | None, min_f1: float,
+                 max_text: int, ctx: Any) -> int:
+    """Each trace's view (made in ``ctx``'s workers), counted on its question; returns the traces read."""
+    traces = _dataset(store, "traces")
+    trace_cols = [c for c in (traces.schema.names if traces is not None else []) if c != "tools"]
+    n_rows = 0
+    n_batches = None if traces is None else -(-traces.count_rows() // BATCH_ROWS)
+    batches = _record_batches(traces, trace_cols, BATCH_ROWS, keep=("question_id", pa.array(list(qi.pos), pa.string())))
+    for views in _spread(ctx, _views_setup, (max_text,), _views_step, batches, n_batches, _views_name):
+        for qid, final_answer, view in views:
+            p = qi.pos[qid]
+            n_rows += 1
+            qi.n_traces[p] += 1
+            if golds is not None:
+                qi.n_correct[p] += is_correct(final_answer, golds.get(p, []), min_f1)
+            spill.add("t", p, view)
+    return n_rows
+
+
+def _read_sources(store: Store, qi: QuestionIndex, spill: _Spill, need: dict[str, list[int]]) -> None:
+    """The walk or subgraph each question was written on (``need``: source id -> positions; emptied)."""
     for rel, id_col, kind, path_col, links_col in (("walks", "walk_id", "walk", "path", "hops"),
                                                    ("subgraphs", "subgraph_id", "subgraph", "nodes", "edges")):
         data = _dataset(store, rel)
@@ -614,61 +768,25 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
                 src = {"kind": kind, "id": r[id_col], "path": r[path_col], "titles": r["titles"],
                        "links": r[links_col]}
                 for p in ps:
-                    if rejected[p] is not None and kind == "walk" and not titles[p]:
-                        titles[p] = " → ".join(r["titles"] or [])
-                        hops[p] = max(len(r[path_col] or []) - 1, 0)
+                    qi.add_source(p, kind, r[path_col], r["titles"])
                     spill.add("w", p, src)
                 need.pop(r[id_col], None)
     need.clear()
 
-    in_pool: set[int] = set()
-    rl = _dataset(store, "rl_pool")
-    if rl is not None:
-        col = rl.to_table(columns={"qid": ds.field("extra_info", "question_id")})["qid"].to_pylist()
-        in_pool = {pos[q] for q in col if q in pos}
 
-    # Outcomes, and the reasons a question can be found by.
-    status, reason_ix, label_ix, trace_ix = [0] * n, [-1] * n, [0] * n, [[] for _ in range(n)]
-    reasons: list[str] = []
-    labels: list[str] = []
-    rix: dict[str, int] = {}
-    lix: dict[str, int] = {}
-
-    def intern(table: list[str], ix: dict[str, int], s: str) -> int:
-        if s not in ix:
-            ix[s] = len(table)
-            table.append(s)
-        return ix[s]
-
-    for p in range(n):
-        st, why, label = question_outcome(split[p], n_traces[p], n_verdicts[p], n_kept[p], n_correct[p],
-                                          p in in_pool, reasons_of.get(p, Counter()), rejected[p])
-        status[p] = st
-        label_ix[p] = intern(labels, lix, label)
-        if why is not None:
-            reason_ix[p] = intern(reasons, rix, why)
-        if p in reasons_of:
-            trace_ix[p] = sorted({intern(reasons, rix, f"filter: {r}") for r in reasons_of[p]})
-    reason_counts = [0] * len(reasons)
-    for p in range(n):
-        hit = set(trace_ix[p])
-        if reason_ix[p] >= 0:
-            hit.add(reason_ix[p])
-        for k in hit:
-            reason_counts[k] += 1
-
-    # The shards: each bucket of shard_size positions, cut where a shard would pass shard_bytes.
-    out_dir = work / "explorer"
+def _write_shards(out_dir: Path, spill: _Spill, qi: QuestionIndex, chain: list[str], shard_size: int,
+                  shard_bytes: int, ctx: Any) -> list[int]:
+    """The detail shards: each bucket of ``shard_size`` positions, cut where a shard would pass ``shard_bytes``
+    (the JSON made in ``ctx``'s workers); returns each shard's first position."""
     out_dir.mkdir()
     spill.flush()
+    n = qi.n
     starts: list[int] = []
     n_buckets = (n + shard_size - 1) // shard_size
 
     def bucket(b: int) -> tuple:
         lo, hi = b * shard_size, min(n, (b + 1) * shard_size)
-        heads = [(ids[p], status[p], reasons[reason_ix[p]] if reason_ix[p] >= 0 else None, labels[label_ix[p]],
-                  n_correct[p], max(n_traces[p], n_verdicts[p])) for p in range(lo, hi)]
-        return str(spill.path(b)), lo, hi, heads
+        return str(spill.path(b)), lo, hi, [qi.head(p) for p in range(lo, hi)]
 
     buckets = (bucket(b) for b in range(n_buckets))
     for b, made in enumerate(_spread(ctx, _bucket_setup, (chain,), _bucket_step, buckets, n_buckets, _bucket_name)):
@@ -679,30 +797,15 @@ def _write_data(store: Store, work: Path, chain: list[str], shard_size: int, sha
         for p in range(lo, hi):
             part = made[p - lo]
             if parts and size + len(part) > shard_bytes:
-                _write_shard(out_dir, len(starts), first, ids[first:p], parts)
+                _write_shard(out_dir, len(starts), first, qi.ids[first:p], parts)
                 starts.append(first)
                 parts, size, first = [], 0, p
             parts.append(part)
             size += len(part)
         if parts:
-            _write_shard(out_dir, len(starts), first, ids[first:hi], parts)
+            _write_shard(out_dir, len(starts), first, qi.ids[first:hi], parts)
             starts.append(first)
-
-    split_names = list(SPLITS) + sorted({x for x in split if x and x not in SPLITS})
-    if any(not x for x in split):
-        split_names.append("")
-    six = {x: i for i, x in enumerate(split_names)}
-    index = {
-        "version": 1, "n": n, "shard_starts": starts, "splits": split_names,
-        "reasons": reasons, "reason_counts": reason_counts, "labels": labels,
-        "cols": {"id": ids, "text": text, "titles": titles, "answer": answer, "split": [six[x] for x in split],
-                 "hops": hops, "depth": depth, "status": status, "reason": reason_ix, "trace_reasons": trace_ix, "label": label_ix,
-                 "c": n_correct, "n": [max(a, b) for a, b in zip(n_traces, n_verdicts)]},
-    }
-    counts = {"questions": n, "kept_questions": sum(1 for x in status if x == KEPT),
-              "dropped_questions": sum(1 for x in status if x == DROPPED), "questions_table": n_kept_q,
-              "traces": n_trace_rows, "shards": len(starts)}
-    return counts, index
+    return starts
 
 
 def _write_shard(folder: Path, k: int, start: int, ids: list[str], parts: list[str]) -> None:

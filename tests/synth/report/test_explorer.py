@@ -252,6 +252,36 @@ def test_question_outcome() -> None:
     assert question_outcome("sft", 4, 4, 0, 0, False, drops, None) == (DROPPED, "filter: wrong_answer", "dropped")
 
 
+def test_question_index_fills_each_position_once_and_settles_outcomes() -> None:
+    qi = explorer.QuestionIndex({"q1": 0, "q2": 1, "x1": 2}, n_table=2)
+    row = {"question_id": "q1", "question": "Which river?", "titles": ["A", "B", "C"], "answer": "C",
+           "split": "sft", "path": ["a", "b", "c"], "effective_depth": 2}
+    assert qi.add_question(row) == 0
+    assert qi.add_question({**row, "answer": "other"}) is None  # a repeated id: the first row stands
+    assert (qi.answer[0], qi.hops[0], qi.titles[0], qi.depth[0]) == ("C", 2, "A → B → C", 2)
+    assert qi.add_question({**row, "question_id": "q2", "split": "rl", "effective_depth": None}) == 1
+    assert qi.depth[1] == -1
+    assert qi.add_reject({"record_id": "x1", "reason": None, "raw": "junk"}, None, None) == 2
+    assert qi.rejected[2] == "unknown" and qi.text[2] == "(None) junk"
+    qi.add_source(2, "walk", ["a", "b"], ["A", "B"])
+    qi.add_source(0, "walk", ["z"], ["Z"])  # a kept question keeps its own path
+    assert (qi.titles[2], qi.hops[2], qi.titles[0]) == ("A → B", 1, "A → B → C")
+    for correct, kept, reason in ((True, False, "too_few_calls"), (False, False, "wrong"), (False, False, "wrong")):
+        qi.add_verdict({"question_id": "q1", "correct": correct, "kept": kept, "reason": reason})
+    assert qi.add_verdict({"question_id": "elsewhere", "correct": True, "kept": True, "reason": None}) is None
+    qi.n_traces[0] = 3
+    qi.settle(in_pool={1})
+    assert qi.status == [DROPPED, DROPPED, DROPPED]
+    assert qi.reasons[qi.reason_ix[1]] == "rollout: no traces"  # in rl_pool, but never rolled out
+    assert qi.reasons[qi.reason_ix[0]] == "filter: wrong" and qi.reasons[qi.reason_ix[2]] == "questions: unknown"
+    assert sorted(qi.reasons[k] for k in qi.trace_ix[0]) == ["filter: too_few_calls", "filter: wrong"]
+    assert qi.head(0) == ("q1", DROPPED, "filter: wrong", "dropped", 1, 3)
+    index = qi.to_json([0])
+    assert index["cols"]["n"] == [3, 0, 0] and index["n"] == 3
+    assert index["reason_counts"][qi.reasons.index("filter: wrong")] == 1
+    assert qi.counts(n_trace_rows=3, n_shards=1)["questions_table"] == 2
+
+
 def test_hop_evidence_either_direction() -> None:
     links = [dataclasses.asdict(e) for e in walk("w", reverse_hop=1).hops]
     hops = hop_evidence(links, PATH, TITLES, [{"sub_question": f"sq{i}"} for i in range(3)])
