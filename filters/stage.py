@@ -411,7 +411,7 @@ def run_filter(ctx: StageContext) -> StageResult:
     fcfg = ctx.cfg.filters
     questions = load_questions(ctx.store)
     # Built (or read from the run's cache) here, before any worker starts: forked workers inherit them.
-    keys = answer_keys(ctx.store, fcfg.min_f1)
+    keys = answer_keys(ctx.store, fcfg.min_f1, ctx.shared)
     traces = ctx.store.dataset("traces", hint="rollout")
     mode = ctx.cfg.sft.reasoning
     if "length" in fcfg.chain:
@@ -509,9 +509,9 @@ def reasoning_report(kept: list[Candidate], mode: str | None) -> dict[str, Any]:
 
 def _teacher(ctx: StageContext) -> Any:
     """The stage's teacher client (the judge's and the baselines'), opened once, closed with the stage."""
-    from synth.teacher.client import open_teacher
+    from synth.teacher.client import stage_teacher
 
-    return ctx.resource("teacher", lambda: open_teacher(ctx.cfg.teacher, ctx.store.root))
+    return stage_teacher(ctx)
 
 
 def _judge_batch(teacher: Any, traces: list[Trace], questions: Mapping[str, Question], grades: dict,

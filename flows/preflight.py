@@ -78,7 +78,8 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
     if calls_teacher(stages):
         problems += _check_teacher(cfg, cfg_name, via, env)
         if network and not problems:
-            problems += _check_endpoint(cfg, cfg_name, via, env, tools=sends_tools(stages))
+            problems += _check_endpoint(cfg, cfg_name, via, env, tools=sends_tools(stages),
+                                        out=Path(out) if out is not None else None)
     problems += _check_runner(cfg, cfg_name, via, network)
     if stages is None or "questions" in stages:
         problems += _check_benchmarks(cfg)
@@ -217,7 +218,8 @@ def _check_teacher(cfg, config: str | None, via: Via, env: Mapping[str, str]) ->
     return problems
 
 
-def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str], tools: bool = True) -> list[str]:
+def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str], tools: bool = True,
+                    out: Path | None = None) -> list[str]:
     """The endpoint answers with this key and serves the model: ``GET /models`` (a one-token chat
     request where a server has no model list), a few seconds at most.  Then, when the stages to run
     send tools (``tools``) and unless a text tool protocol is configured, one tiny tool-call request
@@ -228,7 +230,8 @@ def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str], t
 
     Every request goes through the run's own backend (:class:`~synth.teacher.openai_compat.OpenAIBackend`):
     its client, its mapping of failures to reasons and its key scrubbing; this function only words the
-    reason as a fix, the way :func:`synth.teacher.breaker.failure_kind` sorts it for a stage."""
+    reason as a fix, the way :func:`synth.teacher.breaker.failure_kind` sorts it for a stage.  What the tool
+    probe found is recorded in ``out`` (:func:`~synth.teacher.client.probes_path`) for the run's stages."""
     import asyncio
 
     t = cfg.teacher
@@ -242,14 +245,15 @@ def _check_endpoint(cfg, config: str | None, via: Via, env: Mapping[str, str], t
 
     async def ask() -> list[str]:
         try:
-            return await _ask_endpoint(backend, cfg, config, via, tools)
+            return await _ask_endpoint(backend, cfg, config, via, tools, out)
         finally:
             await backend.aclose()
 
     return asyncio.run(ask())
 
 
-async def _ask_endpoint(backend, cfg, config: str | None, via: Via, tools: bool = True) -> list[str]:
+async def _ask_endpoint(backend, cfg, config: str | None, via: Via, tools: bool = True,
+                        out: Path | None = None) -> list[str]:
     from synth.teacher.breaker import failure_kind
     from synth.teacher.types import BackendError
 
@@ -283,12 +287,12 @@ async def _ask_endpoint(backend, cfg, config: str | None, via: Via, tools: bool 
         shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
         return [f"{where} does not serve model {t.model!r} (it serves: {shown}): "
                 f"{how_to_set('teacher.model', served[0], config, via)}"]
-    return await _probe_tools(backend, cfg, config, via) if tools else []
+    return await _probe_tools(backend, cfg, config, via, out) if tools else []
 
 
-async def _probe_tools(backend, cfg, config: str | None, via: Via) -> list[str]:
+async def _probe_tools(backend, cfg, config: str | None, via: Via, out: Path | None = None) -> list[str]:
     """Part of :func:`_check_endpoint`: what the endpoint does with a tiny tool-call request (the backend's
-    own probe, remembered for the run's ``auto`` protocol)."""
+    own probe), recorded in ``out`` for the run's ``auto`` protocol when it is no problem."""
     import logging
 
     from synth.teacher import probe
@@ -314,6 +318,10 @@ async def _probe_tools(backend, cfg, config: str | None, via: Via) -> list[str]:
                 f"not a completion ({e.reason}: {detail})"]
     problem = probe.tools_problem(t.tool_protocol, found)
     if problem is None:
+        if out is not None:
+            from synth.teacher.client import probes_path
+
+            probe.record_tools(probes_path(out), (t.base_url, t.model), found)
         return []
     what, suggest = problem
     return [f"teacher.base_url {t.display_url()} (model {t.model!r}) {what} "

@@ -5,8 +5,8 @@ The student band (:mod:`sft.rlband`) and evaluation (:mod:`sft.evaluate`) roll t
 how that teacher is made:
 
 - **local** (``rl.base_url`` unset): ``DIR/student`` loaded with ``transformers`` (the ``hf`` backend).
-  The model is loaded once per process and checkpoint, and shared by every shard of the stage that runs in
-  the process (the backend generates one turn at a time under its own lock, seeding each sample from
+  The model is loaded once per process and stage run (``ctx.shared``), and shared by every shard of the
+  stage that runs in the process (the backend generates one turn at a time under its own lock, seeding each sample from
   ``(seed, sample_index)``, so a result does not depend on which thread asked first).
 - **server** (``rl.base_url`` set): any OpenAI-compatible endpoint serving the student (vLLM serving
   ``DIR/student``); the key is read from ``teacher.api_key_env``, tool calls travel as
@@ -17,45 +17,43 @@ There is no call cache: a checkpoint retrained at the same path must never be an
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from synth.engine.errors import InputError
 from synth.teacher.client import Teacher
 
-_MODELS: dict[tuple, Any] = {}
-_LOCK = threading.Lock()
-
-
-def local_student(path: str | Path, temperature: float, max_new_tokens: int, seed: int) -> Any:
-    """The ``hf`` backend over checkpoint ``path``, loaded once per process for these settings."""
+def local_student(path: str | Path, temperature: float, max_new_tokens: int, seed: int,
+                  shared: Callable[..., Any] | None = None) -> Any:
+    """The ``hf`` backend over checkpoint ``path``; with ``shared`` (a stage run's ``ctx.shared``) loaded once per
+    process and stage run for these settings, and used by every shard of the run in the process."""
     path = Path(path).resolve()
     if not (path / "config.json").exists():
         raise InputError(f"{path} is not a transformers checkpoint (no config.json): train the student first "
                          "(`hopforge student`), or set rl.base_url to a server that serves it")
-    key = (str(path), (path / "config.json").stat().st_mtime_ns, temperature, max_new_tokens, seed)
-    with _LOCK:
-        model = _MODELS.get(key)
-        if model is None:
-            from synth.teacher.hf import HFChatModel
 
-            model = HFChatModel(path, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
-                                name=f"hf:{path.name}")
-            _MODELS.clear()  # one checkpoint at a time: a retrained student replaces the old one in memory
-            _MODELS[key] = model
-        return model
+    def load() -> Any:
+        from synth.teacher.hf import HFChatModel
+
+        return HFChatModel(path, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
+                           name=f"hf:{path.name}")
+
+    if shared is None:
+        return load()
+    key = (str(path), (path / "config.json").stat().st_mtime_ns, temperature, max_new_tokens, seed)
+    return shared(f"student:{key}", load)
 
 
 def student_teacher(cfg: Any, student_dir: str | Path | None, *, temperature: float, max_new_tokens: int,
-                    seed: int = 0) -> Teacher:
+                    seed: int = 0, shared: Callable[..., Any] | None = None) -> Teacher:
     """A :class:`Teacher` that answers with the student (see the module docstring).
 
     ``student_dir`` is the local checkpoint; None means the server ``cfg.rl.base_url`` (model ``cfg.rl.model``).
+    ``shared`` (a stage run's ``ctx.shared``) shares the loaded checkpoint between the run's shards.
     """
     rl = cfg.rl
     if student_dir is not None:
-        backend = local_student(student_dir, temperature, max_new_tokens, seed)
+        backend = local_student(student_dir, temperature, max_new_tokens, seed, shared)
         tcfg = cfg.teacher.model_copy(update={"backend": "hf", "model": str(student_dir), "temperature": temperature,
                                               "max_tokens": max_new_tokens, "concurrency": 1})
         return Teacher(tcfg, None, backend=backend)

@@ -67,7 +67,7 @@ def _student(ctx: StageContext):
     """The student's teacher for this shard, and the name its rows carry as ``band_model``."""
     cfg = ctx.cfg
     seed = derive_seed(cfg.seed, "rl_band", STUDENT) % (1 << 31)
-    common = dict(temperature=cfg.rl.temperature, max_new_tokens=cfg.eval.max_new_tokens, seed=seed)
+    common = dict(temperature=cfg.rl.temperature, max_new_tokens=cfg.eval.max_new_tokens, seed=seed, shared=ctx.shared)
     if cfg.rl.base_url:
         return student_teacher(cfg, None, **common), band_model_name(STUDENT, [cfg.rl.model])
     sft_key = (ctx.store.stage_entry("sft") or {}).get("key", "")
@@ -82,7 +82,7 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> dict:
     pool = pool_questions(ctx.store, cfg)
     questions = [q for q in pool if q.question_id in wanted]
     n = cfg.rl.n
-    keys = answer_keys(ctx.store, cfg.filters.min_f1)  # the filter's rule (and the reward's)
+    keys = answer_keys(ctx.store, cfg.filters.min_f1, ctx.shared)  # the filter's rule (and the reward's)
     teacher, model = _student(ctx)
     index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     run_cfg = harness_settings(cfg)  # eval's harness: the student sees the context it trained in (sft.context)
@@ -128,7 +128,7 @@ def _finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
         return StageResult(input=0, output=0, idle="rl.band_by is teacher: the filter stage wrote rl_pool", extra={
             "band_by": cfg.rl.band_by, "skipped": "rl.band_by is teacher: the filter stage wrote rl_pool"})
     questions = {q.question_id: q for q in pool_questions(ctx.store, cfg)}
-    keys = answer_keys(ctx.store, cfg.filters.min_f1)
+    keys = answer_keys(ctx.store, cfg.filters.min_f1, ctx.shared)
     facts = sorted((f for s in summaries for f in s["facts"]), key=lambda f: f["question_id"])
     failed = [f for s in summaries for f in s["failed"]]
     model = band_model_name(STUDENT, [m.partition(":")[2] for m in {s["model"] for s in summaries}])

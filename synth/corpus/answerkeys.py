@@ -19,7 +19,7 @@ against an :class:`~synth.text.answers.AnswerKey` built here, once per run, for 
 
 The keys are cached in ``DIR/.cache/answer_keys/`` under a digest of the questions' and the corpus's
 stage keys, ``min_f1`` and this code, so the rollout, filter (and its workers), eval and rl_band stages of
-a run build them once.  A store without a corpus (a hand-made one) gets keys of the question's answer and
+a run build them once, and a stage's shards read them once per process (``ctx.shared``).  A store without a corpus (a hand-made one) gets keys of the question's answer and
 aliases alone.
 """
 
@@ -29,11 +29,10 @@ import hashlib
 import json
 import logging
 import math
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -74,26 +73,18 @@ class AnswerKeys(Mapping):
         return key if key is not None else AnswerKey.of(question.golds)
 
 
-_MEMO: dict[tuple, AnswerKeys] = {}
-_LOCK = threading.Lock()
-
-
-def answer_keys(store: Any, min_f1: float) -> AnswerKeys:
+def answer_keys(store: Any, min_f1: float, shared: Callable[..., Any] | None = None) -> AnswerKeys:
     """The answer keys of every question in ``store``'s ``questions`` table at ``min_f1`` (see the module
-    docstring): from this process's memory, the run's cache, or built (and cached)."""
+    docstring): read from the run's cache, or built (and cached).  ``shared`` (a stage run's ``ctx.shared``)
+    keeps them for the run's other shards in this process."""
+    if shared is not None:
+        return shared(f"answer-keys:{min_f1!r}", lambda: answer_keys(store, min_f1))
     digest = _digest(store, min_f1)
-    memo_key = (str(Path(store.root).resolve()), digest or "", min_f1)
-    with _LOCK:
-        if memo_key in _MEMO:
-            return _MEMO[memo_key]
     keys = _read_cache(store, digest, min_f1) if digest else None
     if keys is None:
         keys = build(store, min_f1)
         if digest:
             _write_cache(store, digest, keys)
-    with _LOCK:
-        _MEMO.clear()  # one run's keys at a time
-        _MEMO[memo_key] = keys
     return keys
 
 

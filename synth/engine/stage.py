@@ -218,11 +218,7 @@ class StageContext:
 
     def shared_bar(self, desc: str, total: float | None = None, unit: str = "it") -> Bar:
         """One bar shared by every shard of this stage run in this process (closed when the stage ends)."""
-        k = (str(self.store.root), self.stage.name, self.key, desc)
-        with _BARS_LOCK:
-            if k not in _BARS:
-                _BARS[k] = self.bar(desc, total, unit)
-            return _BARS[k]
+        return self.shared(f"{_BAR}{desc}", lambda: self.bar(desc, total, unit))
 
     def cpu_work(self, setup: Callable[..., Any], args: tuple, step: Callable[[Any, Any], Any],
                  name: Callable[[int, Any], str] | None = None) -> CpuWork:
@@ -271,16 +267,22 @@ class StageContext:
                 self._resources[name] = opener()
             return self._resources[name]
 
-    def shared(self, name: str, opener: Callable[[], Any]) -> Any:
+    def shared(self, name: str, opener: Callable[[], Any], valid: Callable[[Any], bool] | None = None) -> Any:
         """The value ``name`` of this stage run in this process, made by ``opener()`` on first use and kept for
         every shard of the run this process works on (a shard's context is its own, so :meth:`resource` is per
-        shard): the sources a stage slices, the index it searches.  A process keeps one stage run's values:
-        asking for another run's drops them.  ``opener`` may itself ask for another shared value."""
+        shard): the sources a stage slices, the index it searches, the teacher's call cache and flow control.
+        A process keeps one stage run's values: asking for another run's drops them.  ``opener`` may itself
+        ask for another shared value.  A kept value for which ``valid(value)`` is false (a cache whose file was
+        replaced) is closed, when it has a ``close()``, and made again."""
         run = (str(self.store.root), self.stage.name, self.key)
         with _SHARED_LOCK:
             for k in [k for k in _SHARED if k[:3] != run]:
                 del _SHARED[k]
             k = (*run, name)
+            if k in _SHARED and valid is not None and not valid(_SHARED[k]):
+                close = getattr(_SHARED.pop(k), "close", None)
+                if close is not None:
+                    close()
             if k not in _SHARED:
                 _SHARED[k] = opener()
             return _SHARED[k]
@@ -296,17 +298,18 @@ class StageContext:
 
     def close_bars(self) -> None:
         """Close the bars shared by this stage run's shards."""
-        with _BARS_LOCK:
-            for k in [k for k in _BARS if k[:3] == (str(self.store.root), self.stage.name, self.key)]:
-                _BARS.pop(k).close()
+        run = (str(self.store.root), self.stage.name, self.key)
+        with _SHARED_LOCK:
+            bars = [k for k in _SHARED if k[:3] == run and k[3].startswith(_BAR)]
+            for k in bars:
+                _SHARED.pop(k).close()
 
 
-_BARS: dict[tuple, Bar] = {}
+_BAR = "bar:"  # the names of shared progress bars in _SHARED
 # StageContext.shared: (root, stage, key, name) -> value, one stage run's at a time (a value's opener may ask for
 # another, hence the re-entrant lock).
 _SHARED: dict[tuple, Any] = {}
 _SHARED_LOCK = threading.RLock()
-_BARS_LOCK = threading.Lock()
 
 # Set when the user interrupts a run (Ctrl-C) while shards run on worker threads: long batches of
 # work (teacher calls) watch it and stop within a second, so the run ends with a resumable folder

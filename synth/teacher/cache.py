@@ -54,28 +54,6 @@ def cache_key(*, backend: str, model: str, messages: list[dict], tools: list[dic
     return hashlib.sha256(canonical_json(payload)).hexdigest()
 
 
-_SHARED: dict[str, "CallCache"] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_cache(path: str | Path) -> "CallCache":
-    """The process-wide cache object of ``path`` (one set of per-thread connections, opened once).
-
-    A long-lived process (a Prefect worker, a bench) may see its output folder deleted and made again
-    between runs: the object of a file that is no longer the one at ``path`` is closed and a new one
-    opened, so no call is written into a deleted file (and no "unable to open database file")."""
-    key = str(Path(path).absolute())
-    with _SHARED_LOCK:
-        cache = _SHARED.get(key)
-        if cache is not None and not cache.is_current():
-            cache.close()
-            cache = None
-        if cache is None or cache._pid != os.getpid():
-            cache = _SHARED[key] = CallCache(path)
-            cache.shared = True
-        return cache
-
-
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -99,7 +77,6 @@ class CallCache:
         self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._all_lock = threading.Lock()
         self._pid = os.getpid()
-        self.shared = False  # a shared cache outlives the teachers that use it
         self._init_file()
         self._file = _identity(self.path)
 

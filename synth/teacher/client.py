@@ -55,16 +55,17 @@ from synth.engine.faults import crash_point
 from synth.engine.stage import STOP
 from synth.engine.workers import limit_share
 from synth.teacher.breaker import Breaker, TeacherUnavailable, failure_kind, unavailable_message
-from synth.teacher.cache import CallCache, cache_key, canonical_json, shared_cache
+from synth.teacher.cache import CallCache, cache_key, canonical_json
 from synth.teacher.config import TeacherConfig
 from synth.teacher.inflight import Flight, RetryLog, Throttle
 from synth.teacher.limits import Gate, RateLimiter, backoff_delay
+from synth.teacher.probe import Probes
 from synth.teacher.stats import PricedUsage, TeacherStats, TeacherUsage
 from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError, ToolsUnusable, scrub
 
 __all__ = ["BackendError", "Breaker", "ChatModel", "ChatResponse", "PricedUsage", "Teacher", "TeacherConfig",
            "TeacherError", "TeacherStats", "TeacherUnavailable", "TeacherUsage", "ToolsUnusable", "cache_path", "failure_kind",
-           "make_backend", "open_teacher", "register_backend"]
+           "make_backend", "open_teacher", "probes_path", "register_backend"]
 
 log = logging.getLogger("hopforge")
 T = TypeVar("T")
@@ -134,10 +135,6 @@ def _frozen_heap() -> Iterator[None]:
 # Paid calls written to ledgers by this process, counted from 1: crash tests kill at "ledger:N".
 _LEDGER_LINES = itertools.count(1)
 
-_LIMITS: dict[tuple, tuple[Gate, RateLimiter, Breaker, Throttle, RetryLog]] = {}
-_LIMITS_LOCK = threading.Lock()
-
-
 def per_process(cfg: TeacherConfig) -> TeacherConfig:
     """``cfg`` with its global limits (concurrency, rpm, tpm; unset ones stay unset) divided by the number of
     processes this one shares them with (:func:`synth.engine.workers.limit_share`, at least 1 each): N
@@ -158,12 +155,7 @@ def _new_limits(cfg: TeacherConfig, clock: Callable[[], float] = time.monotonic,
             RetryLog(f"{cfg.display_url()} (model {cfg.model!r})"))
 
 
-def _shared_limits(cfg: TeacherConfig) -> tuple[Gate, RateLimiter, Breaker, Throttle, RetryLog]:
-    key = (cfg.backend, cfg.base_url, cfg.model, cfg.concurrency, cfg.rpm, cfg.tpm)
-    with _LIMITS_LOCK:
-        if key not in _LIMITS:
-            _LIMITS[key] = _new_limits(cfg)
-        return _LIMITS[key]
+PROBES_FILE = "probes.json"
 
 
 def cache_path(root: str | Path) -> Path:
@@ -171,10 +163,16 @@ def cache_path(root: str | Path) -> Path:
     return Path(root) / "cache" / "teacher.sqlite"
 
 
+def probes_path(root: str | Path) -> Path:
+    """Where the preflight records what the endpoint does with tools, for the run's stages:
+    ``DIR/cache/probes.json`` (next to the call cache, which :class:`Teacher` reads it beside)."""
+    return cache_path(root).with_name(PROBES_FILE)
+
+
 def open_teacher(cfg: TeacherConfig, root: str | Path, **kw: Any) -> "Teacher":
-    """A teacher whose cache lives in the output folder ``root`` (shared by every stage); its
-    concurrency gate and rate limits are shared with every other teacher of this process."""
-    kw.setdefault("shared", True)
+    """A teacher whose cache lives in the output folder ``root`` (shared by every stage).  Pass a stage run's
+    ``shared=ctx.shared`` (as :func:`stage_teacher` does) to share its cache connections, concurrency gate,
+    rate limits and probes with the run's other teachers in this process."""
     return Teacher(cfg, cache_path(root), **kw)
 
 
@@ -187,26 +185,39 @@ class Teacher:
 
     def __init__(self, cfg: TeacherConfig, cache_path: str | Path | None = None, *, backend: ChatModel | None = None,
                  sleep: Callable[[float], Awaitable[None]] | None = None, clock: Callable[[], float] | None = None,
-                 rng: random.Random | None = None, shared: bool = False, **backend_kw: Any):
+                 rng: random.Random | None = None, shared: Callable[..., Any] | None = None, **backend_kw: Any):
+        """``shared`` is a stage run's :meth:`~synth.engine.stage.StageContext.shared`: the teachers of one run
+        in one process then share the call cache's connections, each endpoint's gate, rate limiter and breaker
+        (so concurrency and rpm/tpm hold across every shard and thread) and what probes found; without it
+        this teacher has its own."""
         cfg = per_process(cfg)  # a process running 1 of N shards at once takes 1/N of the global limits
         self.cfg = cfg
         self.backend = backend if backend is not None else make_backend(cfg, **backend_kw)
+        self._owns_cache = shared is None
         if cache_path is None:
             self.cache = None
+        elif shared is None:
+            self.cache = CallCache(cache_path)
         else:
-            self.cache = shared_cache(cache_path) if shared else CallCache(cache_path)
+            # A long-lived process may see the output folder deleted and made again: a cache whose file is no
+            # longer the one at the path is closed and opened again, so no call is written into a deleted file.
+            self.cache = shared(f"teacher-cache:{Path(cache_path).absolute()}", lambda: CallCache(cache_path),
+                                valid=CallCache.is_current)
         # The ledger: one JSON line per request that completed, appended after its cache entry is
         # stored, so spend can be audited and a repeated paid call would show as a repeated key.
         self.ledger = Path(cache_path).with_name("ledger.jsonl") if cache_path is not None else None
         self.stats = TeacherStats(cfg.price_per_mtok)
         self._sleep = sleep or asyncio.sleep
-        if shared and sleep is None and clock is None:
-            # Teachers of one process and endpoint share one gate and one rate limiter, so
-            # concurrency and rpm/tpm hold across every shard and thread, each with its own stats.
-            self._gate, self._limiter, self.breaker, self._throttle, self._retries = _shared_limits(cfg)
+        if shared is not None and sleep is None and clock is None:
+            key = (cfg.backend, cfg.base_url, cfg.model, cfg.concurrency, cfg.rpm, cfg.tpm)
+            self._gate, self._limiter, self.breaker, self._throttle, self._retries = shared(
+                f"teacher-limits:{key}", lambda: _new_limits(cfg))
         else:
             self._gate, self._limiter, self.breaker, self._throttle, self._retries = _new_limits(
                 cfg, clock or time.monotonic, self._sleep)
+        if shared is not None and backend is None and isinstance(getattr(self.backend, "probes", None), Probes):
+            recorded = Path(cache_path).with_name(PROBES_FILE) if cache_path is not None else None
+            self.backend.probes = shared("teacher-probes", lambda: Probes.recorded(recorded) if recorded else Probes())
         self._rng = rng or random.Random()
         self._reported: set[str] = set()
         self._flight = Flight()
@@ -524,8 +535,8 @@ class Teacher:
         await self.backend.aclose()
 
     def close(self) -> None:
-        """Close the cache's database connections (a process-wide shared cache stays open)."""
-        if self.cache is not None and not self.cache.shared:
+        """Close the cache's database connections (a cache shared by a stage run's teachers stays open)."""
+        if self.cache is not None and self._owns_cache:
             self.cache.close()
 
     def __enter__(self) -> "Teacher":
@@ -556,7 +567,7 @@ def _invalid(resp: ChatResponse) -> BackendError | None:
 def stage_teacher(ctx: Any) -> Teacher:
     """The teacher of a running stage (or shard): opened on first use, shared by everything the
     stage does in this process, and closed with the stage's context."""
-    return ctx.resource("teacher", lambda: open_teacher(ctx.cfg.teacher, ctx.store.root))
+    return ctx.resource("teacher", lambda: open_teacher(ctx.cfg.teacher, ctx.store.root, shared=ctx.shared))
 
 
 def shard_usage(teacher: Teacher) -> dict[str, Any]:

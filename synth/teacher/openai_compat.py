@@ -116,7 +116,7 @@ class OpenAIBackend(BaseChatModel):
 
     name = "openai"
 
-    def __init__(self, cfg: TeacherConfig, *, api_key: str | None = None):
+    def __init__(self, cfg: TeacherConfig, *, api_key: str | None = None, probes: probe.Probes | None = None):
         raw = api_key if api_key is not None else os.environ.get(cfg.api_key_env, "")
         try:
             key = read_api_key(raw, cfg.api_key_env)
@@ -130,6 +130,8 @@ class OpenAIBackend(BaseChatModel):
             weakref.WeakKeyDictionary()
         self._turn = itertools.count()
         self._endpoint = (cfg.base_url, cfg.model)
+        # What the endpoint was found to do: shared by the teachers of a stage run (Teacher's ``shared``).
+        self.probes = probes if probes is not None else probe.Probes()
         self._native = probe.NativeWatch()
         self._configured_reasoning = None if cfg.reasoning_field == "auto" else cfg.reasoning_field
         self._unread_said = False
@@ -167,20 +169,20 @@ class OpenAIBackend(BaseChatModel):
         """The protocol tool calls travel in: the configured one, or what ``auto`` found (``native`` before)."""
         if self.cfg.tool_protocol != "auto":
             return self.cfg.tool_protocol
-        found = probe.recall(self._endpoint, "tools")
+        found = self.probes.recall(self._endpoint, "tools")
         return found.found if found is not None and found.found in protocols.PROTOCOLS else "native"
 
     @property
     def reasoning_field(self) -> str | None:
         """Where this endpoint reads earlier turns' reasoning: ``teacher.reasoning_field``, or what its replies
         showed (None until a reply carried reasoning)."""
-        return self._configured_reasoning or probe.recall(self._endpoint, "reasoning")
+        return self._configured_reasoning or self.probes.recall(self._endpoint, "reasoning")
 
     def observe(self, resp: ChatResponse) -> None:
         """Learn where the endpoint puts its reasoning from a reply (sent now, or replayed from the call cache)."""
         field = resp.reasoning_field
-        if field and self._configured_reasoning is None and probe.recall(self._endpoint, "reasoning") is None:
-            probe.remember(self._endpoint, "reasoning", field)
+        if field and self._configured_reasoning is None and self.probes.recall(self._endpoint, "reasoning") is None:
+            self.probes.remember(self._endpoint, "reasoning", field)
             where = "as <think> blocks in the content" if field == "think" else f"under `{field}`"
             log.info("teacher: %s returns its reasoning %s; earlier turns' reasoning goes back to it the same way",
                      self.cfg.display_url(), where)
@@ -202,7 +204,7 @@ class OpenAIBackend(BaseChatModel):
         task = hint.task if isinstance(hint, Hint) else None
         rf = None
         if not tools and getattr(task, "output", None) == "json" and cfg.structured_output != "off":
-            mode = "json_schema" if cfg.structured_output == "on" else await probe.once(
+            mode = "json_schema" if cfg.structured_output == "on" else await self.probes.once(
                 self._endpoint, "format", self._probe_format)
             if mode:
                 rf = response_format_for(task, mode)
@@ -387,7 +389,7 @@ class OpenAIBackend(BaseChatModel):
     async def tool_support(self) -> probe.Probe:
         """What the endpoint does with a tiny tool-call request (:mod:`synth.teacher.probe`), probed once per
         process and endpoint: the preflight's probe is the one ``auto`` then reuses."""
-        return await probe.once(self._endpoint, "tools", self._probe_tools)
+        return await self.probes.once(self._endpoint, "tools", self._probe_tools)
 
     def _to_response(self, data: Any, latency: float) -> ChatResponse:
         """A :class:`ChatResponse` from a chat-completions JSON body (``bad_response`` for the wrong shape)."""

@@ -4,8 +4,8 @@ A server may answer a request with tools by calling them (``native``), by writin
 as text in some model's format (``hermes``, ``llama3``, ``mistral``, ``react``), by ignoring
 the tools (``ignored``: HTTP 200, no call; llama.cpp without ``--jinja``, vLLM without a tool
 parser), or by refusing them (``rejected``: HTTP 400).  The preflight asks once and names the
-fix; with ``teacher.tool_protocol: auto`` the openai backend asks once per process and
-endpoint and uses what it found.  Requests are built by the caller (it owns the client and
+fix; with ``teacher.tool_protocol: auto`` the openai backend asks once per stage run, process and
+endpoint (:class:`Probes`) and uses what it found.  Requests are built by the caller (it owns the client and
 the sampling settings); this module only says what to send and how to read the answer.
 """
 
@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from synth.engine.errors import StageFailed
+from synth.engine.store import atomic_write_json
 from synth.teacher.prompting import read_json
 from synth.teacher.protocols import VLLM_PARSERS, detect
 from synth.teacher.types import content_text, split_reasoning
@@ -172,57 +175,77 @@ class ToolCallsLost(StageFailed):
     committed) instead of committing trajectories that made no tool call."""
 
 
-# ---- what this process already found ----------------------------------------------------------
-_FOUND: dict[tuple, Any] = {}
-_PENDING: dict[tuple, concurrent.futures.Future] = {}
-_LOCK = threading.Lock()
+# ---- what a stage run already found ----------------------------------------------------------
+class Probes:
+    """What probes found at each endpoint, for the teachers that share this object: those of one stage run in
+    one process (``ctx.shared``, :class:`~synth.teacher.client.Teacher`), else one backend's own.  Keys are
+    ``(endpoint, kind)``, ``kind`` one of ``tools``, ``format``, ``reasoning``."""
 
+    def __init__(self, found: dict[tuple, Any] | None = None) -> None:
+        self._found: dict[tuple, Any] = dict(found or {})
+        self._pending: dict[tuple, concurrent.futures.Future] = {}
+        self._lock = threading.Lock()
 
-async def once(endpoint: tuple, kind: str, run: Callable[[], Awaitable[Any]]) -> Any:
-    """What ``await run()`` finds for ``(endpoint, kind)``, probed once per process.
-
-    Calls that arrive while a probe is under way wait for it (from any thread or loop) instead
-    of sending their own; a probe that fails is not remembered, so the next call tries again.
-    """
-    key = (*endpoint, kind)
-    while True:
-        with _LOCK:
-            if key in _FOUND:
-                return _FOUND[key]
-            fut = _PENDING.get(key)
-            owner = fut is None
-            if owner:
-                fut = _PENDING[key] = concurrent.futures.Future()
-        if not owner:
-            await asyncio.wrap_future(fut)
-            continue
+    @classmethod
+    def recorded(cls, path: str | Path) -> "Probes":
+        """Probes that start from the tool probes the preflight recorded at ``path`` (:func:`record_tools`), so
+        a run's stages and their worker processes do not ask the endpoint again; none when the file is
+        missing or unreadable."""
         try:
-            value = await run()
-        except BaseException:
-            with _LOCK:
-                _PENDING.pop(key, None)
-            fut.set_result(None)  # wake the waiters: one of them probes again
-            raise
-        with _LOCK:
-            _FOUND[key] = value
-            _PENDING.pop(key, None)
-        fut.set_result(None)
-        return value
+            rows = json.loads(Path(path).read_text()).get("tools") or []
+            return cls({(url, model, "tools"): Probe(found, detail) for url, model, found, detail in rows})
+        except (OSError, ValueError, TypeError, AttributeError):
+            return cls()
+
+    async def once(self, endpoint: tuple, kind: str, run: Callable[[], Awaitable[Any]]) -> Any:
+        """What ``await run()`` finds for ``(endpoint, kind)``, probed once.
+
+        Calls that arrive while a probe is under way wait for it (from any thread or loop) instead
+        of sending their own; a probe that fails is not remembered, so the next call tries again.
+        """
+        key = (*endpoint, kind)
+        while True:
+            with self._lock:
+                if key in self._found:
+                    return self._found[key]
+                fut = self._pending.get(key)
+                owner = fut is None
+                if owner:
+                    fut = self._pending[key] = concurrent.futures.Future()
+            if not owner:
+                await asyncio.wrap_future(fut)
+                continue
+            try:
+                value = await run()
+            except BaseException:
+                with self._lock:
+                    self._pending.pop(key, None)
+                fut.set_result(None)  # wake the waiters: one of them probes again
+                raise
+            with self._lock:
+                self._found[key] = value
+                self._pending.pop(key, None)
+            fut.set_result(None)
+            return value
+
+    def remember(self, endpoint: tuple, kind: str, value: Any) -> None:
+        """Keep what a probe of ``kind`` found at ``endpoint``."""
+        with self._lock:
+            self._found[(*endpoint, kind)] = value
+
+    def recall(self, endpoint: tuple, kind: str) -> Any:
+        """What a probe of ``kind`` found at ``endpoint`` earlier, or None."""
+        with self._lock:
+            return self._found.get((*endpoint, kind))
 
 
-def remember(endpoint: tuple, kind: str, value: Any) -> None:
-    """Keep what a probe of ``kind`` (``tools``, ``format``) found at ``endpoint`` for this process."""
-    with _LOCK:
-        _FOUND[(*endpoint, kind)] = value
-
-
-def recall(endpoint: tuple, kind: str) -> Any:
-    """What a probe of ``kind`` found at ``endpoint`` earlier in this process, or None."""
-    with _LOCK:
-        return _FOUND.get((*endpoint, kind))
-
-
-def forget() -> None:
-    """Forget every probe result of this process (a long-lived process whose server was reconfigured; tests)."""
-    with _LOCK:
-        _FOUND.clear()
+def record_tools(path: str | Path, endpoint: tuple, found: Probe) -> None:
+    """Record what the tool probe found at ``endpoint`` (``(base_url, model)``) in ``path`` (the run's
+    ``cache/probes.json``), for :meth:`Probes.recorded`; the preflight probes every run again and rewrites it."""
+    path = Path(path)
+    try:
+        rows = [r for r in json.loads(path.read_text()).get("tools") or [] if tuple(r[:2]) != tuple(endpoint)]
+    except (OSError, ValueError, TypeError, AttributeError, IndexError):
+        rows = []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"tools": [*rows, [*endpoint, found.found, found.detail]]})

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 import tantivy
 
@@ -36,8 +37,7 @@ from synth.tools.analysis import analyze
 K1, B = 1.2, 0.75  # the usual BM25 parameters (tantivy ranks pages with the same)
 SCAN_CHARS = 100_000  # characters of a page a snippet is chosen from (above the 99th percentile of KILT pages)
 _WORD_TAIL = re.compile(r"[^\W_]*")
-_STEMS: dict[str, str | None] = {}
-_STEM_CACHE_MAX = 200_000
+_STEM_CACHE_MAX = 200_000  # words whose stem is remembered (bounded: a long-running server sees endless words)
 
 
 def _probe(term: str) -> str:
@@ -52,15 +52,12 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKD", low).encode("ascii", "ignore").decode("ascii")
 
 
+@lru_cache(maxsize=_STEM_CACHE_MAX)
 def _stem(word: str) -> str | None:
-    stem = _STEMS.get(word, "")
-    if stem == "":
-        toks = analyze(word)
-        stem = toks[0] if len(toks) == 1 else None
-        if len(_STEMS) >= _STEM_CACHE_MAX:  # bounded: a long-running server sees endless words
-            _STEMS.clear()
-        _STEMS[word] = stem
-    return stem
+    """The index term of one word (None when the analyzer makes more or fewer than one): a pure function,
+    memoised."""
+    toks = analyze(word)
+    return toks[0] if len(toks) == 1 else None
 
 
 def _term_freq(text: str, term: str, probe: str) -> int:

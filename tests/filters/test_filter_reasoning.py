@@ -93,9 +93,6 @@ def sent_back(req_body: dict, field: str) -> list[str | None]:
 
 @pytest.mark.parametrize("field", FIELDS)
 def test_a_thinking_teacher_s_reasoning_goes_back_to_it_and_into_the_sft_rows(tmp_path, monkeypatch, field) -> None:
-    from synth.teacher import probe
-
-    probe.forget()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     store, questions = _store(tmp_path / "run")
     publish(store, "tokenizer", {"tokenizer": save_tokenizer(tmp_path / "tok")})

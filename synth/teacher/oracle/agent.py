@@ -29,7 +29,7 @@ import random
 import re
 
 from synth.engine.seeding import derive_seed
-from synth.teacher.oracle.memory import (FLOOR, STRONG, TITLES_K, Cand, Memory, Persona, note, read_notes,
+from synth.teacher.oracle.memory import (FLOOR, STRONG, TITLES_K, Cand, Memory, Persona, Replays, note, read_notes,
                                          read_steps, remembered, stated, stated_closest, stated_links, stated_out)
 from synth.teacher.oracle.phrases import say
 from synth.teacher.oracle.reading import excerpt
@@ -72,17 +72,17 @@ def _max_turns(messages: list[dict]) -> int:
     return int(m.group(1)) if m else 40
 
 
-def next_turn(messages: list[dict], sample_index: int, seed: int) -> dict:
+def next_turn(messages: list[dict], sample_index: int, seed: int, replays: Replays | None = None) -> dict:
     """The oracle agent's next assistant message for the conversation so far.
 
     ``seed`` is the persona seed of this question; the question is read from the conversation
-    like any model reads it.
+    like any model reads it.  ``replays`` (the backend's) continues the memory from an earlier turn's.
     """
     question = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
     turn = sum(1 for m in messages if m.get("role") == "assistant") + 1
     me = persona(int(seed), sample_index)
     notes = read_notes(messages)
-    mem = remembered(question, me, read_steps(messages), notes)
+    mem = remembered(question, me, read_steps(messages), notes, replays)
     rnd = random.Random(derive_seed(seed, "turn", sample_index, turn))
     return _Turn(mem, me, rnd, turn, _max_turns(messages), notes).decide()
 

@@ -5,8 +5,8 @@ and their observations in order and rebuilds what it has read (pages, their link
 descriptions, search results) and where it stands (the chain of pages it accepted, the
 candidates it tried and rejected at each hop).  Accepting or rejecting an opened page is a
 function of the question, what was read and the persona only, so the replay reaches the
-decisions the agent made at the time.  :func:`remembered` memoises replays across turns;
-the result is the same.
+decisions the agent made at the time.  :func:`remembered` memoises replays across turns in the
+backend's :class:`Replays`; the result is the same.
 
 The agent keeps notes, as a researcher does, in the turns that call a tool (:func:`note`): the
 path it has walked when that changed ("Path so far: A [id] → B [id]."), the links of the page it
@@ -558,44 +558,58 @@ class Memory:
         return view.next_offset is not None and len(view.windows) < MAX_WINDOWS
 
 
-_MEMO: OrderedDict[bytes, Memory] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
 MEMO_SIZE = 512  # memories kept: one per rollout in flight is enough
 
 
-def remembered(question: str, me: Persona, steps: list[Step], notes: dict[int, Note] | None = None) -> Memory:
-    """The memory after ``steps``: :meth:`Memory.replay` continued from the longest prefix of them this
-    process replayed before.  It is a memo of a pure function (the same memory as a replay from scratch,
-    which a test checks), so a turn costs its new steps rather than the whole history.  When some
-    observations were elided, :meth:`Memory.resume` from the agent's ``notes`` instead (not memoised:
+class Replays:
+    """A bounded memo of :meth:`Memory.replay` by conversation prefix, owned by one oracle backend (so by one
+    stage run's teacher): a later turn of a rollout continues from the memory of its earlier turns."""
+
+    def __init__(self, size: int = MEMO_SIZE) -> None:
+        self.size = size
+        self._memo: OrderedDict[bytes, Memory] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def longest(self, keys: list[bytes]) -> tuple[int, Memory | None]:
+        """The index of the longest prefix key memoised, and a copy of its memory (0, None for none)."""
+        with self._lock:
+            done = next((i for i in range(len(keys) - 1, -1, -1) if keys[i] in self._memo), None)
+            return (done, self._memo[keys[done]].copy()) if done is not None else (0, None)
+
+    def keep(self, key: bytes, mem: Memory) -> None:
+        with self._lock:
+            self._memo[key] = mem
+            while len(self._memo) > self.size:
+                self._memo.popitem(last=False)
+
+
+def remembered(question: str, me: Persona, steps: list[Step], notes: dict[int, Note] | None = None,
+               replays: Replays | None = None) -> Memory:
+    """The memory after ``steps``: :meth:`Memory.replay`, continued from the longest prefix of them in
+    ``replays`` (None: replayed from scratch).  It is a memo of a pure function (the same memory as a replay
+    from scratch, which a test checks), so a turn costs its new steps rather than the whole history.  When
+    some observations were elided, :meth:`Memory.resume` from the agent's ``notes`` instead (not memoised:
     it replays only the calls whose observations are still seen)."""
     if any(s.obs is None for s in steps):
         mem = Memory(QuestionView.parse(question), me)
         mem.resume(steps, notes or {})
+        return mem
+    if replays is None:
+        mem = Memory(QuestionView.parse(question), me)
+        mem.replay(steps)
         return mem
     h = hashlib.blake2b(repr((question, me)).encode(), digest_size=16)
     keys = [h.digest()]
     for s in steps:
         h.update(json.dumps([s.turn, s.name, s.args, s.obs], sort_keys=True, ensure_ascii=False).encode())
         keys.append(h.digest())
-    with _MEMO_LOCK:
-        done = next((i for i in range(len(keys) - 1, -1, -1) if keys[i] in _MEMO), None)
-        mem = _MEMO[keys[done]].copy() if done is not None else None
+    done, mem = replays.longest(keys)
     if mem is None:
-        mem, done = Memory(QuestionView.parse(question), me), 0
+        mem = Memory(QuestionView.parse(question), me)
     mem.replay(steps[done:])
-    with _MEMO_LOCK:
-        _MEMO[keys[-1]] = mem
-        while len(_MEMO) > MEMO_SIZE:
-            _MEMO.popitem(last=False)
+    replays.keep(keys[-1], mem)
     return mem  # a later turn copies it before replaying more
 
 
-def forget() -> None:
-    """Drop every remembered memory (tests use it to replay from scratch)."""
-    with _MEMO_LOCK:
-        _MEMO.clear()
-
-
-__all__ = ["Cand", "Links", "Memory", "NOTE", "Note", "OUT", "Path", "Persona", "Result", "Step", "forget", "note", "read_notes", "read_steps",
+__all__ = ["Cand", "Links", "Memory", "NOTE", "Note", "OUT", "Path", "Persona", "Replays", "Result", "Step", "note", "read_notes", "read_steps",
            "remembered", "stated", "stated_closest", "stated_links", "stated_out", "MAX_SEARCHES"]

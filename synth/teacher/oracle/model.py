@@ -60,6 +60,9 @@ class OracleModel(BaseChatModel):
         self.cache_salt = "@" + code_hash("synth.teacher.oracle")
         self._makers: dict[int, ClueMaker] = {}
         self._lock = threading.Lock()
+        from synth.teacher.oracle.memory import Replays
+
+        self._replays = Replays()  # the agent's memory of each rollout in flight, continued turn by turn
 
     async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
                    hint: Any = None) -> ChatResponse:
@@ -100,7 +103,7 @@ class OracleModel(BaseChatModel):
             case AgentHint():
                 from synth.teacher.oracle.agent import next_turn
 
-                return next_turn(messages, sample_index, hint.seed)
+                return next_turn(messages, sample_index, hint.seed, self._replays)
         return {"role": "assistant", "content": "I can only answer hopforge tasks (no hint given)."}
 
     # ---- questions ----------------------------------------------------------------------------

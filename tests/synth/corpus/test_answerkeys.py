@@ -48,11 +48,16 @@ def test_keys_are_cached_per_run_and_threshold(tmp_path: Path) -> None:
     first = answer_keys(store, 0.8)
     cached = list((tmp_path / "run" / ".cache" / "answer_keys").glob("*.parquet"))
     assert len(cached) == 1
-    from synth.corpus import answerkeys
-
-    answerkeys._MEMO.clear()
     again = answer_keys(store, 0.8)  # read back from the file
-    assert dict(again) == dict(first) and again.stats == first.stats
+    assert again is not first and dict(again) == dict(first) and again.stats == first.stats
+    # A stage run's shards share one object per process (ctx.shared).
+    from flows.config import load_config
+    from synth.engine.stage import Stage, StageContext
+
+    ctx = StageContext(Stage(name="grade", entry=lambda c: None, sections=("filters",)), load_config(None), store, "k")
+    shared = answer_keys(store, 0.8, ctx.shared)
+    assert answer_keys(store, 0.8, ctx.shared) is shared and dict(shared) == dict(first)
+    assert answer_keys(store, 1.0, ctx.shared) is not shared
     stricter = answer_keys(store, 1.0)
     assert "New York City" not in stricter["q-ny"].other_titles  # F1 0.8 < 1.0: the fallback cannot take it
     assert len(list((tmp_path / "run" / ".cache" / "answer_keys").glob("*.parquet"))) == 2

@@ -17,7 +17,6 @@ from synth.rollout import loop
 from synth.rollout.loop import rollout_one
 from synth.teacher.oracle import OracleModel
 from synth.teacher.oracle.agent import next_turn
-from synth.teacher.oracle.memory import forget
 from synth.teacher.oracle.reading import QuestionView, start_name
 from synth.teacher.tasks import AGENT, AgentHint
 from synth.tools.search import SearchIndex
@@ -98,7 +97,7 @@ def test_a_resumed_rollout_continues_exactly(world, compress) -> None:
         turns = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
         assert len(turns) >= 4
         for i in turns:  # every turn is re-derived from the conversation it was shown, nothing else:
-            forget()  # not even the memo of earlier replays (a pure function's cache)
+            # not even the memo of earlier replays (a pure function's cache): next_turn without one replays it all
             shown = loop.compress(msgs[:i], cfg.rollout.keep_observations) if compress else msgs[:i]
             assert next_turn(shown, sample, seed) == msgs[i]
 
@@ -152,7 +151,6 @@ def test_without_notes_of_its_links_it_reads_the_page_again(world) -> None:
     for m in cut:
         if m["role"] == "assistant" and "Links of " in m["content"]:
             m["content"] = m["content"].split("Links of ")[0]
-    forget()
     reply = next_turn(cut, 0, seed)
     assert reply["tool_calls"][0]["function"]["name"] == "open"
     assert json.loads(reply["tool_calls"][0]["function"]["arguments"]) == {"page": q.path[1]}

@@ -105,9 +105,6 @@ def test_finish_reason_and_reasoning_survive_the_cache(tmp_path, monkeypatch):
                                                  ("auto", False, False), ("auto", "json_object", "json_object")])
 def test_structured_output_sends_the_tasks_schema(tmp_path, monkeypatch, mode, accepts, sent):
     from helpers.openai_server import Status
-    from synth.teacher import probe
-
-    probe.forget()
     monkeypatch.setenv(KEY_ENV, "sk-test-parsing")
 
     def handler(req):
@@ -127,7 +124,6 @@ def test_structured_output_sends_the_tasks_schema(tmp_path, monkeypatch, mode, a
         bodies = [r.body for r in srv.requests if "rewrite" in json.dumps(r.body["messages"])]
         plain = [r.body for r in srv.requests if "free text" in json.dumps(r.body["messages"])]
         variant = asyncio.run(t.backend.prepare(None, OBFUSCATE.hint(source=None, question="rewrite", seed=0)))
-    probe.forget()
     assert OBFUSCATE.format_output(resp).value["question"] == "Q?"
     assert ("response_format" in bodies[-1]) == bool(sent) and "response_format" not in plain[0]
     if sent == "json_object":  # the probe found that only json_object works: no 500 on the task's request

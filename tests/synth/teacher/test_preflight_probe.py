@@ -9,18 +9,12 @@ import pytest
 
 from flows.preflight import check
 from helpers.openai_server import Reply, Status, call, serve, text_tools_handler
-from synth.teacher import probe
+from synth.teacher.client import probes_path
+from synth.teacher.probe import Probes
 
 CONFIG = str(Path(__file__).resolve().parents[3] / "configs" / "demo.yaml")
 SECRET = "sk-preflight-SECRET-1234"
 ENV = {"HOPFORGE_PF_KEY": SECRET}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_probes():
-    probe.forget()
-    yield
-    probe.forget()
 
 
 def problems(srv, tmp_path, protocol: str = "native") -> list[str]:
@@ -40,7 +34,8 @@ def test_native_tool_calls_pass_and_are_recorded(tmp_path):
         assert problems(srv, tmp_path) == []
         [sent] = [r.body for r in srv.requests if r.path.endswith("/chat/completions")]
         assert sent["tools"][0]["function"]["name"] == "get_weather" and len(sent["messages"]) == 1
-        assert probe.recall((srv.base_url, "m"), "tools").found == "native"
+        # Recorded in the run folder, where the run's stages start from it instead of asking again.
+        assert Probes.recorded(probes_path(tmp_path)).recall((srv.base_url, "m"), "tools").found == "native"
 
 
 def test_a_server_that_ignores_tools_fails_with_the_fix(tmp_path):
@@ -74,13 +69,15 @@ def test_tool_calls_in_text_name_their_format(tmp_path, protocol, parser):
         assert f"--set teacher.tool_protocol={protocol}" in p
         assert (f"--tool-call-parser {parser}" in p) == (parser is not None)
         assert problems(srv, tmp_path, "auto") == []  # auto uses that format
-        assert probe.recall((srv.base_url, "m"), "tools").found == protocol
+        assert Probes.recorded(probes_path(tmp_path)).recall((srv.base_url, "m"), "tools").found == protocol
 
 
 def test_the_probe_never_shows_the_key(tmp_path):
     with serve(handler=lambda req: Reply(content=f"my key is {SECRET}") if req.get("tools") else "hi") as srv:
         [p] = problems(srv, tmp_path)
-    assert SECRET not in p and "***" in p and SECRET not in repr(probe._FOUND)
+    assert SECRET not in p and "***" in p
+    recorded = probes_path(tmp_path)  # nothing is recorded for a probe that found a problem, and never the key
+    assert not recorded.exists() or SECRET not in recorded.read_text()
 
 
 def test_a_server_answering_with_an_error_is_not_one_that_ignores_tools(tmp_path):

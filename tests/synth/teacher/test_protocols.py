@@ -25,14 +25,6 @@ from synth.tools.toolbox import ToolCallInfo
 TOOLS = tool_schemas()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_probes():
-    # A later server may get an earlier one's port: never let it inherit that server's probe.
-    probe.forget()
-    yield
-    probe.forget()
-
-
 class FakeTools:
     """search/open/find with canned results: the loop needs only schemas() and call()."""
 

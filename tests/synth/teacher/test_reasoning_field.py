@@ -28,9 +28,7 @@ def reply(req: dict, field: str, text: str = "I think so.", content: str = "Done
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
-    probe.forget()
     yield
-    probe.forget()
 
 
 def teacher(url: str, cache=None, **kw) -> Teacher:
@@ -73,7 +71,7 @@ def test_a_cached_reply_teaches_the_field_a_later_request_uses(tmp_path) -> None
         first = [{"role": "user", "content": "q"}]
         r = teacher(srv.base_url, tmp_path / "c.sqlite").chat_sync(first)
         assert r.message["reasoning_content"] == "turn 1" and r.reasoning_field == "reasoning"
-        probe.forget()  # a new process: nothing known but the call cache
+        # A new teacher (another stage or process): nothing known but the call cache.
         t = teacher(srv.base_url, tmp_path / "c.sqlite")
         again = t.chat_sync(first)
         assert again.cached and t.backend.reasoning_field == "reasoning"
