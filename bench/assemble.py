@@ -46,7 +46,7 @@ from synth.assemble.config import AssembleConfig  # noqa: E402
 from flows.config import Config, load_config  # noqa: E402
 from synth.engine.runner import run_stage  # noqa: E402
 from synth.engine.stage import Stage  # noqa: E402
-from synth.engine.records import Question, Trace  # noqa: E402
+from synth.engine.records import Question, ToolCount, Trace  # noqa: E402
 from flows.stages import BY_NAME  # noqa: E402
 from synth.engine.store import Store, write_parquet_atomic  # noqa: E402
 
@@ -115,7 +115,7 @@ def synthetic_questions(store: Store, n: int) -> None:
             for t in titles[s:]:
                 searched += index.search_ids(t, 5)
             traces.append(Trace(f"{qid}-{s}", qid, s, "[]", "[]", titles[-1], "answer", len(titles), len(titles),
-                                len(titles), len(titles), 0, 0, list(dict.fromkeys(searched)), w["path"],
+                                [ToolCount("search", len(titles)), ToolCount("open", len(titles))], 0, list(dict.fromkeys(searched)), w["path"],
                                 w["path"], [1] * len(titles), 0, 0, 0.0, "synthetic", None, "sft"))
     write_parquet_atomic(Question.to_table(questions), store.path("questions") / "part-00000.parquet")
     write_parquet_atomic(Trace.to_table(traces), store.path("traces") / "part-00000.parquet")

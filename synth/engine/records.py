@@ -242,6 +242,34 @@ STEP_LABEL_TYPE = struct_of(StepLabel)
 TEACHER_FAILED = "teacher_failed"
 
 
+@dataclass(slots=True)
+class ToolCount:
+    """How many calls a trace made to one tool (a tool the registry names: ``synth.tools.registry``)."""
+
+    name: str
+    calls: int = column(pa.int32())
+
+
+LEGACY_TOOL_COLUMNS = ("n_search", "n_open", "n_find")  # a trace's tool counts before ``tool_counts``
+
+
+def tool_counts_of_row(row: dict[str, Any]) -> list[dict]:
+    """A ``traces`` row's tool counts as ``{"name", "calls"}`` dicts: its ``tool_counts``, or the
+    ``n_search``/``n_open``/``n_find`` columns of a table written before them."""
+    if row.get("tool_counts") is not None:
+        return [c if isinstance(c, dict) else {"name": c.name, "calls": c.calls} for c in row["tool_counts"]]
+    return [{"name": c[2:], "calls": int(row.get(c) or 0)} for c in LEGACY_TOOL_COLUMNS if c in row]
+
+
+def tool_calls_of(counts: list, tool: str) -> int:
+    """The calls to ``tool`` in a ``tool_counts`` value (records or their dicts); 0 when it is not counted."""
+    for c in counts or ():
+        name, calls = (c.name, c.calls) if isinstance(c, ToolCount) else (c["name"], c["calls"])
+        if name == tool:
+            return int(calls or 0)
+    return 0
+
+
 @record
 class Trace(Record):
     """One teacher rollout: the full ReAct conversation plus the measurements filters and RL read.
@@ -262,9 +290,7 @@ class Trace(Record):
     stop_reason: str  # answer | max_turns | max_tokens | truncated | teacher_failed | no_answer
     n_turns: int = column(pa.int32())
     n_tool_calls: int = column(pa.int32())
-    n_search: int = column(pa.int32())
-    n_open: int = column(pa.int32())
-    n_find: int = column(pa.int32())
+    tool_counts: list[ToolCount]  # calls of each registered tool, in registration order (zeros included)
     n_tool_errors: int = column(pa.int32())  # malformed or failed tool calls (the observation was an error)
     searched_page_ids: list[str]
     opened_page_ids: list[str]
@@ -294,6 +320,17 @@ class Trace(Record):
         """``messages`` parsed (see :class:`~synth.engine.conversation.Conversation`); parsed once however
         often it is read."""
         return parse_conversation(self.messages)
+
+    def calls_of(self, tool: str) -> int:
+        """The calls this trace made to ``tool`` (0 for a tool it has no count of)."""
+        return tool_calls_of(self.tool_counts, tool)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Trace":
+        """As :meth:`Record.from_row`; a row written before ``tool_counts`` has ``n_search``/``n_open``/``n_find``."""
+        if "tool_counts" not in row:
+            row = {**{k: v for k, v in row.items() if k not in LEGACY_TOOL_COLUMNS}, "tool_counts": tool_counts_of_row(row)}
+        return Record.from_row.__func__(cls, row)
 
 
 # Chat messages as TRL's SFTTrainer reads them (conversational, with tool calls).
@@ -503,7 +540,11 @@ __all__ = [
     "REJECT_SCHEMA",
     "STEP_LABEL_TYPE",
     "StepLabel",
+    "LEGACY_TOOL_COLUMNS",
+    "ToolCount",
     "Trace",
+    "tool_calls_of",
+    "tool_counts_of_row",
     "SFT_SCHEMA",
     "PREFERENCE_SCHEMA",
     "CONTEXT_TYPE",

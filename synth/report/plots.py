@@ -258,11 +258,12 @@ def tool_calls(calls: Sequence[int], kept: Sequence[bool] | None, t_min: int | N
     return _save(tool_calls_figure(calls, kept, t_min, t_max, low_step_in_chain), path)
 
 
-def tool_mix_figure(groups: Mapping[str, Mapping[str, float]]) -> Figure:
-    """Mean calls of each tool per trace (search, open, find, and calls that errored), one bar group per outcome."""
+def tool_mix_figure(groups: Mapping[str, Mapping[str, float]], tools: Sequence[str] = ("search", "open", "find")) -> Figure:
+    """Mean calls of each of ``tools`` per trace, and of calls that errored (``errors``), one bar group per outcome."""
     fig = Figure(figsize=(6.5, 3.6))
     ax = fig.subplots()
-    tools = ["search", "open", "find", "errors"]
+    labels = [*tools, "tool errors"]
+    tools = [*tools, "errors"]
     names = list(groups)
     width = 0.8 / max(len(names), 1)
     palette = [KEPT_COLOR, DROP_COLOR, TRACE_COLOR, "#ff9f43"]
@@ -272,7 +273,7 @@ def tool_mix_figure(groups: Mapping[str, Mapping[str, float]]) -> Figure:
         ax.bar(xs, vals, width=width, label=name, color=palette[i % len(palette)])
         for x, v in zip(xs, vals):
             ax.text(x, v, f"{v:.1f}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(tools)), ["search", "open", "find", "tool errors"])
+    ax.set_xticks(range(len(tools)), labels)
     ax.set_ylabel("mean calls per trace")
     ax.set_title("Which tools the traces call")
     if names:
@@ -282,9 +283,9 @@ def tool_mix_figure(groups: Mapping[str, Mapping[str, float]]) -> Figure:
     return fig
 
 
-def tool_mix(groups: Mapping[str, Mapping[str, float]], path: Path) -> Path:
+def tool_mix(groups: Mapping[str, Mapping[str, float]], path: Path, tools: Sequence[str] = ("search", "open", "find")) -> Path:
     """Write :func:`tool_mix_figure`."""
-    return _save(tool_mix_figure(groups), path)
+    return _save(tool_mix_figure(groups, tools), path)
 
 
 # ---- evidence --------------------------------------------------------------------------------

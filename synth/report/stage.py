@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from filters.band import pass_stats
 from filters.base import AFTER_CHAIN, HELD_OUT, NOT_BEST
+from synth.engine.records import LEGACY_TOOL_COLUMNS, tool_counts_of_row
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.store import MissingInput, Store
 from synth.engine.tables import RowMapping, RowSequence
@@ -54,6 +55,7 @@ from synth.teacher.config import Price
 from synth.teacher.stats import PricedUsage, TeacherUsage
 from synth.text.answers import is_correct
 from synth.text.markdown import md_code, md_text
+from synth.tools.registry import tool_names
 
 TEACHER_KEYS = PricedUsage.TOKENS + PricedUsage.COSTS
 # The section of index.md on what the run paid the teacher (requests sent, call-cache hits): a run fact, so
@@ -116,9 +118,7 @@ class TraceFacts:
     correct: bool
     completion_tokens: int
     n_tokens: int | None = None
-    n_search: int = 0
-    n_open: int = 0
-    n_find: int = 0
+    tool_counts: dict[str, int] = field(default_factory=dict)  # calls per tool (Trace.tool_counts)
     n_tool_errors: int = 0
     kept: bool | None = None  # from filter/verdicts; None: not filtered yet
     sample_index: int = 0
@@ -197,7 +197,7 @@ def _arrow(store: Store, rel: str, columns: list[str]) -> pa.Table | None:
 
 
 TRACE_COLUMNS = ["trace_id", "question_id", "teacher_model", "n_turns", "n_tool_calls", "gold_first_seen",
-                 "final_answer", "completion_tokens", "n_search", "n_open", "n_find", "n_tool_errors", "sample_index"]
+                 "final_answer", "completion_tokens", "tool_counts", *LEGACY_TOOL_COLUMNS, "n_tool_errors", "sample_index"]
 
 
 def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], Mapping[str, dict], Sequence[dict] | None]:
@@ -243,7 +243,7 @@ def load_facts(store: Store, min_f1: float) -> tuple[list[TraceFacts], Mapping[s
                 gold_first_seen=list(t["gold_first_seen"] or []),
                 answered=bool(t["final_answer"] and str(t["final_answer"]).strip()), correct=correct,
                 completion_tokens=int(t["completion_tokens"] or 0), n_tokens=v[1] if v else None,
-                n_search=int(t.get("n_search") or 0), n_open=int(t.get("n_open") or 0), n_find=int(t.get("n_find") or 0),
+                tool_counts={c["name"]: int(c["calls"] or 0) for c in tool_counts_of_row(t)},
                 n_tool_errors=int(t.get("n_tool_errors") or 0), kept=bool(v[2]) if v else None,
                 sample_index=int(t.get("sample_index") or 0)))
     return facts, questions, verdicts
@@ -530,13 +530,12 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
         + ("" if in_chain else " (low_step is not in this run's filter chain)") + ".")
     groups: dict[str, list[TraceFacts]] = {"correct answer": [f for f in facts if f.correct],
                                            "wrong or no answer": [f for f in facts if not f.correct]}
-    mix = {f"{name} ({len(fs):,})": {"search": _mean([f.n_search for f in fs]) or 0.0,
-                                      "open": _mean([f.n_open for f in fs]) or 0.0,
-                                      "find": _mean([f.n_find for f in fs]) or 0.0,
+    tools = list(dict.fromkeys([*tool_names(), *(name for f in facts for name in f.tool_counts)]))
+    mix = {f"{name} ({len(fs):,})": {**{tool: _mean([f.tool_counts.get(tool, 0) for f in fs]) or 0.0 for tool in tools},
                                       "errors": _mean([f.n_tool_errors for f in fs]) or 0.0}
            for name, fs in groups.items() if fs}
-    plots.tool_mix(mix, out / "tools.png")
-    fig("tools.png", "Mean calls of each tool (search, open, find) per trace, and tool calls that returned an "
+    plots.tool_mix(mix, out / "tools.png", tools)
+    fig("tools.png", f"Mean calls of each tool ({', '.join(tools)}) per trace, and tool calls that returned an "
                      "error, for traces with a correct answer and the others.")
     rendered = [f.n_tokens for f in facts if f.n_tokens is not None]
     fig.histogram("tokens.png", "Tokens per trace: what the teacher generated, and (when measured) the full rendered "

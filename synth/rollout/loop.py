@@ -24,7 +24,7 @@ from typing import Any
 
 from synth.teacher.prompting import extract_answer
 from synth.teacher.tasks import AGENT
-from synth.engine.records import TEACHER_FAILED as FAILED, Question, Trace
+from synth.engine.records import TEACHER_FAILED as FAILED, Question, ToolCount, Trace
 from synth.engine.conversation import ToolCall, parse_conversation
 from synth.engine.seeding import derive_seed, short_hash
 from synth.rollout.labels import step_labels
@@ -175,7 +175,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         trace_id=trace_id(question.question_id, sample_index), question_id=question.question_id,
         sample_index=sample_index, messages=text,
         tools=json.dumps(tools, ensure_ascii=False), final_answer=answer, stop_reason=stop, n_turns=t.n_turns,
-        n_tool_calls=t.n_tool_calls, n_search=t.counts["search"], n_open=t.counts["open"], n_find=t.counts["find"],
+        n_tool_calls=t.n_tool_calls, tool_counts=[ToolCount(name, n) for name, n in t.counts.items()],
         n_tool_errors=t.n_errors, searched_page_ids=list(dict.fromkeys(t.searched)),
         opened_page_ids=list(dict.fromkeys(t.opened)), gold_page_ids=gold_ids, gold_first_seen=first_seen,
         prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,

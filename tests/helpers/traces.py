@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from synth.engine.records import Hop, Question, Trace
+from synth.engine.records import Hop, Question, ToolCount, Trace
 from synth.tools.schema import tool_schemas_json
 
 SYSTEM = ("You answer multi-hop questions by searching a local Wikipedia. Use the tools search, open and find; "
@@ -81,8 +81,8 @@ def make_trace(trace_id: str = "t1", question_id: str = "q1", *, sample_index: i
     return Trace(
         trace_id=trace_id, question_id=question_id, sample_index=sample_index, messages=json.dumps(messages),
         tools=tools, final_answer=answer, stop_reason="answer" if answer is not None else "no_answer",
-        n_turns=len(calls) + 1, n_tool_calls=len(calls), n_search=counts["search"], n_open=counts["open"],
-        n_find=counts["find"], n_tool_errors=0, searched_page_ids=searched, opened_page_ids=opened,
+        n_turns=len(calls) + 1, n_tool_calls=len(calls),
+        tool_counts=[ToolCount(name, n) for name, n in counts.items()], n_tool_errors=0, searched_page_ids=searched, opened_page_ids=opened,
         gold_page_ids=gold,
         gold_first_seen=gold_first_seen if gold_first_seen is not None else [1, 2, 3, 4][:len(gold)],
         prompt_tokens=1000, completion_tokens=completion_tokens, latency_s=1.0, teacher_model=teacher_model,

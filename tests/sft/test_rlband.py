@@ -22,7 +22,7 @@ from helpers.filterstore import publish
 from helpers.openai_server import Reply, call, serve
 from sft.rlband import pool_questions
 from synth.engine.errors import StageFailed
-from synth.engine.records import TEACHER_FAILED
+from synth.engine.records import TEACHER_FAILED, tool_calls_of
 from synth.engine.runner import run_stage
 from synth.engine.store import Store
 from synth.text.answers import is_correct
@@ -160,7 +160,7 @@ def test_a_served_student_measures_the_band_and_resumes(world, monkeypatch):
     traces = _rows(store.root, "rl_band/traces")
     # The eval harness: the search masked the question's answer page, as in the teacher's rollouts.
     answer_page = {q.question_id: q.answer_page_id for q in questions}
-    assert all(t["n_search"] == 1 and answer_page[t["question_id"]] not in t["searched_page_ids"] for t in traces)
+    assert all(tool_calls_of(t["tool_counts"], "search") == 1 and answer_page[t["question_id"]] not in t["searched_page_ids"] for t in traces)
 
 
 def test_a_failed_student_call_is_never_counted_as_wrong(world, monkeypatch):

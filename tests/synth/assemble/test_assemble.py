@@ -17,7 +17,7 @@ from flows.config import Config
 from synth.engine.errors import StageFailed
 from synth.engine.runner import run_stage
 from synth.engine.stage import Stage
-from synth.engine.records import PAGE_SCHEMA, SFT_SCHEMA, Question, Trace
+from synth.engine.records import PAGE_SCHEMA, SFT_SCHEMA, Question, ToolCount, Trace
 from synth.engine.seeding import rng
 from synth.engine.store import Store, write_parquet_atomic
 
@@ -60,7 +60,8 @@ def _question(qid: str, path: list[str], titles: dict[str, str]) -> Question:
 
 
 def _trace(qid: str, s: int, searched: list[str], opened: list[str], path: list[str]) -> Trace:
-    return Trace(f"{qid}-t{s}", qid, s, "[]", "[]", "x", "answer", 3, 2, 1, 1, 0, 0, searched, opened, path,
+    return Trace(f"{qid}-t{s}", qid, s, "[]", "[]", "x", "answer", 3, 2, [ToolCount("search", 1), ToolCount("open", 1)],
+                 0, searched, opened, path,
                  [1] * len(path), 0, 0, 0.0, "oracle", None, "sft")
 
 

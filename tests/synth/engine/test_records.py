@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from synth.engine.records import Evidence, Hop, Question, Subgraph, Trace, Walk
+from synth.engine.records import Evidence, Hop, Question, Subgraph, ToolCount, Trace, Walk
 from synth.engine.conversation import Conversation, Message, ToolCall, parse_conversation
 from synth.teacher.types import normalise_message
 
@@ -98,7 +98,22 @@ def test_parsing_stops_at_the_first_structural_problem() -> None:
 
 
 def test_a_trace_parses_its_conversation_once() -> None:
-    t = Trace("t", "q", 0, json.dumps(GOOD), "[]", "B", "answer", 2, 1, 1, 0, 0, 0, [], [], [], [], 0, 0, 0.0, "m",
-              None, "sft")
+    t = Trace("t", "q", 0, json.dumps(GOOD), "[]", "B", "answer", 2, 1, [ToolCount("search", 1)], 0, [], [], [], [],
+              0, 0, 0.0, "m", None, "sft")
     assert t.conversation is t.conversation is parse_conversation(t.messages)
     assert Trace.from_row(t.to_row()) == t and "conversation" not in t.to_row()
+
+
+def test_a_trace_written_before_tool_counts_reads_its_per_tool_columns() -> None:
+    from helpers.traces import make_trace
+    from synth.engine.records import Trace, tool_calls_of
+
+    row = make_trace().to_row()
+    counts = {c["name"]: c["calls"] for c in row.pop("tool_counts")}
+    old = {**row, **{f"n_{name}": n for name, n in counts.items()}}  # the n_search/n_open/n_find columns
+    back = Trace.from_row(old)
+    assert {c.name: c.calls for c in back.tool_counts} == counts and sum(counts.values()) > 0
+    row_counts = back.to_row()["tool_counts"]
+    assert back.calls_of("search") == counts["search"] and tool_calls_of(row_counts, "open") == counts["open"]
+    assert Trace.from_row(back.to_row()) == back and not any(k.startswith("n_search") for k in back.to_row())
+    assert tool_calls_of(row_counts, "no such tool") == 0

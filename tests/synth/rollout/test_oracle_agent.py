@@ -129,7 +129,7 @@ def test_with_compressed_observations_it_walks_on_from_its_notes(world) -> None:
             turns = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
             elided += any(m["content"] == loop.PLACEHOLDER for m in loop.compress(msgs[:turns[-1]], keep))
             assert max(repeated_calls(trace.conversation).values()) == 1
-            finds += trace.n_find
+            finds += trace.calls_of("find")
     # It still checks a link's passage with `find` now and then (the rows teach the tool).
     assert finds >= 3
     # Before, the compressed agent answered "unknown" to every question; now it keeps its quality.

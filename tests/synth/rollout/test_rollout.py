@@ -17,6 +17,7 @@ from synth.engine.records import Hop, Question, Trace, Walk
 from synth.engine.runner import run_stage
 from synth.rollout.loop import PLACEHOLDER, trace_id
 from synth.tools.analysis import analyze, query_terms
+from synth.tools.registry import tool_names
 from flows.stages import INDEX, ROLLOUT
 
 
@@ -97,7 +98,8 @@ def check_trace_valid(t, tools_known=("search", "open", "find")):
             pending.discard(m.tool_call_id)
     assert not pending
     assert n_calls == t["n_tool_calls"] and n_turns == t["n_turns"]
-    assert t["n_search"] + t["n_open"] + t["n_find"] <= t["n_tool_calls"]
+    assert [c["name"] for c in t["tool_counts"]] == list(tool_names())  # every registered tool, in order
+    assert sum(c["calls"] for c in t["tool_counts"]) <= t["n_tool_calls"]
     return msgs
 
 

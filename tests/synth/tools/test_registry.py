@@ -125,3 +125,36 @@ def test_a_registered_tool_is_a_verl_tool(out, index):
         assert got == box.call("count_words", {"page": page["title"]})[0]
     with pytest.raises(ValueError, match="config.name must be one of search, open, find"):
         HopforgeTool({"type": "native", "name": "count_words", "url": server.url, "verify_server": False})
+
+
+def test_a_registered_tool_is_counted_in_the_trace(index):
+    """The rollout counts calls per registered tool (``Trace.tool_counts``), a new tool included."""
+    import asyncio
+
+    from helpers.traces import make_question
+    from synth.rollout.loop import RolloutSettings, rollout_one
+    from synth.teacher.client import Teacher
+    from synth.teacher.config import TeacherConfig
+    from synth.teacher.types import BaseChatModel, ChatResponse
+
+    page = _a_page(index)
+
+    class TwoTurns(BaseChatModel):
+        name = "two-turns"
+
+        async def chat(self, messages, tools=None, *, sample_index=0, hint=None):
+            if not any(m["role"] == "tool" for m in messages):
+                call = {"id": "c1", "type": "function",
+                        "function": {"name": "count_words", "arguments": json.dumps({"page": page["title"]})}}
+                return ChatResponse(message={"role": "assistant", "content": "", "tool_calls": [call]},
+                                    usage={"prompt_tokens": 10, "completion_tokens": 5}, finish_reason="tool_calls")
+            return ChatResponse(message={"role": "assistant", "content": "<answer>x</answer>"},
+                                usage={"prompt_tokens": 20, "completion_tokens": 5}, finish_reason="stop")
+
+    settings = RolloutSettings(max_turns=4, max_tokens=100_000, compress_observations=False, keep_observations=2,
+                               seed=0, min_grounding=0.5)
+    with registered(TOY):
+        teacher = Teacher(TeacherConfig(backend="oracle"), None, backend=TwoTurns())
+        trace = asyncio.run(rollout_one(teacher, Toolbox(index, ToolsConfig()), make_question(), 0, settings))
+    assert [(c.name, c.calls) for c in trace.tool_counts] == [("search", 0), ("open", 0), ("find", 0), ("count_words", 1)]
+    assert trace.calls_of("count_words") == 1 and trace.calls_of("search") == 0 and trace.n_tool_calls == 1
