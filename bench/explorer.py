@@ -152,13 +152,14 @@ def generate(root: Path, n_q: int, per_q: int, seed: int = 7) -> dict:
             correct = rng.random() < 0.75
             answer = pt[-1] if correct else titles[rng.randrange(n_pages)]
             msgs.append({"role": "assistant", "content": f"Done. <answer>{answer}</answer>"})
-            buf["traces"].append({
+            buf["traces"].append(Trace.from_row({  # the record fills the columns a rollout always writes
                 "trace_id": tid, "question_id": qid, "sample_index": s, "messages": json.dumps(msgs), "tools": tools,
                 "final_answer": answer, "stop_reason": "answer", "n_turns": n_calls + 1, "n_tool_calls": n_calls,
-                "n_search": (n_calls + 1) // 2, "n_open": n_calls // 2, "n_find": 0, "n_tool_errors": 0,
+                "tool_counts": [{"name": "search", "calls": (n_calls + 1) // 2}, {"name": "open", "calls": n_calls // 2},
+                                {"name": "find", "calls": 0}], "n_tool_errors": 0,
                 "searched_page_ids": [], "opened_page_ids": [], "gold_page_ids": [pid[p] for p in path],
                 "gold_first_seen": seen, "prompt_tokens": 5000, "completion_tokens": 400, "latency_s": 3.0,
-                "teacher_model": "bench-teacher", "error": None, "split": split, "tool_protocol": "native"})
+                "teacher_model": "bench-teacher", "error": None, "split": split, "tool_protocol": "native"}).to_row())
             correct_n += correct
             if not correct:
                 reason = "wrong_answer"

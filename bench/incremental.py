@@ -5,8 +5,8 @@
 3. again after a change to a filter threshold (only the stages downstream of the
    filter rerun; no teacher call is paid again).
 
-It runs the same pipeline the `synth/demo` deployment runs (synth.engine.runner.run_pipeline,
-which the flow wraps) on configs/demo.yaml.  Prints wall time and teacher calls of each
+It runs the same pipeline the `synth/demo` deployment runs (``flows.stages.PIPELINE.run``, which the
+flow wraps) on configs/demo.yaml.  Prints wall time and teacher calls of each
 way.  Last line: {"bench": "incremental", "ours": noop_s, "baseline": cold_s, "ratio": noop/cold,
 "noop_calls": 0, "filter_change_calls": 0, ...}.  Goals: ratio <= 0.10 with 0 calls; 0 calls for the change.
 """
@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flows.config import load_config  # noqa: E402
-from synth.engine.runner import run_pipeline  # noqa: E402
 from flows.stages import PIPELINE  # noqa: E402
 from synth.engine.store import Store  # noqa: E402
 
@@ -32,7 +31,7 @@ from synth.engine.store import Store  # noqa: E402
 def timed(out: Path, overrides: list[str]) -> tuple[float, int, list[str]]:
     cfg = load_config(ROOT / "configs/demo.yaml", overrides)
     t0 = time.perf_counter()
-    outcomes = run_pipeline(PIPELINE, cfg, Store(out))
+    outcomes = PIPELINE.run(PIPELINE.stages, cfg, Store(out))
     wall = time.perf_counter() - t0
     return wall, sum(o.teacher_calls for o in outcomes), [o.name for o in outcomes if not o.reused]
 

@@ -169,7 +169,13 @@ def main(root: Path, max_k: int = 10) -> dict:
 
 
 if __name__ == "__main__":
-    res = main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "data" / "demo", int(sys.argv[2]) if len(sys.argv) > 2 else 10)
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", nargs="?", type=Path, default=ROOT / "data" / "demo", help="the run folder (default: data/demo)")
+    ap.add_argument("max_k", nargs="?", type=int, default=10, help="the largest search depth checked (default 10)")
+    args = ap.parse_args()
+    res = main(args.run, args.max_k)
     for k, v in res.items():
         print(f"{k:>24}: {v}")
     print(json.dumps(res))

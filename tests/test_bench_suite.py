@@ -16,6 +16,20 @@ def test_every_bench_file_is_in_the_suite() -> None:
     assert files == {name for name, _ in SUITE}
 
 
+def test_every_bench_imports_and_parses_its_arguments() -> None:
+    """`--help` of each bench: an import the code under it no longer provides (a renamed function) fails here,
+    not an hour into `make bench`."""
+    import subprocess
+    import sys
+
+    procs = {name: subprocess.Popen([sys.executable, str(ROOT / "bench" / f"{name}.py"), "--help"], cwd=ROOT,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name, _ in SUITE}
+    failed = {name: p.communicate(timeout=300)[0][-800:] for name, p in procs.items()}
+    failed = {name: out for name, out in failed.items() if procs[name].returncode != 0}
+    assert not failed, failed
+
+
 def test_last_json_is_the_last_object_line() -> None:
     text = 'start\n{"bench": "a", "ratio": 1}\nnoise {not json}\n{"bench": "a", "ratio": 2}\ntail\n'
     assert last_json(text) == {"bench": "a", "ratio": 2}
