@@ -60,6 +60,7 @@ from synth.teacher.config import TeacherConfig
 from synth.teacher.inflight import Flight, RetryLog, Throttle
 from synth.teacher.limits import Gate, RateLimiter, backoff_delay
 from synth.teacher.probe import Probes
+from synth.teacher.tasks import hinted, task_of
 from synth.teacher.stats import PricedUsage, TeacherStats, TeacherUsage
 from synth.teacher.types import BackendError, ChatModel, ChatResponse, TeacherError, ToolsUnusable, scrub
 
@@ -297,7 +298,7 @@ class Teacher:
         """The backend's variant of this call (:meth:`ChatModel.prepare`).  Preparing may probe the endpoint
         once (``auto`` settings); a probe that fails fails this call like a request."""
         try:
-            return await self.backend.prepare(tools, hint)
+            return await self.backend.prepare(tools, task_of(hint))
         except BackendError as e:
             detail = self._scrub(e.detail)
             self.stats.add(attempt_errors=e.reason)
@@ -350,7 +351,8 @@ class Teacher:
                 # Leaving this block on a timeout cancels the request: the connection is closed,
                 # so the server can drop the work instead of finishing it for nobody.
                 async with asyncio.timeout(deadline):
-                    resp = await self.backend.chat(messages, tools, sample_index=sample_index, hint=hint)
+                    with hinted(hint):  # for a scripted backend (the oracle); a real one gets the task alone
+                        resp = await self.backend.chat(messages, tools, sample_index=sample_index, task=task_of(hint))
                 err = _invalid(resp)
             except BackendError as e:
                 err = e

@@ -163,7 +163,7 @@ class HFChatModel(BaseChatModel):
         self._lock = threading.Lock()
 
     async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
-                   hint: Any = None) -> ChatResponse:
+                   task: Any = None) -> ChatResponse:
         """Generate one assistant turn (in a worker thread)."""
         return await asyncio.to_thread(self._chat, messages, tools, sample_index)
 

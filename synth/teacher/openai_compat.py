@@ -54,7 +54,6 @@ from synth.teacher.breaker import says_quota
 from synth.teacher.config import TeacherConfig, read_api_key
 from synth.teacher import probe, protocols
 from synth.teacher.limits import parse_retry_after
-from synth.teacher.tasks import Hint
 from synth.teacher.types import (BackendError, BaseChatModel, ChatResponse, ToolsUnusable, content_text,
                                  normalise_message, outgoing_reasoning, read_usage, reasoning_field_of, scrub,
                                  unread_reasoning_keys)
@@ -187,21 +186,20 @@ class OpenAIBackend(BaseChatModel):
             log.info("teacher: %s returns its reasoning %s; earlier turns' reasoning goes back to it the same way",
                      self.cfg.display_url(), where)
 
-    async def prepare(self, tools: list[dict] | None, hint: Any = None) -> str:
+    async def prepare(self, tools: list[dict] | None, task: Any = None) -> str:
         """This call's variant: what its request adds to the conversation (a text tool protocol, a
         ``response_format``), ``""`` for none.  Runs the ``auto`` probes the first time they are needed."""
-        protocol, rf = await self._plan(tools, hint)
+        protocol, rf = await self._plan(tools, task)
         parts = [f"tools={protocol}"] if protocol not in (None, "native") else []
         if rf is not None:
             parts.append("rf=" + hashlib.sha256(canonical_json(rf)).hexdigest()[:12])
         return "|".join(parts)
 
-    async def _plan(self, tools: list[dict] | None, hint: Any) -> tuple[str | None, dict | None]:
+    async def _plan(self, tools: list[dict] | None, task: Any) -> tuple[str | None, dict | None]:
         cfg = self.cfg
         protocol = None
         if tools:
             protocol = cfg.tool_protocol if cfg.tool_protocol != "auto" else await self._auto_protocol()
-        task = hint.task if isinstance(hint, Hint) else None
         rf = None
         if not tools and getattr(task, "output", None) == "json" and cfg.structured_output != "off":
             mode = "json_schema" if cfg.structured_output == "on" else await self.probes.once(
@@ -256,11 +254,11 @@ class OpenAIBackend(BaseChatModel):
         return found
 
     async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
-                   hint: Any = None) -> ChatResponse:
-        """One chat-completions request; ``hint`` is read only for the task's JSON schema (it is never sent)."""
+                   task: Any = None) -> ChatResponse:
+        """One chat-completions request; ``task`` is read only for its JSON schema (a ``response_format``)."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        protocol, rf = await self._plan(tools, hint)
+        protocol, rf = await self._plan(tools, task)
         messages = outgoing_reasoning(messages, self.reasoning_field)
         if protocol in protocols.TEXT_PROTOCOLS:
             body = request_body(self.cfg, protocols.to_text_messages(protocol, messages, tools), None, sample_index, rf)

@@ -16,8 +16,10 @@ questions stage lets the oracle's writer ask of the corpus.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, NamedTuple, Protocol
+from typing import Any, Callable, ClassVar, Iterator, NamedTuple, Protocol
 
 from synth.engine.records import Evidence
 from synth.engine.seeding import short_hash
@@ -141,6 +143,32 @@ class Hint:
     def task(self) -> "Task":
         """The task this hint belongs to."""
         return TASKS[self.TASK]
+
+
+# The hint of the teacher call under way: set by Teacher around its backend's call, read only by backends that
+# script their answers (the offline oracle, tests' fakes).  A real backend is handed the call's task alone.
+_HINT: ContextVar[Any] = ContextVar("hopforge_teacher_hint", default=None)
+
+
+def current_hint() -> Any:
+    """The hint of the teacher call under way in this task (None outside one, or for a call without a hint):
+    what the caller knows that a real model is never told, for a scripted backend to answer from."""
+    return _HINT.get()
+
+
+@contextmanager
+def hinted(hint: Any) -> Iterator[None]:
+    """Make ``hint`` the :func:`current_hint` of the backend call made inside the block."""
+    token = _HINT.set(hint)
+    try:
+        yield
+    finally:
+        _HINT.reset(token)
+
+
+def task_of(hint: Any) -> "Task | None":
+    """The task a hint belongs to (what a real backend may know of a call: its expected output), None for none."""
+    return hint.task if isinstance(hint, Hint) else None
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,9 @@ class ChatModel(Protocol):
     call; retries, caching and limits live in ``Teacher``.
 
     A failed attempt raises :class:`BackendError` with a reason (``http_429``, ``timeout``...).
-    ``hint`` is an opaque object only the offline oracle reads; servers never see it.
+    ``task`` is the call's :class:`~synth.teacher.tasks.Task` (what output it expects), None for none.  What
+    else the caller knows (the oracle's hint) is never handed to a backend: a scripted one reads
+    :func:`~synth.teacher.tasks.current_hint`.
     :class:`BaseChatModel` gives the defaults a backend without them needs.
     """
 
@@ -167,13 +169,13 @@ class ChatModel(Protocol):
     tool_protocol: str  # how tool calls travel: "native" (the server's tool_calls) or a text protocol
     cache_salt: str  # added to every cache key: a scripted backend's code version ("" for a real model)
 
-    async def prepare(self, tools: list[dict] | None, hint: Any = None) -> str:
+    async def prepare(self, tools: list[dict] | None, task: Any = None) -> str:
         """The call's variant: what the request adds to the conversation (a text tool protocol, a response
         format), which enters the cache key; ``""`` for none.  May probe the endpoint once."""
         ...
 
     async def chat(
-        self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0, hint: Any = None
+        self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0, task: Any = None
     ) -> ChatResponse:
         """Send one chat request and return the assistant turn."""
         ...
@@ -190,7 +192,7 @@ class BaseChatModel:
     tool_protocol: str = "native"
     cache_salt: str = ""
 
-    async def prepare(self, tools: list[dict] | None, hint: Any = None) -> str:
+    async def prepare(self, tools: list[dict] | None, task: Any = None) -> str:
         """No variant: the request is the conversation as it is."""
         return ""
 

@@ -17,7 +17,10 @@ class FakeJudge(BaseChatModel):
         self.yes, self.fail, self.garble = set(yes), set(fail), set(garble)
         self.seen: list[dict] = []
 
-    async def chat(self, messages, tools=None, *, sample_index=0, hint=None):
+    async def chat(self, messages, tools=None, *, sample_index=0, task=None):
+        from synth.teacher.tasks import current_hint
+
+        hint = current_hint()  # a scripted backend reads the call's hint (a real one is handed the task alone)
         self.seen.append(hint)
         pred = hint.prediction
         if pred in self.fail:

@@ -35,7 +35,7 @@ from synth.teacher.config import TeacherConfig
 from synth.teacher.oracle.clues import ClueMaker
 from synth.teacher.oracle.writer import NoClue, chain_question, clued_chain, subgraph_chain
 from synth.teacher.tasks import (AgentHint, ClosedBookHint, JudgeHint, ObfuscateHint, QuestionHint, RepairHint,
-                                 SolvableHint, Source, SubgraphHint, json_message)
+                                 SolvableHint, Source, SubgraphHint, current_hint, json_message)
 from synth.teacher.types import BaseChatModel, ChatResponse
 from synth.text.answers import mentions, names_of
 
@@ -65,9 +65,9 @@ class OracleModel(BaseChatModel):
         self._replays = Replays()  # the agent's memory of each rollout in flight, continued turn by turn
 
     async def chat(self, messages: list[dict], tools: list[dict] | None = None, *, sample_index: int = 0,
-                   hint: Any = None) -> ChatResponse:
-        """One assistant turn for ``messages``, decided from ``hint``."""
-        message = self.answer(messages, sample_index, hint)
+                   task: Any = None) -> ChatResponse:
+        """One assistant turn for ``messages``, decided from the call's hint (:func:`current_hint`)."""
+        message = self.answer(messages, sample_index, current_hint())
         prompt_chars = sum(len(m.get("content") or "") for m in messages)
         out_chars = len(message.get("content") or "") + len(json.dumps(message.get("tool_calls") or []))
         usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": out_chars // 4 + 1}

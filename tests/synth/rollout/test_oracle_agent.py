@@ -18,7 +18,7 @@ from synth.rollout.loop import rollout_one
 from synth.teacher.oracle import OracleModel
 from synth.teacher.oracle.agent import next_turn
 from synth.teacher.oracle.reading import QuestionView, start_name
-from synth.teacher.tasks import AGENT, AgentHint
+from synth.teacher.tasks import AGENT, AgentHint, hinted, task_of
 from synth.tools.search import SearchIndex
 from synth.tools.toolbox import Toolbox
 
@@ -31,9 +31,10 @@ class SpyTeacher:
     def __init__(self, cfg):
         self.cfg, self.model, self.hints = cfg.teacher, OracleModel(cfg.teacher), []
 
-    async def chat(self, messages, tools, sample_index=0, hint=None):
+    async def chat(self, messages, tools, sample_index=0, hint=None):  # as Teacher.chat: it is the rollout's teacher
         self.hints.append(hint)
-        return await self.model.chat(messages, tools, sample_index=sample_index, hint=hint)
+        with hinted(hint):
+            return await self.model.chat(messages, tools, sample_index=sample_index, task=task_of(hint))
 
 
 @pytest.fixture(scope="module")

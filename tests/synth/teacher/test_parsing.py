@@ -123,7 +123,7 @@ def test_structured_output_sends_the_tasks_schema(tmp_path, monkeypatch, mode, a
         t.chat_sync([{"role": "user", "content": "free text"}])  # no task: never constrained
         bodies = [r.body for r in srv.requests if "rewrite" in json.dumps(r.body["messages"])]
         plain = [r.body for r in srv.requests if "free text" in json.dumps(r.body["messages"])]
-        variant = asyncio.run(t.backend.prepare(None, OBFUSCATE.hint(source=None, question="rewrite", seed=0)))
+        variant = asyncio.run(t.backend.prepare(None, OBFUSCATE))
     assert OBFUSCATE.format_output(resp).value["question"] == "Q?"
     assert ("response_format" in bodies[-1]) == bool(sent) and "response_format" not in plain[0]
     if sent == "json_object":  # the probe found that only json_object works: no 500 on the task's request

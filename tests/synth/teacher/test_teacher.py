@@ -499,3 +499,37 @@ def test_default_backend_is_the_offline_oracle(tmp_path):
     first = t.chat_sync(msgs("hello"))
     again = t.chat_sync(msgs("hello"))
     assert first.message["role"] == "assistant" and again.cached and again.message == first.message
+
+
+def test_a_backend_is_handed_the_task_and_only_a_scripted_one_reads_the_hint():
+    """The oracle's hint travels beside the call (current_hint), never through a backend's signature: a real
+    backend sees the call's task (for its response_format), the facts behind the hint stay with the caller."""
+    import inspect
+
+    from synth.teacher.openai_compat import OpenAIBackend
+    from synth.teacher.tasks import JUDGE, current_hint
+    from synth.teacher.types import BaseChatModel, ChatModel, ChatResponse
+
+    seen = []
+
+    class Recording(BaseChatModel):
+        async def prepare(self, tools, task=None):
+            seen.append(("prepare", task))
+            return ""
+
+        async def chat(self, messages, tools=None, *, sample_index=0, task=None):
+            seen.append(("chat", task, current_hint()))
+            return ChatResponse({"role": "assistant", "content": '{"correct": true}'}, {"prompt_tokens": 1, "completion_tokens": 1})
+
+    hint = JUDGE.hint(answer="A", aliases=(), prediction="A")
+    t = Teacher(TeacherConfig(backend="oracle"), None, backend=Recording())
+    t.chat_sync([{"role": "user", "content": "judge"}], hint=hint)
+    assert seen == [("prepare", JUDGE), ("chat", JUDGE, hint)]
+    assert current_hint() is None  # only inside the backend's call
+    from synth.teacher.hf import HFChatModel
+    from synth.teacher.oracle import OracleModel
+
+    for backend in (ChatModel, BaseChatModel, OpenAIBackend, HFChatModel, OracleModel):
+        for name in ("chat", "prepare"):
+            if hasattr(backend, name):
+                assert "hint" not in inspect.signature(getattr(backend, name)).parameters, (backend, name)

@@ -142,7 +142,7 @@ def test_a_registered_tool_is_counted_in_the_trace(index):
     class TwoTurns(BaseChatModel):
         name = "two-turns"
 
-        async def chat(self, messages, tools=None, *, sample_index=0, hint=None):
+        async def chat(self, messages, tools=None, *, sample_index=0, task=None):
             if not any(m["role"] == "tool" for m in messages):
                 call = {"id": "c1", "type": "function",
                         "function": {"name": "count_words", "arguments": json.dumps({"page": page["title"]})}}
