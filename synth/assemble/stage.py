@@ -46,7 +46,7 @@ import pyarrow.dataset as ds
 from synth.assemble.config import AssembleConfig
 from synth.assemble.pack import Job, Packer, Plan, RandomPages, TokenCounter, page_body
 from synth.engine.stage import StageContext, StageResult
-from synth.engine.records import LONGCTX_SCHEMA, REJECT_SCHEMA
+from synth.engine.records import LONGCTX_SCHEMA, REJECT_SCHEMA, Reject
 from synth.engine.seeding import rng
 from synth.engine.store import MissingInput, Store
 from synth.engine.tables import RowMapping
@@ -291,11 +291,10 @@ class Assembler:
         """Forget this pass's page text; token counts carry over to the next pass."""
         self.packer.drop_texts()
 
-    def reject(self, job: Job, length: int, reason: str, n: int | None) -> dict:
+    def reject(self, job: Job, length: int, reason: str, n: int | None) -> Reject:
         """The ``rejects/assemble`` record of a (question, length) pair that makes no row."""
         detail = f"L={length} slack={self.cfg.slack} measured={n}" if n is not None else f"L={length}"
-        return {"record_id": f"{job.question_id}-{length}", "source_id": job.question_id, "reason": reason,
-                "detail": detail, "raw": None}
+        return Reject(f"{job.question_id}-{length}", job.question_id, reason, detail)
 
 
 def _chunks(items: list, n: int) -> Iterator[list]:
@@ -326,7 +325,7 @@ class _PassOut:
     """One pass's rows and rejects, in the order one process writes them, and what it counted."""
 
     rows: list[dict]
-    rejects: list[dict]
+    rejects: list[Reject]
     dropped: Counter
     stats: Counter
     pairs: int
@@ -373,7 +372,7 @@ def _pass_step(asm: Assembler, item: tuple[list[dict], dict[str, list[str]]]) ->
     # In question order, then length order, as one pass of all the questions would write them.
     order = {(q["question_id"], length): k for k, (q, length) in enumerate(
         (q, length) for q in questions for length in lengths)}
-    out.rejects.sort(key=lambda r: order[(r["source_id"], int(r["record_id"].rsplit("-", 1)[1]))])
+    out.rejects.sort(key=lambda r: order[(r.source_id, int(r.record_id.rsplit("-", 1)[1]))])
     out.pairs = len(jobs) * len(lengths)
     out.stats = asm.stats - stats0
     out.pages_counted, out.corpus_scans = asm.packer.pages_counted - counted0, asm.corpus.loads - scans0
@@ -419,7 +418,7 @@ def run_assemble(ctx: StageContext) -> StageResult:
     n_rows = pages_counted = corpus_scans = 0
     with ctx.bar("rows", n * len(lengths), "rows") as bar:
         for done in ctx.cpu_map(work, items(), workers):
-            rejects.write(done.rejects)
+            rejects.write([r.to_row() for r in done.rejects])
             out.write(done.rows)
             n_rows += len(done.rows)
             dropped.update(done.dropped)

@@ -394,15 +394,19 @@ PREFERENCE_SCHEMA = pa.schema(
 
 
 # Rejected rows of per-record stages (questions, assemble) keep the raw model output and the reason.
-REJECT_SCHEMA = pa.schema(
-    [
-        pa.field("record_id", pa.string(), nullable=False),
-        pa.field("source_id", pa.string()),
-        pa.field("reason", pa.string(), nullable=False),
-        pa.field("detail", pa.string()),
-        pa.field("raw", pa.string()),
-    ]
-)
+@record
+class Reject(Record):
+    """A record a stage dropped (``rejects/questions``, ``rejects/assemble``): its id, the source it was made
+    from, why, and what the teacher wrote when there was something (``raw``)."""
+
+    record_id: str
+    source_id: str | None
+    reason: str
+    detail: str | None = None
+    raw: str | None = None
+
+
+REJECT_SCHEMA = Reject.SCHEMA
 
 # ---- downstream tables -----------------------------------------------------------------------
 
@@ -538,6 +542,7 @@ __all__ = [
     "HOP_TYPE",
     "Hop",
     "REJECT_SCHEMA",
+    "Reject",
     "STEP_LABEL_TYPE",
     "StepLabel",
     "LEGACY_TOOL_COLUMNS",

@@ -22,7 +22,6 @@ import time
 from collections import Counter
 from typing import Callable
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from synth.text.answers import is_correct, normalize_answer
@@ -38,7 +37,7 @@ from synth.questions.skeletons import count_skeletons, vocabulary
 from synth.questions.sources import load_sources, page_meta
 from synth.questions.validate import Validator
 from synth.questions.write import Funnel, Repairs, write_questions
-from synth.engine.records import REJECT_SCHEMA, Question
+from synth.engine.records import REJECT_SCHEMA, Question, Reject
 from synth.engine.store import write_parquet_atomic
 from synth.teacher.client import Teacher, TeacherError, merged_usage, shard_usage, stage_teacher
 
@@ -117,7 +116,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     if qcfg.check_shortcut:
         kept = _shortcut(ctx, kept, funnel)
     write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
-    write_parquet_atomic(pa.Table.from_pylist(funnel.rejects, schema=REJECT_SCHEMA),
+    write_parquet_atomic(Reject.to_table(funnel.rejects),
                          ctx.shard_out("rejects/questions", i))
     return {"input": n_in, "kept": len(kept), "dropped": dict(funnel.dropped), "failed": dict(funnel.failed),
             "decontamination": tally.as_dict(), "failed_items": [f.as_dict() for f in funnel.failed_items], "repairs": repairs.as_dict(),
@@ -135,7 +134,7 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     for s in summaries:
         dropped.update(s["dropped"])
         failed.update(s["failed"])
-    rejects = [r for p in ctx.shard_parts("rejects/questions") for r in pq.read_table(p).to_pylist()]
+    rejects = [Reject.from_row(r) for p in ctx.shard_parts("rejects/questions") for r in pq.read_table(p).to_pylist()]
     kept: list[Question] = []
     seen: set[str] = set()
     for p in ctx.shard_parts("questions"):
@@ -143,20 +142,20 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
             norm = normalize_answer(q.question)
             if norm in seen:
                 dropped["duplicate"] += 1
-                rejects.append({"record_id": q.question_id, "source_id": q.source_id, "reason": "duplicate",
-                                "detail": "same question as an earlier one", "raw": q.question})
+                rejects.append(Reject(q.question_id, q.source_id, "duplicate", "same question as an earlier one",
+                                      q.question))
                 continue
             seen.add(norm)
             kept.append(q)
     # A shard drops in the order it decides (first drafts, then repairs), so the rows go in source order: the
     # table (and the explorer, which lists it as written) is then the same for any questions.shard_size.
     at = {s.question_id: i for i, s in enumerate(_sources(ctx))}
-    rejects.sort(key=lambda r: at.get(r["record_id"], len(at)))
+    rejects.sort(key=lambda r: at.get(r.record_id, len(at)))
     w = ctx.writer("questions", Question.SCHEMA)
     w.write(Question.to_table(kept))
     w.close()
     rw = ctx.writer("rejects/questions", REJECT_SCHEMA)
-    rw.write(pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA))
+    rw.write(Reject.to_table(rejects))
     rw.close()
     n_in = sum(s["input"] for s in summaries)
     extra = {"kinds": dict(Counter(q.kind for q in kept)), "shards": len(summaries),

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from synth.engine.records import Question
+from synth.engine.records import Question, Reject
 from synth.engine.stage import FailedItem, failed_item
 from synth.questions.sources import parse_question
 from synth.questions.validate import RULES, Failure, Validator, repairable
@@ -31,7 +31,7 @@ class Funnel:
 
     def __init__(self) -> None:
         self.dropped: Counter[str] = Counter()
-        self.rejects: list[dict] = []
+        self.rejects: list[Reject] = []
         self.failed: Counter[str] = Counter()
         self.failed_items: list[FailedItem] = []
 
@@ -43,7 +43,7 @@ class Funnel:
     def drop(self, qid: str, source_id: str, reason: str, detail: str = "", raw: str | None = None) -> None:
         """Count one drop and keep its record for ``rejects/questions``."""
         self.dropped[reason] += 1
-        self.rejects.append({"record_id": qid, "source_id": source_id, "reason": reason, "detail": detail, "raw": raw})
+        self.rejects.append(Reject(qid, source_id, reason, detail, raw))
 
 
 class Repairs:

@@ -117,3 +117,16 @@ def test_a_trace_written_before_tool_counts_reads_its_per_tool_columns() -> None
     assert back.calls_of("search") == counts["search"] and tool_calls_of(row_counts, "open") == counts["open"]
     assert Trace.from_row(back.to_row()) == back and not any(k.startswith("n_search") for k in back.to_row())
     assert tool_calls_of(row_counts, "no such tool") == 0
+
+
+def test_a_reject_is_a_record_with_the_rejects_tables_schema() -> None:
+    import pyarrow as pa
+
+    from synth.engine.records import REJECT_SCHEMA, Reject
+
+    assert REJECT_SCHEMA == pa.schema([pa.field("record_id", pa.string(), nullable=False), pa.field("source_id", pa.string()),
+                                       pa.field("reason", pa.string(), nullable=False), pa.field("detail", pa.string()),
+                                       pa.field("raw", pa.string())])
+    rows = [Reject("q1", "w1", "too_easy", "the closed-book answer was right", '{"question": "Q?"}'), Reject("q2", None, "duplicate")]
+    back = [Reject.from_row(r) for r in Reject.to_table(rows).to_pylist()]
+    assert back == rows and back[1].detail is None and back[1].raw is None
