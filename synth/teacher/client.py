@@ -218,7 +218,9 @@ class Teacher:
                 cfg, clock or time.monotonic, self._sleep)
         if shared is not None and backend is None and isinstance(getattr(self.backend, "probes", None), Probes):
             recorded = Path(cache_path).with_name(PROBES_FILE) if cache_path is not None else None
-            self.backend.probes = shared("teacher-probes", lambda: Probes.recorded(recorded) if recorded else Probes())
+            endpoint = (cfg.base_url, cfg.model)
+            self.backend.probes = shared("teacher-probes",
+                                         lambda: Probes.recorded(recorded, endpoint) if recorded else Probes())
         self._rng = rng or random.Random()
         self._reported: set[str] = set()
         self._flight = Flight()

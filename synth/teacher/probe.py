@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import json
 import threading
 from dataclasses import dataclass
@@ -187,14 +188,14 @@ class Probes:
         self._lock = threading.Lock()
 
     @classmethod
-    def recorded(cls, path: str | Path) -> "Probes":
-        """Probes that start from the tool probes the preflight recorded at ``path`` (:func:`record_tools`), so
-        a run's stages and their worker processes do not ask the endpoint again; none when the file is
-        missing or unreadable."""
+    def recorded(cls, path: str | Path, endpoint: tuple) -> "Probes":
+        """Probes that start from the tool probe the preflight recorded for ``endpoint`` at ``path``
+        (:func:`record_tools`), so a run's stages and their worker processes do not ask it again; none when the
+        file is missing or unreadable, or holds nothing for that endpoint."""
         try:
-            rows = json.loads(Path(path).read_text()).get("tools") or []
-            return cls({(url, model, "tools"): Probe(found, detail) for url, model, found, detail in rows})
-        except (OSError, ValueError, TypeError, AttributeError):
+            found, detail = json.loads(Path(path).read_text())["tools"][_endpoint_digest(endpoint)]
+            return cls({(*endpoint, "tools"): Probe(str(found), str(detail))})
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return cls()
 
     async def once(self, endpoint: tuple, kind: str, run: Callable[[], Awaitable[Any]]) -> Any:
@@ -239,13 +240,20 @@ class Probes:
             return self._found.get((*endpoint, kind))
 
 
+def _endpoint_digest(endpoint: tuple) -> str:
+    # The file names an endpoint by a digest: a base URL may carry credentials (user:password@host, ?key=).
+    return hashlib.sha256("\n".join(map(str, endpoint)).encode()).hexdigest()[:24]
+
+
 def record_tools(path: str | Path, endpoint: tuple, found: Probe) -> None:
-    """Record what the tool probe found at ``endpoint`` (``(base_url, model)``) in ``path`` (the run's
-    ``cache/probes.json``), for :meth:`Probes.recorded`; the preflight probes every run again and rewrites it."""
+    """Record what the tool probe found at ``endpoint`` (``(base_url, model)``, named in the file by a digest) in
+    ``path`` (the run's ``cache/probes.json``), for :meth:`Probes.recorded`; the preflight probes every run again
+    and rewrites it."""
     path = Path(path)
     try:
-        rows = [r for r in json.loads(path.read_text()).get("tools") or [] if tuple(r[:2]) != tuple(endpoint)]
-    except (OSError, ValueError, TypeError, AttributeError, IndexError):
-        rows = []
+        rows = dict(json.loads(path.read_text())["tools"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        rows = {}
+    rows[_endpoint_digest(endpoint)] = [found.found, found.detail]
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"tools": [*rows, [*endpoint, found.found, found.detail]]})
+    atomic_write_json(path, {"tools": rows})

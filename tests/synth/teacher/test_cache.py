@@ -67,12 +67,15 @@ def test_probes_run_once_while_shared_and_start_from_what_the_preflight_recorded
     assert asyncio.run(many(Probes())) and len(calls) == 2  # another object knows nothing
 
     path = probes_path(tmp_path / "run")
+    secret = ("https://user:sk-SECRET@y/v1", "m")  # a base URL may carry credentials: the file names a digest
     record_tools(path, ("http://x/v1", "m"), Probe("hermes", "writes <tool_call> text"))
-    record_tools(path, ("http://y/v1", "m"), Probe("native"))
+    record_tools(path, secret, Probe("native"))
     record_tools(path, ("http://x/v1", "m"), Probe("native", "calls tools"))  # a later preflight's finding replaces it
-    assert len(json.loads(path.read_text())["tools"]) == 2
-    recorded = Probes.recorded(path)
+    assert len(json.loads(path.read_text())["tools"]) == 2 and "SECRET" not in path.read_text()
+    recorded = Probes.recorded(path, ("http://x/v1", "m"))
     assert recorded.recall(("http://x/v1", "m"), "tools") == Probe("native", "calls tools")
     assert asyncio.run(many(recorded)) and len(calls) == 2  # nothing asked again
+    assert Probes.recorded(path, secret).recall(secret, "tools") == Probe("native")
+    assert Probes.recorded(path, ("http://z/v1", "m")).recall(("http://z/v1", "m"), "tools") is None
     path.write_text("{not json")
-    assert Probes.recorded(path).recall(("http://x/v1", "m"), "tools") is None
+    assert Probes.recorded(path, ("http://x/v1", "m")).recall(("http://x/v1", "m"), "tools") is None

@@ -35,7 +35,7 @@ def test_native_tool_calls_pass_and_are_recorded(tmp_path):
         [sent] = [r.body for r in srv.requests if r.path.endswith("/chat/completions")]
         assert sent["tools"][0]["function"]["name"] == "get_weather" and len(sent["messages"]) == 1
         # Recorded in the run folder, where the run's stages start from it instead of asking again.
-        assert Probes.recorded(probes_path(tmp_path)).recall((srv.base_url, "m"), "tools").found == "native"
+        assert Probes.recorded(probes_path(tmp_path), (srv.base_url, "m")).recall((srv.base_url, "m"), "tools").found == "native"
 
 
 def test_a_server_that_ignores_tools_fails_with_the_fix(tmp_path):
@@ -69,7 +69,7 @@ def test_tool_calls_in_text_name_their_format(tmp_path, protocol, parser):
         assert f"--set teacher.tool_protocol={protocol}" in p
         assert (f"--tool-call-parser {parser}" in p) == (parser is not None)
         assert problems(srv, tmp_path, "auto") == []  # auto uses that format
-        assert Probes.recorded(probes_path(tmp_path)).recall((srv.base_url, "m"), "tools").found == protocol
+        assert Probes.recorded(probes_path(tmp_path), (srv.base_url, "m")).recall((srv.base_url, "m"), "tools").found == protocol
 
 
 def test_the_probe_never_shows_the_key(tmp_path):
@@ -125,3 +125,25 @@ def test_a_key_with_surrounding_whitespace_is_stripped(tmp_path):
         assert check(CONFIG, sets, tmp_path, via="cli", env={"HOPFORGE_PF_KEY": f" {SECRET}\r\n"},
                      stages=["rollout"]) == []
         assert {r.headers["authorization"] for r in srv.requests} == {f"Bearer {SECRET}"}
+
+
+def test_a_stage_starts_from_the_preflight_s_probe_and_does_not_ask_again(tmp_path, monkeypatch):
+    import asyncio
+
+    from flows.config import load_config
+    from synth.engine.stage import Stage, StageContext
+    from synth.engine.store import Store
+    from synth.teacher.client import open_teacher
+    from synth.teacher.config import TeacherConfig
+
+    with serve(handler=text_tools_handler("hermes", renders_tools=True)) as srv:
+        assert problems(srv, tmp_path, "auto") == []
+        asked = len([r for r in srv.requests if r.path.endswith("/chat/completions")])
+        cfg = TeacherConfig(backend="openai", base_url=srv.base_url, model="m", api_key_env="HOPFORGE_PF_KEY",
+                            tool_protocol="auto")
+        ctx = StageContext(Stage(name="rollout", entry=lambda c: None, sections=("teacher",)), load_config(None),
+                           Store(tmp_path), "k")
+        monkeypatch.setenv("HOPFORGE_PF_KEY", SECRET)
+        teacher = open_teacher(cfg, tmp_path, shared=ctx.shared)
+        assert asyncio.run(teacher.backend.tool_support()).found == "hermes"
+        assert len([r for r in srv.requests if r.path.endswith("/chat/completions")]) == asked  # no second probe
