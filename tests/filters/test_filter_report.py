@@ -165,3 +165,20 @@ def test_calibration_groups_by_teacher() -> None:
 
     cal = calibration_by_teacher([f("1", "m1", [1], 2, True), f("2", "m2", [-1], 2, True)])
     assert cal["m1"]["over_confident_rate"] == 0 and cal["m2"]["over_confident_rate"] == 1
+
+
+def test_a_run_written_before_tool_counts_still_reports_its_tool_mix(tmp_path: Path) -> None:
+    """A traces table with the old n_search/n_open/n_find columns reads as tool counts."""
+    import pyarrow as pa
+
+    from synth.report.stage import load_facts
+
+    store = Store(tmp_path / "run")
+    rows = []
+    for i, (s, o) in enumerate([(3, 1), (1, 2)]):
+        row = make_trace(f"t{i}").to_row()
+        del row["tool_counts"]
+        rows.append({**row, "n_search": s, "n_open": o, "n_find": 0})
+    publish(store, "rollout", {"traces": pa.Table.from_pylist(rows)})
+    facts, _, _ = load_facts(store, 0.8)
+    assert [f.tool_counts for f in facts] == [{"search": 3, "open": 1, "find": 0}, {"search": 1, "open": 2, "find": 0}]
