@@ -10,7 +10,6 @@ field          how                          why
 ``title_key``  raw term                     exact-title lookup and the exact-title bonus
 ``text``       analyzed (freqs)             the tool's ranking: the title ``TITLE_WEIGHT`` times, then the
                                             body (BM25F with integer field weights, see below)
-``body``       unstemmed (freqs)            BM25 on the paragraphs alone, words as written (the ``body`` ranking)
 ``lead``       stored bytes (UTF-8)         the body's first ``lead_chars``: snippets, ``open``
 ``meta``       stored bytes (JSON)          description, aliases, url, links (only when present)
 =============  ==========================  ==============================================
@@ -20,6 +19,15 @@ a body longer than ``lead_chars`` (:data:`synth.tools.snippet.SCAN_CHARS`, 100,0
 characters) is stored whole in a second index, ``index_dir/long`` (``page_id`` a raw term,
 ``body`` stored bytes), read only when ``open`` or ``find`` goes past the lead
 (``meta.long`` marks such a page).  A 5 MB page then costs a search what a 100 KB one does.
+
+**The ``body`` index.**  The ``body`` ranking (plain BM25 over the paragraphs alone, words as written,
+no title: the question checks' adversary, :mod:`synth.questions.depth`) has its own index,
+``index_dir/body`` (``page_id`` a stored raw term, ``body`` unstemmed with freqs), built in a second pass
+over the same pages.  The agents' tools never read it, so the index they search carries no field it
+does not rank with (one field analysed per page, not two), and the two builds are timed apart
+(``tool_seconds``, ``body_seconds``).  ``build_index(..., body=False)`` skips it; the ``body``
+ranking is then unknown.  It holds exactly the documents of the main index, so its BM25 statistics
+(document count, mean length) are those of the pages the tool searches.
 
 ``links`` are the page's out-links, ``[anchor text, page id, title]`` in the order the page
 has them, each target once: ``open`` lists those whose anchor its window shows, as a browser
@@ -70,10 +78,11 @@ from synth.tools.analysis import (ANALYZER_NAME, MAX_TOKEN_CHARS, RAW_ANALYZER_N
 from synth.tools.snippet import SCAN_CHARS
 from synth.engine.store import atomic_write_json
 
-FORMAT = 5  # bump when the schema, the analyzer or the rendering changes
+FORMAT = 6  # bump when the schema, the analyzer or the rendering changes
 TITLE_WEIGHT = 2  # BM25F weight of the title in the ``text`` field (module docstring)
 META_FILE = "hopforge.json"
 LONG_DIR = "long"  # the bodies longer than the lead, inside the index folder
+BODY_DIR = "body"  # the ``body`` ranking's index, inside the index folder (module docstring)
 PARA_SEP = "\x1e"  # between stored paragraphs; removed from the text itself
 COLUMNS = ["page_id", "title", "paragraphs", "description", "aliases", "url"]
 
@@ -85,9 +94,16 @@ def make_schema() -> tantivy.Schema:
     sb.add_text_field("title", stored=True, tokenizer_name=ANALYZER_NAME, index_option="freq")
     sb.add_text_field("title_key", stored=False, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME, index_option="freq")
-    sb.add_text_field("body", stored=False, tokenizer_name=RAW_ANALYZER_NAME, index_option="freq")
     sb.add_bytes_field("lead", stored=True)
     sb.add_bytes_field("meta", stored=True)
+    return sb.build()
+
+
+def make_body_schema() -> tantivy.Schema:
+    """The schema of ``index_dir/body``: the ``body`` ranking's field, and the page id it returns."""
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("page_id", stored=True, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("body", stored=False, tokenizer_name=RAW_ANALYZER_NAME, index_option="freq")
     return sb.build()
 
 
@@ -114,9 +130,12 @@ def build_index(
     memory_limit: str = "2GB",
     lead_chars: int | None = SCAN_CHARS,
     title_weight: int = TITLE_WEIGHT,
+    body: bool = True,
+    body_progress: Callable[[int], object] | None = None,
 ) -> dict:
     """Index every page with text; returns ``{"pages", "indexed", "empty", "long", "links", "seconds",
-    "pages_per_s"}``.
+    "pages_per_s", "tool_seconds", "body_seconds"}`` (``seconds``: both passes; ``tool_seconds``: the
+    agents' index alone; ``body_seconds``: the ``body`` index, 0 without it).
 
     ``pages`` is the ``corpus/pages`` dataset (or its folder) and ``links`` the ``corpus/links``
     one (None: no page lists links); ``index_dir`` is created, and anything already in it is
@@ -126,6 +145,8 @@ def build_index(
     index and its whole text in ``index_dir/long`` (``long``; None: every body is stored whole
     in the index, as before the bound).  ``title_weight`` is the title's BM25F weight in ``text`` (the
     default is what the tools are tuned for; ``bench/retrieval.py --calibrate`` builds others).
+    ``body`` builds the ``body`` ranking's index in a second pass (``body_progress(n)`` after each of its
+    batches); see the module docstring.
     """
     t0 = time.perf_counter()
     if not isinstance(pages, ds.Dataset):
@@ -159,19 +180,19 @@ def build_index(
                  for c in ("description", "aliases", "url", "links")}
         ids, titles = batch.column("page_id").to_pylist(), batch.column("title").to_pylist()
         for i in range(n):
-            body = bodies[i]
-            if not body.strip(PARA_SEP):
+            page = bodies[i]
+            if not page.strip(PARA_SEP):
                 continue
-            lead = body if lead_chars is None or len(body) <= lead_chars else body[:lead_chars]
-            fields = {"page_id": ids[i], "title": titles[i], "title_key": title_key(titles[i]), "body": body,
-                      "text": ranked_text(titles[i], body, title_weight), "lead": lead.encode("utf-8")}
+            lead = page if lead_chars is None or len(page) <= lead_chars else page[:lead_chars]
+            fields = {"page_id": ids[i], "title": titles[i], "title_key": title_key(titles[i]),
+                      "text": ranked_text(titles[i], page, title_weight), "lead": lead.encode("utf-8")}
             if extra["links"][i]:
                 extra["links"][i] = _first_per_target(extra["links"][i])
                 n_links += len(extra["links"][i])
             meta = {c: extra[c][i] for c in extra if extra[c][i]}
-            if len(lead) < len(body):
+            if len(lead) < len(page):
                 meta["long"] = True
-                long_writer.add_document(tantivy.Document(page_id=ids[i], body=body.encode("utf-8")))
+                long_writer.add_document(tantivy.Document(page_id=ids[i], body=page.encode("utf-8")))
                 n_long += 1
             if meta:
                 fields["meta"] = orjson.dumps(meta)
@@ -184,6 +205,13 @@ def build_index(
     writer.wait_merging_threads()
     long_writer.commit()
     long_writer.wait_merging_threads()
+    tool_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    if body:
+        n_body = _build_body(pages, index_dir / BODY_DIR, batch_rows, n_threads, heap, body_progress)
+        if n_body != n_out:
+            raise RuntimeError(f"index: the body index holds {n_body} pages, the index {n_out}; rebuild it")
+    body_seconds = time.perf_counter() - t1 if body else 0.0
     seconds = time.perf_counter() - t0
     stats = {
         "pages": n_in,
@@ -193,13 +221,36 @@ def build_index(
         "links": n_links,
         "seconds": round(seconds, 3),
         "pages_per_s": round(n_in / seconds, 1) if seconds > 0 else None,
+        "tool_seconds": round(tool_seconds, 3),
+        "body_seconds": round(body_seconds, 3),
     }
     atomic_write_json(
         index_dir / META_FILE,
         {"format": FORMAT, "analyzer": ANALYZER_NAME, "max_token_chars": MAX_TOKEN_CHARS, "title_weight": title_weight,
-         "docs": n_out, "pages": n_in, "empty": n_in - n_out},
+         "docs": n_out, "pages": n_in, "empty": n_in - n_out, "body": body},
     )
     return stats
+
+
+def _build_body(pages: ds.Dataset, body_dir: Path, batch_rows: int, n_threads: int, heap: int,
+                progress: Callable[[int], object] | None) -> int:
+    """Index every page with text into ``body_dir`` for the ``body`` ranking; returns how many."""
+    body_dir.mkdir()
+    index = tantivy.Index(make_body_schema(), path=str(body_dir), reuse=False)
+    index.register_tokenizer(RAW_ANALYZER_NAME, raw_analyzer())
+    writer = index.writer(heap_size=heap, num_threads=n_threads)
+    n_out = 0
+    for batch in pages.to_batches(columns=["page_id", "paragraphs"], batch_size=batch_rows):
+        bodies = rendered_bodies(batch.column("paragraphs")).to_pylist()
+        for pid, text in zip(batch.column("page_id").to_pylist(), bodies):
+            if text.strip(PARA_SEP):
+                writer.add_document(tantivy.Document(page_id=pid, body=text))
+                n_out += 1
+        if progress is not None:
+            progress(batch.num_rows)
+    writer.commit()
+    writer.wait_merging_threads()
+    return n_out
 
 
 def ranked_text(title: str, body: str, weight: int = TITLE_WEIGHT) -> str:

@@ -26,7 +26,8 @@ colons, ``AND OR NOT`` and brackets are just characters and cannot raise.
   without drowning a page whose text holds every query word; a query equal to a title
   (case-insensitively) gets a large bonus, so "exact title" finds its page first.
 * ``body``: plain BM25 over the body alone, no title, no bonus and no stemming (the words as written,
-  :func:`~synth.tools.analysis.raw_analyzer`).  The question checks use it as an adversary the tool's
+  :func:`~synth.tools.analysis.raw_analyzer`), served from its own index, ``index_dir/body``, which the
+  agents' tools never read (:mod:`synth.tools.build`).  The question checks use it as an adversary the tool's
   own ranking is not (:mod:`synth.questions.depth`): it finds a page by a rare inflected word
   ("centralized") that the stemmer makes common, and by its text where a title would outrank it.
 
@@ -52,7 +53,7 @@ import orjson
 import tantivy
 
 from synth.corpus.titles import page_order
-from synth.tools.build import FORMAT, LONG_DIR, META_FILE, PARA_SEP, build_index
+from synth.tools.build import BODY_DIR, FORMAT, LONG_DIR, META_FILE, PARA_SEP, build_index
 from synth.tools.snippet import best_paragraph, match_spans
 from synth.tools.analysis import (ANALYZER_NAME, RAW_ANALYZER_NAME, analyzer, clean_text, query_terms, raw_analyzer,
                                   snippet_window, title_key)
@@ -109,11 +110,73 @@ class FusedRanking:
         return reciprocal_rank_fusion(lists, k, self.weights)
 
 
-class _Lexical:
-    """A built-in BM25 ranking of one field (``text``: the tool's, with the exact-title bonus; ``body``)."""
+class _Searcher:
+    """One tantivy index's searcher (the agents' index, or ``index_dir/body``): its top hits with ties
+    broken by page id, excluded pages left out, and the page id of a document address.
 
-    def __init__(self, index: "SearchIndex", field: str, exact_title: bool, raw: bool = False):
-        self.index, self.field, self.exact_title, self.raw = index, field, exact_title, raw
+    Open once and share between threads: it only reads the one searcher made at open time.
+    """
+
+    def __init__(self, index: tantivy.Index):
+        self.index, self.schema, self.searcher = index, index.schema, index.searcher()
+        self._ids: dict[tuple[int, int], str] = {}  # document address -> page id (a dict is safe across threads)
+
+    def page_id(self, addr) -> str:
+        """The page id of a document address, read once (addresses are fixed for the searcher's life)."""
+        key = (addr.segment_ord, addr.doc)
+        pid = self._ids.get(key)
+        if pid is None:
+            if len(self._ids) >= MAX_REMEMBERED_IDS:
+                self._ids.clear()  # a bound on memory over a long run; the ids are read again as needed
+            pid = self._ids[key] = self.searcher.doc(addr)["page_id"][0]
+        return pid
+
+    def ranked(self, query: tantivy.Query, k: int, exclude_page_ids: Iterable[str] = ()) -> list[tuple]:
+        """The top ``k`` (score, address, page id) of ``query``, excluded pages left out, ties by page id.
+
+        Masking: the excluded pages are resolved to their document addresses and the search
+        asks for ``k + len(excluded)`` hits, so after dropping them exactly the top ``k`` of
+        the remaining pages are left, the same result a ``MustNot`` clause would give, at
+        half the cost (a ``MustNot`` turns block-max WAND off).
+        """
+        excluded = self.addresses(exclude_page_ids)
+        want = k + len(excluded)
+
+        def top(limit: int) -> list:
+            hits = self.searcher.search(query, limit=limit, count=False).hits
+            return [h for h in hits if (h[1].segment_ord, h[1].doc) not in excluded] if excluded else hits
+
+        # One hit past k shows whether hits tie at the cut; then all the tied ones are
+        # fetched and ordered by page id, so results do not depend on segment order.
+        hits = top(want + 1)
+        if len(hits) > k and hits[k][0] == hits[k - 1][0]:
+            hits = top(want + 64)
+            cut = hits[k - 1][0]
+            hits = [h for h in hits if h[0] >= cut]
+        else:
+            hits = hits[:k]
+        ranked = [(score, addr, self.page_id(addr)) for score, addr in hits]
+        ranked.sort(key=lambda h: (-h[0], h[2]))
+        return ranked[:k]
+
+    def addresses(self, page_ids: Iterable[str]) -> set[tuple[int, int]]:
+        """(segment, doc) of each indexed page in ``page_ids`` (a lone string is one id)."""
+        if isinstance(page_ids, str):
+            page_ids = [page_ids]
+        out = set()
+        for pid in page_ids:
+            if isinstance(pid, str) and pid:
+                q = tantivy.Query.term_query(self.schema, "page_id", pid, index_option="basic")
+                out.update((a.segment_ord, a.doc) for _, a in self.searcher.search(q, 4, count=False).hits)
+        return out
+
+
+class _Lexical:
+    """A built-in BM25 ranking of one field of one index (``text`` of the agents' index: the tool's, with
+    the exact-title bonus; ``body`` of ``index_dir/body``)."""
+
+    def __init__(self, source: _Searcher, field: str, exact_title: bool, raw: bool = False):
+        self.source, self.field, self.exact_title, self.raw = source, field, exact_title, raw
 
     def query(self, query: str, terms: list[str]) -> tantivy.Query:
         """One flat disjunction of term queries.
@@ -121,7 +184,7 @@ class _Lexical:
         Kept flat (no nested boolean, no ``MustNot``) because only then does tantivy run
         block-max WAND over it, which halves the cost of a query on long posting lists.
         """
-        schema, tq = self.index._schema, tantivy.Query.term_query
+        schema, tq = self.source.schema, tantivy.Query.term_query
         clauses = [(_S, tq(schema, self.field, t, index_option="freq")) for t in terms]
         key = title_key(query) if self.exact_title else ""
         if key:
@@ -145,7 +208,7 @@ class _Lexical:
             return []
         # tantivy adds the clauses' scores in clause order, in float32: "a b" and "b a" can differ in the last
         # bit and break a tie the other way. Sorted, the ranking is a function of the bag of terms (memo_key).
-        return self.index._ranked(self.query(query, sorted(terms)), min(int(k), MAX_K), exclude)
+        return self.source.ranked(self.query(query, sorted(terms)), min(int(k), MAX_K), exclude)
 
     def top(self, query: str, k: int, exclude: frozenset[str] = frozenset()) -> list[str]:
         return [pid for _, _, pid in self.ranked(query, k, exclude)]
@@ -160,17 +223,15 @@ class SearchIndex:
 
     def __init__(self, index: tantivy.Index, meta: dict, index_dir: Path, snippet_chars: int = 300):
         self._index = index
-        self._schema = index.schema
-        self._searcher = index.searcher()
+        self._main = _Searcher(index)
+        self._schema, self._searcher = self._main.schema, self._main.searcher
         long_index = tantivy.Index.open(str(index_dir / LONG_DIR))
         self._long_schema, self._long = long_index.schema, long_index.searcher()  # bodies past the lead
         self.meta = meta
         self.index_dir = index_dir
         self.snippet_chars = snippet_chars
         self.num_docs: int = self._searcher.num_docs
-        self._ids: dict[tuple[int, int], str] = {}  # document address -> page id (a dict is safe across threads)
-        self._rankings: dict[str, Ranking] = {"tool": _Lexical(self, "text", True),
-                                              "body": _Lexical(self, "body", False, raw=True)}
+        self._rankings: dict[str, Ranking] = {"tool": _Lexical(self._main, "text", True)}
         self.default_ranking = "tool"
 
     def register_ranking(self, name: str, ranking: Ranking) -> None:
@@ -185,6 +246,14 @@ class SearchIndex:
         try:
             return self._rankings[name]
         except KeyError:
+            if name == "body" and self.meta.get("body") and (self.index_dir / BODY_DIR / "meta.json").is_file():
+                # Opened on first use: the agents' tools never ask for it (two threads may both open it; one wins).
+                body = tantivy.Index.open(str(self.index_dir / BODY_DIR))
+                body.register_tokenizer(RAW_ANALYZER_NAME, raw_analyzer())
+                return self._rankings.setdefault("body", _Lexical(_Searcher(body), "body", False, raw=True))
+            if name == "body":
+                raise ValueError(f"the index in {self.index_dir} was built without the body ranking's index "
+                                 f"({BODY_DIR}/): rebuild it with build_index(..., body=True)") from None
             raise ValueError(f"unknown ranking {name!r}; known: {', '.join(sorted(self._rankings))}") from None
 
     @classmethod
@@ -226,7 +295,7 @@ class SearchIndex:
         if not terms:
             return []
         ranker = self.ranking(ranking or self.default_ranking)
-        if isinstance(ranker, _Lexical):
+        if isinstance(ranker, _Lexical) and ranker.source is self._main:
             docs = [self._searcher.doc(addr).to_dict() for _, addr, _ in ranker.ranked(query, k, exclude_page_ids)]
         else:
             docs = [d for d in (self._lookup("page_id", pid) for pid in
@@ -269,55 +338,6 @@ class SearchIndex:
         if isinstance(page_ids, str):
             return frozenset([page_ids])
         return frozenset(p for p in page_ids if isinstance(p, str) and p)
-
-    def _page_id(self, addr) -> str:
-        """The page id of a document address, read once (addresses are fixed for the searcher's life)."""
-        key = (addr.segment_ord, addr.doc)
-        pid = self._ids.get(key)
-        if pid is None:
-            if len(self._ids) >= MAX_REMEMBERED_IDS:
-                self._ids.clear()  # a bound on memory over a long run; the ids are read again as needed
-            pid = self._ids[key] = self._searcher.doc(addr)["page_id"][0]
-        return pid
-
-    def _ranked(self, query: tantivy.Query, k: int, exclude_page_ids: Iterable[str] = ()) -> list[tuple]:
-        """The top ``k`` (score, address, page id) of ``query``, excluded pages left out, ties by page id.
-
-        Masking: the excluded pages are resolved to their document addresses and the search
-        asks for ``k + len(excluded)`` hits, so after dropping them exactly the top ``k`` of
-        the remaining pages are left, the same result a ``MustNot`` clause would give, at
-        half the cost (a ``MustNot`` turns block-max WAND off).
-        """
-        excluded = self._addresses(exclude_page_ids)
-        want = k + len(excluded)
-
-        def top(limit: int) -> list:
-            hits = self._searcher.search(query, limit=limit, count=False).hits
-            return [h for h in hits if (h[1].segment_ord, h[1].doc) not in excluded] if excluded else hits
-
-        # One hit past k shows whether hits tie at the cut; then all the tied ones are
-        # fetched and ordered by page id, so results do not depend on segment order.
-        hits = top(want + 1)
-        if len(hits) > k and hits[k][0] == hits[k - 1][0]:
-            hits = top(want + 64)
-            cut = hits[k - 1][0]
-            hits = [h for h in hits if h[0] >= cut]
-        else:
-            hits = hits[:k]
-        ranked = [(score, addr, self._page_id(addr)) for score, addr in hits]
-        ranked.sort(key=lambda h: (-h[0], h[2]))
-        return ranked[:k]
-
-    def _addresses(self, page_ids: Iterable[str]) -> set[tuple[int, int]]:
-        """(segment, doc) of each indexed page in ``page_ids`` (a lone string is one id)."""
-        if isinstance(page_ids, str):
-            page_ids = [page_ids]
-        out = set()
-        for pid in page_ids:
-            if isinstance(pid, str) and pid:
-                q = tantivy.Query.term_query(self._schema, "page_id", pid, index_option="basic")
-                out.update((a.segment_ord, a.doc) for _, a in self._searcher.search(q, 4, count=False).hits)
-        return out
 
     def _idf(self, terms: list[str]) -> dict[str, float]:
         """BM25 idf of each term over the pages' ``text`` (the weights of paragraph scoring)."""

@@ -350,6 +350,33 @@ def test_body_ranking_ignores_titles(countries):
     assert tool[0] == "4" and set(body) == {"4", "5", "9"}
 
 
+def test_the_body_ranking_has_its_own_index_that_the_tools_never_read(countries, tmp_path):
+    import tantivy
+
+    from synth.tools.build import BODY_DIR
+
+    # The agents' index holds no body field (one analysed field a page); the body ranking searches index/body.
+    with pytest.raises(ValueError):
+        tantivy.Query.term_query(countries._schema, "body", "europe")
+    fresh = SearchIndex.open(countries.index_dir)
+    fresh.search("landlocked country", 3)
+    assert "body" not in fresh._rankings  # opened only when a check asks for it
+    body = countries.ranking("body")
+    assert body.source is not countries._main and body.source.searcher.num_docs == countries.num_docs
+    # Masking, snippets and k work through it as through the tool's ranking.
+    assert sorted(countries.search_ids("Europe", 8, exclude_page_ids=["5"], ranking="body")) == ["4", "9"]
+    assert len(countries.search_ids("Europe", 2, exclude_page_ids=["9"], ranking="body")) == 2
+    hits = countries.search("landlocked country", 1, ranking="body")
+    assert hits[0]["title"] == "Austria" and "landlocked" in hits[0]["snippet"].lower()
+    # Built without it, the index still serves the tools, and asking for the body ranking says how to get it.
+    stats = build_index(countries.index_dir.parent / "pages", tmp_path / "nobody", threads=1, heap_mb=32, body=False)
+    assert not (tmp_path / "nobody" / BODY_DIR).exists() and stats["body_seconds"] == 0
+    bare = SearchIndex.open(tmp_path / "nobody")
+    assert bare.search("landlocked country in Central Europe", 1)[0]["title"] == "Austria"
+    with pytest.raises(ValueError, match="without the body ranking"):
+        bare.search_ids("Europe", 3, ranking="body")
+
+
 def test_a_registered_ranking_serves_search_with_snippets_and_fusion(countries):
     from synth.tools.search import FusedRanking, reciprocal_rank_fusion
 
