@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,10 +28,11 @@ from typing import Any, Sequence
 import yaml
 
 from flows.config import Config
+from synth.engine.reports import PassFacts, RunReports, read_reports
 from synth.engine.runner import SUMMARY_COLUMNS, summary_rows
 from synth.engine.stage import StageOutcome
 from synth.report.headline import read_headline
-from synth.report.stage import funnel_steps, read_reports, teacher_totals
+from synth.report.stage import funnel_steps, teacher_totals
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
 from synth.text.markdown import md_code, md_fence, md_text
@@ -77,8 +77,9 @@ def cost_table(out: str | Path, outcomes: Sequence[StageOutcome], price: Price |
     their ``prompt tokens`` are all the prompt tokens and their cost is under ``cost_with_cache_usd``.
     """
     rows = []
+    reports = read_reports(Path(out))
     for o in outcomes:
-        t = TeacherUsage.from_report(_stage_report(out, o.name).get("teacher") or o.report.get("teacher"))
+        t = TeacherUsage.from_report(reports.teacher(o.name) or o.typed_report.teacher)
         if t is None:
             continue
         u = t.priced(price)
@@ -106,14 +107,6 @@ def cost_table(out: str | Path, outcomes: Sequence[StageOutcome], price: Price |
 
 def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 6)
-
-
-def _stage_report(out: str | Path, stage: str) -> dict:
-    p = Path(out) / "reports" / f"{stage}.json"
-    try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def safe_config(cfg: Config) -> dict:
@@ -211,18 +204,19 @@ def report_markdown(out: str | Path, cfg: Config | None = None, outcomes: Sequen
     return "\n".join(lines)
 
 
-def _headline(reports: dict[str, dict], headline) -> list[str]:
-    q, r, f = (reports.get(s) or {} for s in ("questions", "rollout", "filter"))
+def _headline(reports: RunReports, headline) -> list[str]:
+    reports = RunReports.of(reports)
+    q, r, f = reports.questions, reports.rollout, reports.filter
     rows = []
     if q:
-        rows.append(("questions accepted", f"{int(q.get('output', 0)):,} of {int(q.get('input', 0)):,} drafted"))
+        rows.append(("questions accepted", f"{int(q.output or 0):,} of {int(q.input or 0):,} drafted"))
     if r:
-        rows.append(("traces", f"{int(r.get('output', 0)):,}"))
+        rows.append(("traces", f"{int(r.output or 0):,}"))
     if f:
-        rows.append(("kept SFT rows", f"{int(f.get('output', 0)):,}"))
-        p = f.get("pass") or {}
-        if p.get("pass@1") is not None:
-            rows.append(("pass@1 / pass@n", f"{p['pass@1']} / {p.get('pass@n')}"))
+        rows.append(("kept SFT rows", f"{int(f.output or 0):,}"))
+        p = f.pass_ or PassFacts()
+        if p.pass_at_1 is not None:
+            rows.append(("pass@1 / pass@n", f"{p.pass_at_1} / {p.pass_at_n}"))
     if headline is not None:
         each = headline.per_kept(headline.total)
         if each["calls"] is not None:

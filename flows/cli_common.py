@@ -89,7 +89,7 @@ def teacher_rows(outcomes) -> list[list]:
 
     rows = []
     for o in outcomes:
-        t = TeacherUsage.from_report(o.report.get("teacher"))
+        t = TeacherUsage.from_report(o.typed_report.teacher)
         if t is None:
             continue
         rows.append([o.name + (" (reused)" if o.reused else ""), t.requests, t.cache_hits, t.retries, t.failed,

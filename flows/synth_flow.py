@@ -152,10 +152,10 @@ def stage_task(stage_name: str, cfg: Config, out: str) -> StageOutcome:
     stage = PIPELINE[stage_name]
     executor = PrefectShardExecutor() if stage.sharded else None
     outcome = PIPELINE.run_stage(stage, cfg, Store(out), progress=False, executor=executor, cpu_pool=cpu_pool())
-    r = outcome.report
+    r = outcome.typed_report
     run_logger().info("%s: %s in %.1fs: %s in, %s out, %s dropped, %d teacher calls", stage_name,
-                      "reused" if outcome.reused else "ran", outcome.seconds, r.get("input", "?"),
-                      r.get("output", "?"), sum((r.get("dropped") or {}).values()), outcome.teacher_calls)
+                      "reused" if outcome.reused else "ran", outcome.seconds, "?" if r.input is None else r.input,
+                      "?" if r.output is None else r.output, sum(r.dropped.values()), outcome.teacher_calls)
     return outcome
 
 
@@ -216,7 +216,7 @@ def synth_flow(config: str = "configs/demo.yaml", overrides: list[str] = [], out
         "ran": [o.name for o in outcomes if not o.reused],
         "reused": [o.name for o in outcomes if o.reused],
         "teacher_calls": sum(o.teacher_calls for o in outcomes),
-        "outputs": {o.name: o.report.get("output") for o in outcomes},
+        "outputs": {o.name: o.typed_report.output for o in outcomes},
         "seconds": round(time.monotonic() - t0, 2),
         "run_report": str(root / "reports" / "run.json"),
     }

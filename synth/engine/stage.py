@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from synth.engine.config import ConfigView, RootConfig
 from synth.engine.progress import Bar
+from synth.engine.reports import REPORT_TYPES, StageReport
 from synth.engine.store import ShardWriter, Store
 from synth.engine.workers import CpuPool, CpuWork, cpu_map, processes_for
 
@@ -327,3 +328,8 @@ class StageOutcome:
     seconds: float
     report: dict
     teacher_calls: int = 0  # requests this run paid for (0 when reused)
+
+    @property
+    def typed_report(self) -> StageReport:
+        """:attr:`report`, typed (:mod:`synth.engine.reports`)."""
+        return REPORT_TYPES.get(self.name, StageReport).from_dict(self.report)

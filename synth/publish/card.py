@@ -34,6 +34,8 @@ from filters.base import NOT_BEST
 from filters.correctness import CorrectnessFilter
 from filters.rlconfig import STUDENT
 from synth.engine.records import SPLITS, Split
+from synth.engine.reports import (AdversaryCount, AnswerFacts, BandedReport, DepthFacts, FilterReport, IngestReport,
+                                  PassFacts, QuestionsReport, RunReports, StageReport)
 from synth.publish.decontam import decontam_section
 from synth.publish.signals import signals_section
 from synth.report.headline import read_headline
@@ -89,7 +91,7 @@ SECRET_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY")
 
 # ---- facts -----------------------------------------------------------------------------------
 
-def corpus_facts(source: str | None, identity: str | None, ingest: dict) -> dict:
+def corpus_facts(source: str | None, identity: str | None, ingest: IngestReport | None) -> dict:
     """What the corpus was: ``kind`` (kilt / demo / other), a one-line ``label``, pages and links.
 
     Only a file *name* is kept from a local source path (a path names a user's folders).
@@ -111,10 +113,10 @@ def corpus_facts(source: str | None, identity: str | None, ingest: dict) -> dict
     else:
         kind, label = "other", (f"a KILT-format dump {md_code(base)} (snapshot date not recorded)" if base
                                 else "not recorded (no `source` in reports/ingest.json)")
-    links = ingest.get("links") if isinstance(ingest.get("links"), dict) else {}
+    ingest = IngestReport.of(ingest)
     shown = identity[:16] if identity and re.fullmatch(r"[0-9a-f]{16,}", identity) else None
     return {"kind": kind, "label": label, "identity": shown,
-            "pages": ingest.get("output"), "links": links.get("output")}
+            "pages": ingest.output, "links": ingest.links.output if ingest.links else None}
 
 
 def column_counts(path: Path, column: str) -> dict[str, int]:
@@ -140,7 +142,7 @@ def _config_matches(cfg: Any, stage: str, entry: dict | None) -> bool:
     return cfg.section_hash(*entry["sections"]) == entry["config"]
 
 
-def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Price | None = None
+def teacher_usage(reports: RunReports, stages: tuple[str, ...], price: Price | None = None
                   ) -> dict[str, dict[str, float | None]]:
     """Tokens and cost the data took to make, per stage: sent *and* cached calls (a cache hit was paid once).
 
@@ -148,9 +150,10 @@ def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Pric
     recorded tokens, so a price set after the teacher stages ran still prices them; without it,
     the cost the stage recorded (None: not priced).
     """
+    reports = RunReports.of(reports)
     out: dict[str, dict[str, float | None]] = {}
     for name in stages:
-        usage = TeacherUsage.from_report((reports.get(name) or {}).get("teacher"))
+        usage = TeacherUsage.from_report(reports.teacher(name))
         if usage is None:
             continue
         # server_cached_prompt_tokens: the part of prompt_tokens the server served from its own prefix cache.
@@ -161,7 +164,7 @@ def teacher_usage(reports: dict[str, dict], stages: tuple[str, ...], price: Pric
     return out
 
 
-def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, configs: list[dict],
+def card_facts(root: Path, manifest: dict, reports: RunReports, cfg: Any, configs: list[dict],
                skipped: dict[str, str], pcfg: Any, target: str, version: str, target_kind: str = "local") -> dict:
     """Everything the card states, as plain data (see :func:`render_card`).
 
@@ -169,6 +172,7 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
     (``ORG/NAME``, ``target_kind`` ``hub``) or the local folder (``local``).  ``configs`` carry ``splits``
     (``{split: {"rows", "shards"}}``) and ``files`` (the shard paths in the dataset).
     """
+    reports = RunReports.of(reports)
     stages = manifest.get("stages", {})
     split_cfg = None
     if _config_matches(cfg, "questions", stages.get("questions")):
@@ -186,14 +190,14 @@ def card_facts(root: Path, manifest: dict, reports: dict[str, dict], cfg: Any, c
                       "max_tool_calls": f.max_tool_calls, "max_repeats": f.max_repeats, "max_tokens": f.max_tokens,
                       "decontamination files": len(f.decontaminate), "ngram": f.ngram,
                       "keep_per_question": f.keep_per_question}
-    ingest = reports.get("ingest") or {}
+    ingest = reports.ingest or IngestReport()
     return {
         "version": version, "target": target, "target_kind": target_kind, "pretty_name": pcfg.pretty_name, "split_cfg": split_cfg,
         "tags": list(dict.fromkeys(BASE_TAGS + list(pcfg.tags))),
         "configs": configs, "skipped": skipped,
         "stage_keys": {s: (e or {}).get("key") for s, e in sorted(stages.items())},
         "reports": reports,
-        "corpus": corpus_facts(ingest.get("source"), (stages.get("ingest") or {}).get("extra"), ingest),
+        "corpus": corpus_facts(ingest.source, (stages.get("ingest") or {}).get("extra"), ingest),
         "teacher_models": {t: column_counts(root / t, "teacher_model") for t in ("questions", "traces", "sft")},
         "teacher_cfg": teacher_cfg,
         "prompts": prompt_hashes(),
@@ -252,18 +256,18 @@ def front_matter(f: dict) -> dict:
     return meta
 
 
-def _funnel(filter_report: dict) -> list[str]:
+def _funnel(filter_report: FilterReport) -> list[str]:
     """Rows of the filter funnel, reasons in chain order (then best-of-n, then anything else)."""
-    dropped = dict(filter_report.get("dropped") or {})
-    order = list(dict.fromkeys(r for r in filter_report.get("reason_order") or [] if r in dropped))
+    dropped = dict(filter_report.dropped)
+    order = list(dict.fromkeys(r for r in filter_report.reason_order if r in dropped))
     order += [r for r in (*CorrectnessFilter.reasons, NOT_BEST) if r in dropped and r not in order]
     order += sorted(r for r in dropped if r not in order)
-    left = filter_report.get("input")
+    left = filter_report.input
     rows = ["| step | dropped | remaining |", "| --- | ---: | ---: |", f"| traces in | | {_n(left)} |"]
     for r in order:
         left = left - dropped[r] if isinstance(left, int) else None
         rows.append(f"| {md_code(r, table=True)} | {_n(dropped[r])} | {_n(left)} |")
-    rows.append(f"| **kept (`sft`)** | | **{_n(filter_report.get('output'))}** |")
+    rows.append(f"| **kept (`sft`)** | | **{_n(filter_report.output)}** |")
     return rows
 
 
@@ -330,69 +334,70 @@ def _verl_command(target: str, configs: list[dict], local: bool) -> list[str]:
             f'  "data.train_files=[{listed}]" "data.val_files=[{listed}]"']), "bash")
 
 
-def _band_lines(reports: dict, configs: list[dict]) -> list[str]:
+def _band_lines(reports: RunReports, configs: list[dict]) -> list[str]:
     """The RL band, by split, from the stage that measured the published pool (the filter for the teacher,
     ``rl_band`` for the student), beside the ``rl_pool`` rows published per split: for the pooled splits the
     band count and the published rows are the same number."""
-    fr = reports.get("filter") or {}
-    src = reports.get("rl_band") if fr.get("band_by") == STUDENT else fr
-    by_split = (src or {}).get("bands_by_split")
-    if not by_split:
+    reports = RunReports.of(reports)
+    fr = reports.filter or FilterReport()
+    src: BandedReport | None = reports.rl_band if fr.band_by == STUDENT else fr
+    if src is None or not src.bands_by_split:
         return []
+    by_split = src.bands_by_split
     rl = next((c for c in configs if c["name"] == "rl_pool"), None) or {}
     published = {s: v["rows"] for s, v in (rl.get("splits") or {}).items()}
-    pooled = set(src.get("bands_of_splits") or [])
-    lines = [f"RL difficulty band, measured by {md_code(src.get('band_model'))} (questions by correct rollouts c of n, "
+    pooled = set(src.bands_of_splits)
+    lines = [f"RL difficulty band, measured by {md_code(src.band_model)} (questions by correct rollouts c of n, "
              "per split). The band (1 <= c <= n-1) of the pooled splits is published as the `rl_pool` config; the "
              "other splits are counted, not published.", "",
              "| split | all wrong (c = 0) | band (1 <= c <= n-1) | all right (c = n) | `rl_pool` rows published |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for split, b in by_split.items():
         rows = _n(published.get(split, 0)) if split in pooled else "not pooled"
-        lines.append(f"| {md_text(split)} | {_n(b.get('all_wrong', 0))} | {_n(b.get('rl_pool', 0))} | "
-                     f"{_n(b.get('all_right', 0))} | {rows} |")
+        lines.append(f"| {md_text(split)} | {_n(b.all_wrong)} | {_n(b.rl_pool)} | {_n(b.all_right)} | {rows} |")
     return lines + [""]
 
 
-def distillation_lines(fr: dict, exact: float | None = None) -> list[str]:
+def distillation_lines(fr: FilterReport, exact: float | None = None) -> list[str]:
     """What the student learns from the teacher (``reports/filter.json``): the context of the SFT rows, the
     reasoning they carry and its share of the trained tokens (exact from the sft stage's mask report when the
     run has one), how answers were judged, and the preference pairs."""
+    fr = FilterReport.of(fr)
     md: list[str] = []
-    ctx = fr.get("context") or {}
+    ctx = fr.context
     if ctx:
         how = ("every tool observation in full, one row per kept trajectory, every assistant turn trained"
-               if ctx.get("policy") == "full" else
+               if ctx.policy == "full" else
                "one row per assistant turn, holding the context the teacher saw for it (older observations as "
-               f"placeholders, the latest {ctx.get('keep_observations')} in full), only that turn trained")
-        md += ["### Context", "", f"`sft.context` is `{ctx.get('policy')}`: {how}; {_n(fr.get('sft_rows'))} `sft` "
-               f"rows from {_n(fr.get('output'))} kept trajectories. The student's evaluation and its RL band see the "
+               f"placeholders, the latest {ctx.keep_observations} in full), only that turn trained")
+        md += ["### Context", "", f"`sft.context` is `{ctx.policy}`: {how}; {_n(fr.sft_rows)} `sft` "
+               f"rows from {_n(fr.output)} kept trajectories. The student's evaluation and its RL band see the "
                "same context.", ""]
-    r = fr.get("reasoning") or {}
+    r = fr.reasoning
     if r:
-        share = r.get("share_of_assistant_tokens")
+        share = r.share_of_assistant_tokens
         md += ["### Reasoning", "",
-               f"{_n(r.get('traces_with_reasoning'))} of {_n(r.get('traces'))} kept trajectories carry the teacher's "
-               f"reasoning (`reasoning_content`), trained as `sft.reasoning` `{r.get('mode')}`"
+               f"{_n(r.traces_with_reasoning)} of {_n(r.traces)} kept trajectories carry the teacher's "
+               f"reasoning (`reasoning_content`), trained as `sft.reasoning` `{r.mode}`"
                + (f"; it is {share:.1%} of the tokens the assistant writes" if share is not None else "")
                + (f", {exact:.1%} of the trained tokens of the student's SFT run" if exact is not None else "")
                + ".", ""]
-    m, a = fr.get("match") or {}, (fr.get("answers") or {}).get("aliases") or {}
+    m, a = fr.match, (fr.answers or AnswerFacts()).aliases
     if m:
         md += ["### Answers", "",
                "An answer is right when it names the answer page (its title or an alias the corpus supports, "
                "Unicode folded), never when it is the title of another page; token F1 judges free text only. "
-               f"Verdicts: page {_n(m.get('page'))}, F1 {_n(m.get('f1'))}, another page {_n(m.get('other_page'))}, "
-               f"qualified sibling {_n(m.get('qualified'))}, no match {_n(m.get('none'))}; "
-               f"{_n(a.get('dropped', 0))} teacher-written aliases without support in the corpus were not accepted.", ""]
-    p = fr.get("preference") or {}
+               f"Verdicts: page {_n(m.page)}, F1 {_n(m.f1)}, another page {_n(m.other_page)}, "
+               f"qualified sibling {_n(m.qualified)}, no match {_n(m.none)}; "
+               f"{_n(a.dropped or 0)} teacher-written aliases without support in the corpus were not accepted.", ""]
+    p = fr.preference
     if p:
-        b = p.get("by_rejected") or {}
+        b = p.by_rejected
         md += ["### Preference pairs", "",
-               f"`preference` holds {_n(p.get('pairs'))} DPO pairs, each against another rollout of the same question: "
+               f"`preference` holds {_n(p.pairs)} DPO pairs, each against another rollout of the same question: "
                "a wrong answer where there is one, else a correct one with a lower entity rubric ("
                + ", ".join(f"`{k}` {_n(v)}" for k, v in b.items())
-               + f"); {_n(p.get('without_rejected'))} kept trajectories had no other rollout to pair. "
+               + f"); {_n(p.without_rejected)} kept trajectories had no other rollout to pair. "
                "Load it with `load_dataset(..., \"preference\", split=\"sft\")` and train with TRL's `DPOTrainer`; "
                "`chosen` and `rejected` are whole trajectories, and DPOTrainer scores their tool observations too.", ""]
     return md
@@ -430,11 +435,11 @@ def _cost_rows(usage: dict, kept: int) -> list[str]:
     return rows
 
 
-def _depth_section(q: dict) -> list[str]:
+def _depth_section(q: QuestionsReport | None) -> list[str]:
     """The card's effective-depth section, from the questions report (empty when it has none)."""
-    depth = q.get("depth") or {}
-    kept, checked = depth.get("kept") or {}, depth.get("checked") or {}
-    if not kept.get("questions"):
+    depth = QuestionsReport.of(q).depth or DepthFacts()
+    kept, checked = depth.kept, depth.checked
+    if not kept.questions:
         return []
     lines = ["## Effective depth", "",
              "A question's effective depth is the number of hops a solver with a search tool must walk: the hops "
@@ -442,22 +447,22 @@ def _depth_section(q: dict) -> list[str]:
              "hop's sentence, or the whole question) returns in the top k of the corpus's index. Every clue names "
              "its entity by vague attributes that only the previous page resolves, and the questions stage drops a "
              "question whose effective depth is below its `questions.min_effective_depth` share of its hops.", "",
-             f"Of the {_n(kept['questions'])} questions kept: mean nominal depth {_n(kept['mean_nominal'])} hops, "
-             f"mean effective depth {_n(kept['mean_effective'])} (ratio {_n(kept['ratio'])}); "
-             f"{_n(round(100 * kept['full_depth_share'], 1))}% need every hop."]
-    if checked.get("questions"):
-        lines[-1] += (f" Of the {_n(checked['questions'])} drafts the validators checked, the ratio was "
-                      f"{_n(checked['ratio'])} and {_n(round(100 * checked['full_depth_share'], 1))}% needed every hop.")
-    adv = depth.get("adversaries") or {}
-    if (adv.get("kept") or {}) and adv.get("names"):
+             f"Of the {_n(kept.questions)} questions kept: mean nominal depth {_n(kept.mean_nominal)} hops, "
+             f"mean effective depth {_n(kept.mean_effective)} (ratio {_n(kept.ratio)}); "
+             f"{_n(round(100 * kept.full_depth_share, 1))}% need every hop."]
+    if checked.questions:
+        lines[-1] += (f" Of the {_n(checked.questions)} drafts the validators checked, the ratio was "
+                      f"{_n(checked.ratio)} and {_n(round(100 * checked.full_depth_share, 1))}% needed every hop.")
+    adv = depth.adversaries
+    if adv.kept and adv.names:
         lines += ["", "The depth is measured against every one of these searches, not only the agents' own tool, "
                   "each at the agents' largest k:", "",
                   "| search | drafts it entered | hops those entries skip | kept questions that need every hop |",
                   "| --- | ---: | ---: | ---: |"]
-        for name in adv["names"]:
-            c, k = (adv.get("checked") or {}).get(name) or {}, adv["kept"].get(name) or {}
-            share = k.get("full_depth_share")
-            lines.append(f"| {ADVERSARY_TEXT.get(name) or md_text(name)} | {_n(c.get('entered', 0))} | {_n(c.get('hops_caught', 0))} | "
+        for name in adv.names:
+            c, k = adv.checked.get(name) or AdversaryCount(), adv.kept.get(name) or AdversaryCount()
+            share = k.full_depth_share
+            lines.append(f"| {ADVERSARY_TEXT.get(name) or md_text(name)} | {_n(c.entered or 0)} | {_n(c.hops_caught or 0)} | "
                          + (f"{_n(round(100 * share, 1))}% |" if share is not None else "- |"))
     return lines + [""]
 
@@ -470,8 +475,8 @@ ADVERSARY_TEXT = {"tool": "the agents' search tool (BM25F over title and text)",
 
 def render_card(f: dict) -> str:
     """The whole ``README.md``: YAML front matter, then the Markdown body."""
-    reports = f["reports"]
-    fr = reports.get("filter") or {}
+    reports = RunReports.of(f["reports"])
+    fr = reports.filter or FilterReport()
     kept = next((c["rows"] for c in f["configs"] if c["name"] == "sft"), 0)
     md: list[str] = ["---", yaml.safe_dump(front_matter(f), sort_keys=False, allow_unicode=True,
                                            default_flow_style=False).rstrip(), "---", "",
@@ -501,18 +506,18 @@ def render_card(f: dict) -> str:
     md += [f"- {md_code(s)}: {SPLIT_TEXT[s]}." for s in _splits_present(f["configs"]) if s in SPLIT_TEXT]
     md += ["", "Rows per split:", ""] + _split_rows(f["configs"]) + [""]
 
-    def out(stage: str) -> str:
-        return _n((reports.get(stage) or {}).get("output"))
+    def out(r: StageReport | None) -> str:
+        return _n(r.output if r else None)
 
     md += ["## Pipeline", "",
-           f"1. **walks**: random walks of k hops over the link graph ({out('walks')} walks"
-           + (f", plus {out('expand')} expanded subgraphs" if reports.get("expand") else "") + ").",
+           f"1. **walks**: random walks of k hops over the link graph ({out(reports.walks)} walks"
+           + (f", plus {out(reports.expand)} expanded subgraphs" if reports.expand else "") + ").",
            f"2. **questions**: a teacher writes one multi-hop question through every entity of a walk; "
-           f"verified questions kept: {out('questions')}.",
+           f"verified questions kept: {out(reports.questions)}.",
            f"3. **rollouts**: teacher ReAct agents answer each question with search / open / find over a local "
-           f"BM25 index of the corpus (the answer page masked); {out('rollout')} traces.",
-           "4. **filters**: " + ", ".join(md_code(x) for x in (fr.get("chain") or [])) + ", then best-of-n by "
-           f"entity rubric; {_n(fr.get('output'))} kept as `sft`.",
+           f"BM25 index of the corpus (the answer page masked); {out(reports.rollout)} traces.",
+           "4. **filters**: " + ", ".join(md_code(x) for x in (fr.chain or [])) + ", then best-of-n by "
+           f"entity rubric; {_n(fr.output)} kept as `sft`.",
            "5. **datasets**: `sft`"
            + (", `preference` (DPO pairs)" if any(c["name"] == "preference" for c in f["configs"]) else "")
            + ", `rl_pool` (difficulty band), `questions` and `traces` (provenance)"
@@ -520,8 +525,8 @@ def render_card(f: dict) -> str:
            "Stage content keys (from the run's manifest): "
            + ", ".join(f"{md_text(s)} {md_code(k)}" for s, k in f["stage_keys"].items() if k) + ".", ""]
 
-    md += _depth_section(reports.get("questions") or {})
-    md += decontam_section(reports.get("questions") or {})
+    md += _depth_section(reports.questions)
+    md += decontam_section(reports.questions)
 
     c = f["corpus"]
     md += ["## Corpus", "", f"Source: {c['label']}."
@@ -550,19 +555,19 @@ def render_card(f: dict) -> str:
               + ", ".join(md_code(x) for x in old) + "." if old else ""),
            ""]
 
-    md += ["## Filters", "", "Chain: " + " -> ".join(md_code(x) for x in (fr.get("chain") or [])) + ", then "
+    md += ["## Filters", "", "Chain: " + " -> ".join(md_code(x) for x in (fr.chain or [])) + ", then "
            "best-of-n (`not_best`). A trace stops at the first filter that drops it.", ""] + _funnel(fr) + [""]
     if f["filter_cfg"]:
         md += ["Settings: " + ", ".join(f"{k} {md_code(_n(v))}" for k, v in f["filter_cfg"].items()) + ".", ""]
-    ps = fr.get("pass") or {}
-    if ps.get("questions"):
-        md += [f"Teacher pass rates over {_n(ps['questions'])} questions ({_n(ps.get('samples'))} rollouts): "
-               + ", ".join(f"{k} {_n(ps[k])}" for k in ("pass@1", "pass@2", "pass@4", "pass@8", "pass@n") if k in ps)
+    ps = fr.pass_ or PassFacts()
+    if ps.questions:
+        md += [f"Teacher pass rates over {_n(ps.questions)} questions ({_n(ps.samples)} rollouts): "
+               + ", ".join(f"{k} {_n(ps.at[k])}" for k in ("pass@1", "pass@2", "pass@4", "pass@8", "pass@n") if k in ps.at)
                + ".", ""]
     md += _band_lines(reports, f["configs"])
     md += distillation_lines(fr, f.get("student_reasoning_share"))
 
-    md += signals_section({c["name"] for c in f["configs"]}, fr.get("guidance"))
+    md += signals_section({c["name"] for c in f["configs"]}, fr.guidance)
 
     md += ["## Cost", ""]
     if f["usage"]:
@@ -577,7 +582,7 @@ def render_card(f: dict) -> str:
         md += ["No teacher usage was recorded (no `teacher` key in the reports).", ""]
     if f["judge_usage"]:
         j = f["judge_usage"]["filter"]
-        who = " and ".join(w for w, on in (("LLM judge", "judge" in fr), ("RL baselines", "baselines" in fr)) if on)
+        who = " and ".join(w for w, on in (("LLM judge", fr.judge is not None), ("RL baselines", fr.baselines is not None)) if on)
         md += [f"The filter stage's {who or 'teacher'} used a further {_n(j['prompt_tokens'])} prompt and "
                f"{_n(j['completion_tokens'])} completion tokens"
                + (f" ({_n(round(j['cost_usd'], 6))} USD)." if j["cost_usd"] is not None else "."), ""]

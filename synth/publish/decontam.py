@@ -10,12 +10,13 @@ against benchmark files, so a reader never takes silence for a guarantee.
 from __future__ import annotations
 
 from synth.decontam.check import LEVELS, REASONS
+from synth.engine.reports import QuestionsReport
 from synth.text.markdown import md_code
 
 
-def decontam_section(questions_report: dict) -> list[str]:
+def decontam_section(questions_report: QuestionsReport | None) -> list[str]:
     """The card's lines (a heading, a table, a note on the levels) for the questions stage's report."""
-    entry = questions_report.get("decontamination")
+    entry = QuestionsReport.of(questions_report).decontamination
     lines = ["## Decontamination", ""]
     if not entry or not entry.get("benchmarks"):
         return lines + ["The questions were not checked against benchmark files (`questions.decontaminate` was "

@@ -482,6 +482,7 @@ def publish(out_dir: str | Path, target: str, cfg: Any, overwrite: bool = False)
 def _publish(root: Path, tgt: "Target", cfg: Any, overwrite: bool) -> dict:
     """:func:`publish`, with ``root``'s run lock held."""
     from synth.publish.card import card_facts, leaked_secret, render_card
+    from synth.engine.reports import RunReports
     from synth.engine.runner import VERSION
 
     pcfg = cfg.publish
@@ -526,7 +527,7 @@ def _publish(root: Path, tgt: "Target", cfg: Any, overwrite: bool) -> dict:
                             "columns": columns, "files": files, "id": id_col, "split_column": split_col})
         # the load snippet names the real target: the repo, or the folder as an absolute path
         where = tgt.where if tgt.kind == "hub" else str(sink.root)
-        facts = card_facts(root, manifest, reports, cfg, configs, skipped, pcfg, where, VERSION, tgt.kind)
+        facts = card_facts(root, manifest, RunReports(reports), cfg, configs, skipped, pcfg, where, VERSION, tgt.kind)
         card = render_card(facts)
         var = leaked_secret(card, (cfg.teacher.api_key_env,))
         if var:

@@ -9,7 +9,7 @@ train from the published data with no extra labelling.  The text follows the def
 
 from __future__ import annotations
 
-from typing import Any
+from synth.engine.reports import GuidanceFacts
 
 LABEL_FIELDS = [
     ("turn", "the assistant turn, counted from 1"),
@@ -46,7 +46,7 @@ REWARD_MODES = [
 ]
 
 
-def signals_section(config_names: set[str], guidance: dict[str, Any] | None = None) -> list[str]:
+def signals_section(config_names: set[str], guidance: GuidanceFacts | None = None) -> list[str]:
     """The card's Markdown lines for the labels and the RL fields of the configs that are published."""
     if not config_names & {"sft", "traces", "rl_pool"}:
         return []
@@ -61,9 +61,9 @@ def signals_section(config_names: set[str], guidance: dict[str, Any] | None = No
     if "rl_pool" in config_names:
         md += ["", "`rl_pool`'s `extra_info` also holds:", ""]
         md += [f"- `{name}`: {text}." for name, text in RL_FIELDS]
-        if guidance and (guidance.get("rows") or guidance.get("without_correct_rollout")):
-            md += ["", f"Guided rows: {guidance.get('rows', 0)}; all-wrong questions left out for want of a correct "
-                       f"rollout: {guidance.get('without_correct_rollout', 0)}."]
+        if guidance and (guidance.rows or guidance.without_correct_rollout):
+            md += ["", f"Guided rows: {guidance.rows or 0}; all-wrong questions left out for want of a correct "
+                       f"rollout: {guidance.without_correct_rollout or 0}."]
         md += ["", "hopforge's reward (`filters/reward.py`, `reward_kwargs.mode`) reads them:", ""]
         md += [f"- `{name}`: {text}." for name, text in REWARD_MODES]
         md += ["", "Each mode passes a format gate first (a malformed response scores 0) and takes two optional "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from filters.rlconfig import STUDENT, TEACHER
+from synth.engine.reports import BandedReport, RunReports
 from synth.text.markdown import md_code, md_text
 
 # The stages that measure a band, and whose rollouts they count (the prefix of extra_info.band_model).
@@ -47,30 +48,30 @@ def pool_writer(root: Path) -> str | None:
     return parts[1] if len(parts) > 2 and parts[0] == ".stages" else None
 
 
-def band_rows(reports: dict[str, dict], root: Path) -> list[dict[str, Any]]:
+def band_rows(reports: RunReports, root: Path) -> list[dict[str, Any]]:
     """One row per (measuring stage, split): the band counts, and the ``rl_pool`` rows of that model and split.
 
     ``in_pool`` says whether the stage wrote the ``rl_pool`` the folder holds now and the split is one its
     pool draws from; then ``band`` and ``rows`` are the same number.
     """
+    reports = RunReports.of(reports)
     rows_by = table_rows(root)
     writer = pool_writer(root)
     out = []
     for stage in BAND_STAGES:
-        r = reports.get(stage) or {}
-        by_split = r.get("bands_by_split")
-        if not by_split:
+        r = reports.get(stage)
+        if not isinstance(r, BandedReport) or not r.bands_by_split:
             continue
-        model = r.get("band_model") or "unknown"
+        model = r.band_model or "unknown"
         writes = stage == writer
-        for split, bands in by_split.items():
-            out.append({"stage": stage, "model": model, "split": split, **{b: int(bands.get(b, 0)) for b in BAND_ORDER},
-                        "in_pool": writes and split in (r.get("bands_of_splits") or []),
+        for split, bands in r.bands_by_split.items():
+            out.append({"stage": stage, "model": model, "split": split, **{b: int(getattr(bands, b)) for b in BAND_ORDER},
+                        "in_pool": writes and split in r.bands_of_splits,
                         "rows": rows_by.get((BAND_STAGES[stage], split), 0)})
     return out
 
 
-def band_section(md: list[str], reports: dict[str, dict], root: Path, summary: dict[str, Any], plots: Any,
+def band_section(md: list[str], reports: RunReports, root: Path, summary: dict[str, Any], plots: Any,
                  out: Path, fig: Callable[[str, str], None]) -> list[str]:
     """Append the band section (a table and a figure of the same numbers); returns what was skipped."""
     rows = band_rows(reports, root)
@@ -88,9 +89,10 @@ def band_section(md: list[str], reports: dict[str, dict], root: Path, summary: d
                   f"{'' if r['in_pool'] else ' (not pooled)'} | "
                   f"{r['all_wrong']:,} | {r['rl_pool']:,} | {r['all_right']:,} | {r['rows']:,} |")
     md.append("")
+    reports = RunReports.of(reports)
     for stage in BAND_STAGES:
-        r = reports.get(stage) or {}
-        if stage == "filter" and r.get("band_by") == STUDENT:
+        r = reports.get(stage)
+        if stage == "filter" and isinstance(r, BandedReport) and r.band_by == STUDENT:
             md += ["`rl.band_by` is `student`: the filter measured the teacher's band but wrote no `rl_pool`; the "
                    "`rl_band` stage after `sft` writes it from the student's rollouts (its figures are those of its "
                    "last run, `reports/rl_band.json`).", ""]

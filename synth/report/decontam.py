@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from synth.decontam.check import LEVELS, REASONS
+from synth.engine.reports import QuestionsReport
 from synth.text.markdown import md_code, md_text, one_line
 
 
@@ -30,9 +31,9 @@ def _example(level: str, ex: dict) -> str:
             f"{_cell(ex.get('question'), 70)} (answer {_cell(ex.get('answer'), 30)})")
 
 
-def decontamination_section(md: list[str], questions_report: dict | None) -> dict | None:
+def decontamination_section(md: list[str], questions_report: QuestionsReport | None) -> dict | None:
     """Append the section to ``md`` when the questions stage decontaminated; returns its entry (or None)."""
-    entry = (questions_report or {}).get("decontamination")
+    entry = QuestionsReport.of(questions_report).decontamination
     if not entry:
         return None
     levels = [LEVELS[r] for r in REASONS]

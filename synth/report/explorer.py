@@ -45,7 +45,7 @@ from filters.base import AFTER_CHAIN, NOT_BEST, reason_filters
 from synth.engine.records import SPLITS, Split
 from synth.engine.conversation import Conversation
 from synth.engine.store import MissingInput, Store
-from synth.report.runinfo import funnel_rows, read_reports
+from synth.report.runinfo import RunReports, funnel_rows, read_reports
 from synth.text.answers import is_correct
 
 SHARD_SIZE = 200  # questions at most per detail shard
@@ -400,9 +400,10 @@ def _figure_captions(out: Path) -> dict[str, str]:
     return {m.group(2): m.group(1) for m in re.finditer(r"!\[([^\]]*)\]\(([^)\s]+)\)", md)}
 
 
-def _chain(reports: dict[str, dict]) -> list[str]:
+def _chain(reports: RunReports) -> list[str]:
     """The filter chain the filter stage reported (empty when it has not run)."""
-    chain = list((reports.get("filter") or {}).get("chain") or [])
+    reports = RunReports.of(reports)
+    chain = list((reports.filter.chain if reports.filter else None) or [])
     if chain and "correctness" not in chain:  # the filter stage appends it when it is not listed
         chain.append("correctness")
     return chain

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from synth.engine.records import SPLITS
 from synth.engine.store import MissingInput, Store
+from synth.engine.reports import RunReports, StageReport
 from synth.report.runinfo import read_reports
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
@@ -153,14 +154,15 @@ def _show(v: float | None, digits: int) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
-def headline_figures(reports: Mapping[str, Mapping], rollout_by_split: Mapping[str, Spend] | None = None,
+def headline_figures(reports: RunReports, rollout_by_split: Mapping[str, Spend] | None = None,
                      questions_by_split: Mapping[str, int] | None = None, price: Price | None = None
                      ) -> Headline | None:
     """The headline from the stage reports (``reports/<stage>.json``), the rollout's spend by split (from
     the traces, :func:`traces_by_split`) and the accepted questions by split; None when no stage recorded
     teacher usage or no filter stage reported the kept rows."""
-    f = reports.get("filter")
-    usage = {s: TeacherUsage.from_report((reports.get(s) or {}).get("teacher")) for s in STAGES}
+    reports = RunReports.of(reports)
+    f = reports.filter
+    usage = {s: TeacherUsage.from_report(reports.teacher(s)) for s in STAGES}
     if f is None or all(u is None for u in usage.values()):
         return None
     cells: list[Cell] = []
@@ -176,7 +178,7 @@ def headline_figures(reports: Mapping[str, Mapping], rollout_by_split: Mapping[s
         if u is None:
             continue
         total = Spend.of_usage(u)
-        parts = _split(stage, total, reports.get(stage) or {}, rollout_by_split, questions_by_split)
+        parts = _split(stage, total, reports.get(stage) or StageReport(), rollout_by_split, questions_by_split)
         for split, spend in parts.items():
             add(stage, split, spend)
         if stage == "rollout" and parts:  # the traces may account for more than the report (a reused shard)
@@ -190,10 +192,10 @@ def headline_figures(reports: Mapping[str, Mapping], rollout_by_split: Mapping[s
     for s in stage_totals:
         grand = grand.plus(s)
     add(ALL, ALL, grand)
-    return Headline(int(f.get("output", 0)), cells, price is not None)
+    return Headline(int(f.output or 0), cells, price is not None)
 
 
-def _split(stage: str, total: Spend, report: Mapping, rollout_by_split: Mapping[str, Spend] | None,
+def _split(stage: str, total: Spend, report: StageReport, rollout_by_split: Mapping[str, Spend] | None,
            questions_by_split: Mapping[str, int] | None) -> dict[str, Spend]:
     if stage == "rollout" and rollout_by_split:
         parts = {s: rollout_by_split[s] for s in SPLITS if s in rollout_by_split}
@@ -205,7 +207,7 @@ def _split(stage: str, total: Spend, report: Mapping, rollout_by_split: Mapping[
         return parts
     if stage == "questions" and questions_by_split:
         accepted = {s: int(questions_by_split[s]) for s in SPLITS if questions_by_split.get(s)}
-        drafted = max(int(report.get("input", 0)), sum(accepted.values()))
+        drafted = max(int(report.input or 0), sum(accepted.values()))
         if not drafted:
             return {}
         parts = {s: total.scaled(n / drafted) for s, n in accepted.items()}

@@ -48,6 +48,8 @@ from synth.report.decontam import decontamination_section
 from synth.report.band import band_section
 from synth.report.explorer import write_explorer
 from synth.report.headline import read_headline
+from synth.engine.reports import (AnswerFacts, ContextFacts, FilterReport, MatchFacts, PreferenceFacts, ReasoningFacts,
+                                  RolloutReasoning, RolloutReport, RunReports, StageReport)
 from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
 from synth.report.trust import trust_sections
 from synth.rollout.labels import evidence_states
@@ -257,15 +259,15 @@ def _step(label: str, count: int, unit: str, kind: str, dropped: int | None = No
     return {"label": label, "count": int(count), "unit": unit, "kind": kind, "dropped": dropped, "note": note}
 
 
-def filter_drops(report: dict, verdicts: list[dict] | None) -> dict[str, int]:
+def filter_drops(report: StageReport, verdicts: list[dict] | None) -> dict[str, int]:
     """Traces the filter stage dropped, by reason: its report, else each trace's verdict (first failing reason)."""
-    dropped = {k: int(v) for k, v in (report.get("dropped") or {}).items()}
+    dropped = {k: int(v) for k, v in report.dropped.items()}
     if not dropped and verdicts:
         dropped = dict(Counter(v["reason"] for v in verdicts if not v.get("kept") and v.get("reason")))
     return dropped
 
 
-def funnel_steps(reports: dict[str, dict], verdicts: list[dict] | None = None) -> list[dict]:
+def funnel_steps(reports: RunReports, verdicts: list[dict] | None = None) -> list[dict]:
     """The funnel in stage order, each step one unit: questions drafted and accepted; traces; the traces
     left after each drop reason of the filter chain (chain order), after setting aside the traces of
     questions outside the sft split (``held_out``); the kept SFT rows (best of n, ``not_best``).
@@ -275,25 +277,26 @@ def funnel_steps(reports: dict[str, dict], verdicts: list[dict] | None = None) -
     and ``note`` (the reasons).  Per-reason counts of the filter come from ``reports/filter.json``
     (``dropped`` and ``reason_order``, the reasons in chain order), else from ``filter/verdicts``.
     """
+    reports = RunReports.of(reports)
     steps: list[dict] = []
-    q = reports.get("questions")
+    q = reports.questions
     if q:
-        drafted, accepted = int(q.get("input", 0)), int(q.get("output", 0))
+        drafted, accepted = int(q.input or 0), int(q.output or 0)
         steps.append(_step("drafted", drafted, "questions", "questions"))
         steps.append(_step("accepted by the validators", accepted, "questions", "questions",
-                           dropped=drafted - accepted, note=_reasons(dict(q.get("dropped") or {}))))
-    r, f = reports.get("rollout"), reports.get("filter")
-    traces = int(r.get("output", 0)) if r else (int(f.get("input", 0)) if f else None)
+                           dropped=drafted - accepted, note=_reasons(dict(q.dropped))))
+    r, f = reports.rollout, reports.filter
+    traces = int(r.output or 0) if r else (int(f.input or 0) if f else None)
     if traces is not None:
-        n = (r or {}).get("n")
-        rdrop = {k: int(v) for k, v in ((r or {}).get("dropped") or {}).items()}
+        n = r.n if r else None
+        rdrop = {k: int(v) for k, v in (r.dropped if r else {}).items()}
         steps.append(_step(f"rollouts (n = {n} per question)" if n else "rollouts", traces, "traces", "traces",
                            dropped=sum(rdrop.values()) or None, note=_reasons(rdrop)))
     if f:
         dropped = filter_drops(f, verdicts)
-        order = [x for x in (f.get("reason_order") or []) if x not in AFTER_CHAIN]
+        order = [x for x in f.reason_order if x not in AFTER_CHAIN]
         order += sorted(x for x in dropped if x not in order and x not in AFTER_CHAIN)
-        remaining = int(f.get("input", traces or 0))
+        remaining = int(f.input if f.input is not None else traces or 0)
         for reason in order:
             d = dropped.get(reason, 0)
             remaining -= d
@@ -301,18 +304,19 @@ def funnel_steps(reports: dict[str, dict], verdicts: list[dict] | None = None) -
         remaining -= dropped.get(HELD_OUT, 0)
         steps.append(_step(f"after {HELD_OUT} (sft-split questions only)", remaining, "traces", "traces",
                            dropped=dropped.get(HELD_OUT, 0)))
-        kept = int(f.get("output", 0))
+        kept = int(f.output or 0)
         steps.append(_step("kept: best of n (SFT rows)", kept, "SFT rows", "kept", dropped=remaining - kept,
                            note=NOT_BEST if remaining - kept else ""))
     return steps
 
 
-def teacher_totals(reports: dict[str, dict], price: Price | None = None) -> dict[str, dict[str, float]]:
+def teacher_totals(reports: RunReports, price: Price | None = None) -> dict[str, dict[str, float]]:
     """Teacher usage per stage (``teacher`` key of questions / rollout / filter) and in total, priced by
     :meth:`~synth.teacher.stats.TeacherUsage.priced`.  ``total`` has a cost only when every stage has one."""
+    reports = RunReports.of(reports)
     per: dict[str, PricedUsage] = {}
     for name in STAGE_ORDER:
-        usage = TeacherUsage.from_report((reports.get(name) or {}).get("teacher"))
+        usage = TeacherUsage.from_report(reports.teacher(name))
         if usage is not None:
             per[name] = usage.priced(price)
     out = {name: p.as_dict() for name, p in per.items()}
@@ -420,7 +424,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
                       hops, "Hops per question", "hops (path length - 1)", ("question", "questions"), discrete=True)
     else:
         rep.skipped.append("questions")
-    if (decon := decontamination_section(md, reports.get("questions"))) is not None:
+    if (decon := decontamination_section(md, reports.questions)) is not None:
         rep.summary["decontamination"] = decon
     rep.skipped += trust_sections(md, store.root, reports, verdicts, rep.summary, fig)
     rep.skipped += band_section(md, reports, store.root, rep.summary, plots, out, fig)
@@ -429,7 +433,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
         # The per-question success figure shows the questions rl_pool draws from (the split(s) the filter banded),
         # all of them sampled n times, so its band bars are the band of the table; other splits are sampled
         # adaptively (sft) or once (eval) and would only blur it.
-        pooled = set((reports.get("filter") or {}).get("bands_of_splits") or [])
+        pooled = set(reports.filter.bands_of_splits if reports.filter else [])
         pool_ids = ({qid for qid, split in zip(questions, questions.column("split")) if split in pooled}
                     if questions else set())
         _trace_sections(md, facts, reports, out, rep, plots, fig, min_tool_calls, max_tool_calls,
@@ -438,7 +442,7 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     else:
         rep.skipped.append("traces")
 
-    distillation_section(md, reports.get("filter"), rep.summary, reports.get("rollout"))
+    distillation_section(md, reports.filter, rep.summary, reports.rollout)
     _cost_section(md, reports, rep, price)
     if (headline := read_headline(store.root, price)) is not None:
         md += ["## Per kept SFT row", ""] + headline.markdown()
@@ -457,8 +461,9 @@ def build_report(store: Store, out: Path, min_f1: float = 0.8, *, min_tool_calls
     return rep
 
 
-def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict] | None, out: Path, rep: Report,
+def _funnel_section(md: list[str], reports: RunReports, verdicts: list[dict] | None, out: Path, rep: Report,
                     plots: Any, fig: Any) -> None:
+    reports = RunReports.of(reports)
     rows = funnel_rows(reports)
     steps = funnel_steps(reports, verdicts)
     md += ["## Funnel", ""]
@@ -472,9 +477,9 @@ def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict
         if any(s["kind"] == "questions" for s in steps):
             parts.append("questions drafted (one per walk or subgraph) and accepted by the validators (upper "
                          "panel, counted in questions)")
-        chain = (reports.get("filter") or {}).get("chain")
+        chain = reports.filter.chain if reports.filter else None
         trace_part = "traces (lower panel, counted in traces): every rollout"
-        if reports.get("filter"):
+        if reports.filter:
             trace_part += (", then the traces left after each drop reason of the filter chain in chain order"
                            + (f" ({' -> '.join(md_text(x) for x in chain)})" if chain else "")
                            + ", after setting aside traces of rl and eval questions (held_out), and the kept SFT "
@@ -504,7 +509,7 @@ def _funnel_section(md: list[str], reports: dict[str, dict], verdicts: list[dict
         rep.summary["funnel"] = rows
 
 
-def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, dict], out: Path, rep: Report,
+def _trace_sections(md: list[str], facts: list[TraceFacts], reports: RunReports, out: Path, rep: Report,
                     plots: Any, fig: Any, t_min: int | None, t_max: int | None,
                     pool: tuple[list[str], set[str]] = ([], set())) -> None:
     one_per_turn = sum(1 for f in facts if f.n_turns == f.n_tool_calls + 1)
@@ -514,7 +519,8 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: dict[str, d
            "and answer in one more (turns = tool calls + 1), so turns are not plotted apart from tool calls.", ""]
     kept = [f.kept for f in facts]
     known = all(k is not None for k in kept)
-    chain = (reports.get("filter") or {}).get("chain")
+    reports = RunReports.of(reports)
+    chain = reports.filter.chain if reports.filter else None
     in_chain = chain is None or "low_step" in chain
     plots.tool_calls([f.n_tool_calls for f in facts], kept if known else None, t_min, t_max, out / "tool_calls.png",
                      low_step_in_chain=in_chain)
@@ -599,73 +605,74 @@ def _evidence_sections(md: list[str], facts: list[TraceFacts], out: Path, rep: R
     rep.summary["calibration"] = cal
 
 
-def distillation_section(md: list[str], filter_report: dict | None, summary: dict,
-                         rollout_report: dict | None = None) -> None:
+def distillation_section(md: list[str], filter_report: FilterReport | None, summary: dict,
+                         rollout_report: RolloutReport | None = None) -> None:
     """What the student learns from the teacher (``reports/filter.json``): the SFT rows' context (``sft.context``),
     the reasoning they carry and its share of what the assistant writes, how answers were judged (page identity
     first) and the teacher aliases the corpus did not support, and the preference pairs.  The scalars also go to
     ``summary``, which the explorer shows.  ``rollout_report`` says where the teacher's server put its reasoning
     (and so where it was sent back)."""
-    fr = filter_report or {}
-    if not any(k in fr for k in ("context", "reasoning", "match", "preference")):
+    fr = FilterReport.of(filter_report)
+    if all(x is None for x in (fr.context, fr.reasoning, fr.match, fr.preference)):
         return
     md += ["## Distillation", ""]
-    ctx, r = fr.get("context") or {}, fr.get("reasoning") or {}
+    ctx, r = fr.context or ContextFacts(), fr.reasoning or ReasoningFacts()
     if ctx:
-        summary["sft_context"] = ctx.get("policy")
-        summary["sft_rows"] = fr.get("sft_rows")
-        md += [f"Context `{ctx.get('policy')}`: {fr.get('sft_rows', 0):,} SFT rows from {fr.get('output', 0):,} kept "
-               "traces (" + ("every observation in full, every assistant turn trained" if ctx.get("policy") == "full"
+        summary["sft_context"] = ctx.policy
+        summary["sft_rows"] = fr.sft_rows
+        md += [f"Context `{ctx.policy}`: {fr.sft_rows or 0:,} SFT rows from {fr.output or 0:,} kept "
+               "traces (" + ("every observation in full, every assistant turn trained" if ctx.policy == "full"
                              else "one row per assistant turn, the context the teacher saw for it, that turn trained")
                + "); the student's eval and band see the same context.", ""]
     if r:
-        share = r.get("share_of_assistant_tokens")
-        summary["sft_rows_with_reasoning"] = r.get("traces_with_reasoning")
+        share = r.share_of_assistant_tokens
+        summary["sft_rows_with_reasoning"] = r.traces_with_reasoning
         if share is not None:
             summary["reasoning_share_of_assistant_tokens"] = share
-        md += [f"Reasoning: {r.get('traces_with_reasoning', 0):,} of {r.get('traces', 0):,} kept traces carry the "
-               f"teacher's reasoning (`sft.reasoning`: {r.get('mode')})"
+        md += [f"Reasoning: {r.traces_with_reasoning or 0:,} of {r.traces or 0:,} kept traces carry the "
+               f"teacher's reasoning (`sft.reasoning`: {r.mode})"
                + (f"; it is {share:.1%} of the tokens the assistant writes (the trained part; the sft stage's "
                   "mask_report.json gives its exact share of the trained tokens)" if share is not None else "")
                + ".", ""]
-    seen = (rollout_report or {}).get("reasoning") or {}
-    if seen.get("field"):
-        where = "in `<think>` blocks of its content" if seen["field"] == "think" else f"under `{seen['field']}`"
-        summary["teacher_reasoning_field"] = seen["field"]
-        md += [f"The teacher's server returned its reasoning {where} ({seen.get('traces', 0):,} traces), and every "
+    seen = RolloutReport.of(rollout_report).reasoning or RolloutReasoning()
+    if seen.where:
+        where = "in `<think>` blocks of its content" if seen.where == "think" else f"under `{seen.where}`"
+        summary["teacher_reasoning_field"] = seen.where
+        md += [f"The teacher's server returned its reasoning {where} ({seen.traces or 0:,} traces), and every "
                "earlier turn's reasoning was sent back to it there.", ""]
-    m, a = fr.get("match") or {}, fr.get("answers") or {}
+    m, a = fr.match or MatchFacts(), fr.answers or AnswerFacts()
     if m:
-        aliases, others = a.get("aliases") or {}, a.get("other_titles") or {}
-        summary["answers_other_page"] = m.get("other_page", 0) + m.get("qualified", 0)
+        aliases, others = a.aliases, a.other_titles
+        summary["answers_other_page"] = (m.other_page or 0) + (m.qualified or 0)
         md += ["Answers are judged by page identity first (`synth/text/answers.py`): "
-               f"{m.get('page', 0):,} named the answer page (its title or an alias the corpus supports, Unicode "
-               f"folded), {m.get('f1', 0):,} were free text within token F1 of it, {m.get('other_page', 0):,} named "
-               f"another page of the corpus, {m.get('qualified', 0):,} a qualified sibling page (\"X (...)\"), and "
-               f"{m.get('none', 0):,} matched nothing.", ""]
-        if a.get("corpus"):
-            ex = aliases.get("dropped_examples") or []
-            summary["aliases_dropped"] = aliases.get("dropped", 0)
-            md += [f"{others.get('questions', 0):,} questions have other pages within F1 {others.get('min_f1')} of "
-                   f"their answer ({others.get('titles', 0):,} titles), which never count as right. Of "
-                   f"{aliases.get('teacher', 0):,} teacher-written aliases, {aliases.get('dropped', 0):,} have no "
+               f"{m.page or 0:,} named the answer page (its title or an alias the corpus supports, Unicode "
+               f"folded), {m.f1 or 0:,} were free text within token F1 of it, {m.other_page or 0:,} named "
+               f"another page of the corpus, {m.qualified or 0:,} a qualified sibling page (\"X (...)\"), and "
+               f"{m.none or 0:,} matched nothing.", ""]
+        if a.corpus:
+            ex = aliases.dropped_examples
+            summary["aliases_dropped"] = aliases.dropped or 0
+            md += [f"{others.questions or 0:,} questions have other pages within F1 {others.min_f1} of "
+                   f"their answer ({others.titles or 0:,} titles), which never count as right. Of "
+                   f"{aliases.teacher or 0:,} teacher-written aliases, {aliases.dropped or 0:,} have no "
                    "support in the corpus (not a name of the page, nor the text of a link to it) and are not accepted"
                    + (f", e.g. {ex[0]['alias']!r} for {ex[0]['answer']!r}" if ex else "") + ".", ""]
-    p = fr.get("preference") or {}
+    p = fr.preference or PreferenceFacts()
     if p:
-        b = p.get("by_rejected") or {}
-        summary["preference_pairs"] = p.get("pairs")
-        md += [f"Preference pairs (`preference`, DPO): {p.get('pairs', 0):,}; the rejected rollout by why it lost: "
+        b = p.by_rejected
+        summary["preference_pairs"] = p.pairs
+        md += [f"Preference pairs (`preference`, DPO): {p.pairs or 0:,}; the rejected rollout by why it lost: "
                + ", ".join(f"`{k}` {v:,}" for k, v in b.items())
-               + f"; {p.get('without_rejected', 0):,} kept traces had no other rollout to pair.", ""]
+               + f"; {p.without_rejected or 0:,} kept traces had no other rollout to pair.", ""]
 
 
-def _cost_section(md: list[str], reports: dict[str, dict], rep: Report, price: Price | None = None) -> None:
+def _cost_section(md: list[str], reports: RunReports, rep: Report, price: Price | None = None) -> None:
+    reports = RunReports.of(reports)
     per = teacher_totals(reports, price)
     if not per:
         rep.skipped.append("teacher usage (no `teacher` key in the reports)")
         return
-    kept = (reports.get("filter") or {}).get("output")
+    kept = reports.filter.output if reports.filter else None
     cols = [k for k in TEACHER_KEYS if any(k in v for v in per.values())]
     if price is not None:
         how = (f"USD at teacher.price_per_mtok of the current config ({price.describe()}), applied to the tokens "

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from synth.engine.records import SPLITS
+from synth.engine.reports import AdversaryCount, DepthFacts, RunReports
 from synth.text.markdown import md_code, md_text
 
 
@@ -44,7 +45,7 @@ def _values(hist: dict[str, int] | None) -> list[int]:
     return [int(v) for v, n in (hist or {}).items() for _ in range(n)]
 
 
-def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts: list[dict] | None,
+def trust_sections(md: list[str], root: Path, reports: RunReports, verdicts: list[dict] | None,
                    summary: dict[str, Any], fig: Any) -> list[str]:
     """Append the sections to ``md``, their figures through ``fig`` (:class:`synth.report.stage.Figures`);
     returns the names of those skipped for want of inputs."""
@@ -64,27 +65,26 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
     else:
         skipped.append("splits")
 
-    q = reports.get("questions")
+    reports = RunReports.of(reports)
+    q = reports.questions
     if q:
         md += ["## Question validators", "",
                "Every question any teacher writes is checked; a failed check is a named drop (after one repair "
                "request, where the stage makes one).", "", "| reason | dropped |", "| --- | ---: |"]
-        for reason, n in sorted((q.get("dropped") or {}).items(), key=lambda kv: -kv[1]):
+        for reason, n in sorted(q.dropped.items(), key=lambda kv: -kv[1]):
             md.append(f"| {md_code(reason, table=True)} | {n:,} |")
         md.append("")
-        repairs = q.get("repairs")
-        if isinstance(repairs, dict) and repairs:
+        if q.repairs:
             md += ["| repaired reason | attempted | repaired |", "| --- | ---: | ---: |"]
-            for reason, r in sorted(repairs.items()):
-                if isinstance(r, dict):
-                    md.append(f"| {md_code(reason, table=True)} | {r.get('attempted', 0):,} | {r.get('repaired', 0):,} |")
+            for reason, r in sorted(q.repairs.items()):
+                md.append(f"| {md_code(reason, table=True)} | {r.attempted or 0:,} | {r.repaired or 0:,} |")
             md.append("")
-        summary["question_drops"] = dict(q.get("dropped") or {})
+        summary["question_drops"] = dict(q.dropped)
     else:
         skipped.append("question validators")
 
-    depth = (q or {}).get("depth") or {}
-    if (depth.get("checked") or {}).get("questions"):
+    depth = (q.depth if q else None) or DepthFacts()
+    if depth.checked.questions:
         md += ["## Effective depth", "",
                "How many hops a solver with a search tool must walk: the hops left from the latest page of the chain "
                "that one search for a hop's sub-question, a quoted span, a hop's sentence or the whole question "
@@ -94,35 +94,34 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
                "`questions.min_effective_depth` of its hops.", "",
                "| questions | count | mean nominal | mean effective | effective / nominal | every hop needed |",
                "| --- | ---: | ---: | ---: | ---: | ---: |"]
-        for name in ("checked", "kept"):
-            d = depth.get(name) or {}
-            if d.get("questions"):
-                md.append(f"| {name} | {d['questions']:,} | {d['mean_nominal']:.2f} | {d['mean_effective']:.2f} | "
-                          f"{d['ratio']:.3f} | {d['full_depth_share']:.1%} |")
+        for name, d in (("checked", depth.checked), ("kept", depth.kept)):
+            if d.questions:
+                md.append(f"| {name} | {d.questions:,} | {d.mean_nominal:.2f} | {d.mean_effective:.2f} | "
+                          f"{d.ratio:.3f} | {d.full_depth_share:.1%} |")
         md.append("")
-        adv = depth.get("adversaries") or {}
-        if adv.get("names"):
+        adv = depth.adversaries
+        if adv.names:
             md += ["Per adversary (each search is made by each of them, at the same k): `tool` is the agents' search, "
                    "`body` a plain BM25 over page text without titles, `keywords` a text's content words alone with "
                    "both rankings.", "",
                    "| adversary | drafts entered | hops caught | kept questions at full depth |",
                    "| --- | ---: | ---: | ---: |"]
-            for name in adv["names"]:
-                c, k = (adv.get("checked") or {}).get(name) or {}, (adv.get("kept") or {}).get(name) or {}
-                share = k.get("full_depth_share")
-                md.append(f"| {md_code(name)} | {c.get('entered', 0):,} | {c.get('hops_caught', 0):,} | "
+            for name in adv.names:
+                c, k = adv.checked.get(name) or AdversaryCount(), adv.kept.get(name) or AdversaryCount()
+                share = k.full_depth_share
+                md.append(f"| {md_code(name)} | {c.entered or 0:,} | {c.hops_caught or 0:,} | "
                           + (f"{share:.1%} |" if share is not None else "- |"))
             md.append("")
-            summary["depth_adversaries"] = adv
-        checked = depth["checked"]
+            summary["depth_adversaries"] = adv.to_dict()
+        checked = depth.checked
         fig.histogram("effective_depth.png", "Effective depth (hops a solver must walk) against nominal depth (hops "
-                      "in the chain), of every question the validators checked.", _values(checked.get("effective")),
+                      "in the chain), of every question the validators checked.", _values(checked.effective),
                       "Effective against nominal depth (questions checked)", "hops",
                       ("question checked (effective and nominal depth alike)",
                        "questions checked (effective and nominal depth alike)"), discrete=True,
-                      extra=("nominal depth", _values(checked.get("nominal"))), label="effective depth")
-        summary["effective_depth"] = {name: {k: v for k, v in (depth.get(name) or {}).items()
-                                             if k not in ("effective", "nominal")} for name in ("checked", "kept")}
+                      extra=("nominal depth", _values(checked.nominal)), label="effective depth")
+        summary["effective_depth"] = {name: {k: v for k, v in d.to_dict().items() if k not in ("effective", "nominal")}
+                                      for name, d in (("checked", depth.checked), ("kept", depth.kept))}
     else:
         skipped.append("effective depth (no depth in the questions report)")
 
@@ -139,13 +138,13 @@ def trust_sections(md: list[str], root: Path, reports: dict[str, dict], verdicts
     else:
         skipped.append("grounding (no ungrounded_steps in filter/verdicts)")
 
-    repeats = (reports.get("walks") or {}).get("repeats")
+    repeats = reports.walks.repeats if reports.walks else None
     if repeats:
         md += ["## Repeated pages", "",
-               f"How many walks end on the same page (answer, cap {repeats.get('max_answer_repeats')}) and pass "
-               f"through it (bridge, cap {repeats.get('max_bridge_repeats')}).", "",
+               f"How many walks end on the same page (answer, cap {repeats.max_answer_repeats}) and pass "
+               f"through it (bridge, cap {repeats.max_bridge_repeats}).", "",
                "| times | answer pages | bridge pages |", "| ---: | ---: | ---: |"]
-        answer, bridge = repeats.get("answer") or {}, repeats.get("bridge") or {}
+        answer, bridge = repeats.answer, repeats.bridge
         for t in sorted({*answer, *bridge}, key=int):
             md.append(f"| {t} | {answer.get(t, 0):,} | {bridge.get(t, 0):,} |")
         md.append("")
