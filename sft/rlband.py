@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
 
 from filters.band import BANDS, band, band_counts, band_model_name, context_of, pass_stats, prompt_messages, rl_row
 from filters.curriculum import write_curriculum
@@ -33,7 +34,7 @@ from sft.evaluate import CountedTurns, TurnCounter, harness_settings
 from sft.policy import student_teacher
 from synth.engine.records import RL_SCHEMA, TEACHER_FAILED, Question, Split, Trace
 from synth.engine.seeding import derive_seed
-from synth.engine.stage import Shards, StageContext, StageResult, failed_item
+from synth.engine.stage import FailedItem, Shards, ShardSummary, StageContext, StageResult, failed_item
 from synth.engine.store import write_parquet_atomic
 from synth.rollout.loop import rollout_one
 from synth.corpus.answerkeys import answer_keys
@@ -75,7 +76,28 @@ def _student(ctx: StageContext):
     return student_teacher(cfg, ctx.store.path("student"), **common), band_model_name(STUDENT, [name])
 
 
-def _run(ctx: StageContext, i: int, qids: list[str]) -> dict:
+@dataclass(frozen=True)
+class RlBandShard(ShardSummary):
+    """What one shard of ``rl_band`` measured, for :func:`_finish`: the student model, one fact per question
+    (its split, n, correct rollouts c, whether the first was right, its prompt and tools), the questions whose
+    rollouts failed, and the turns the student's token budget cut."""
+
+    model: str = ""
+    facts: list[dict] = field(default_factory=list)
+    failed: list[FailedItem] = field(default_factory=list)
+    turns: int = 0
+    cut: int = 0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RlBandShard":
+        base = super().from_dict(d)
+        # A mark written before this type held each failed item's repr, not its dict: it cannot be read back.
+        failed = [f if isinstance(f, FailedItem) else FailedItem.from_dict(f) for f in base.failed
+                  if isinstance(f, (FailedItem, Mapping))]
+        return replace(base, failed=failed)
+
+
+def _run(ctx: StageContext, i: int, qids: list[str]) -> RlBandShard:
     """Roll the student out ``rl.n`` times on each question of the shard; write its traces; count c per question."""
     cfg = ctx.cfg
     wanted = set(qids)
@@ -118,10 +140,10 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> dict:
                       "first": is_correct(first.final_answer, key, cfg.filters.min_f1),
                       "prompt": prompt, "tools": first.tools or "[]"})
     write_parquet_atomic(Trace.to_table(kept), ctx.shard_out(TRACES, i))
-    return {"model": model, "facts": facts, "failed": failed, "turns": cut.turns, "cut": cut.cut}
+    return RlBandShard(model=model, facts=facts, failed=failed, turns=cut.turns, cut=cut.cut)
 
 
-def _finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
+def _finish(ctx: StageContext, summaries: list[RlBandShard]) -> StageResult:
     """Band every measured question, write ``rl_pool`` (and the curriculum stages) and the report."""
     cfg = ctx.cfg
     if cfg.rl.band_by != STUDENT:
@@ -129,9 +151,9 @@ def _finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
             "band_by": cfg.rl.band_by, "skipped": "rl.band_by is teacher: the filter stage wrote rl_pool"})
     questions = {q.question_id: q for q in pool_questions(ctx.store, cfg)}
     keys = answer_keys(ctx.store, cfg.filters.min_f1, ctx.shared)
-    facts = sorted((f for s in summaries for f in s["facts"]), key=lambda f: f["question_id"])
-    failed = [f for s in summaries for f in s["failed"]]
-    model = band_model_name(STUDENT, [m.partition(":")[2] for m in {s["model"] for s in summaries}])
+    facts = sorted((f for s in summaries for f in s.facts), key=lambda f: f["question_id"])
+    failed = [f for s in summaries for f in s.failed]
+    model = band_model_name(STUDENT, [m.partition(":")[2] for m in {s.model for s in summaries}])
     rows = []
     for f in facts:
         if band(f["c"], f["n"]) == "rl_pool":
@@ -146,7 +168,7 @@ def _finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     curriculum = write_curriculum(ctx, rows, hops, cfg.rl.curriculum, RL_SCHEMA)
     bands = {b: 0 for b in BANDS}
     bands.update(Counter(band(f["c"], f["n"]) for f in facts))
-    turns, cut = sum(s["turns"] for s in summaries), sum(s["cut"] for s in summaries)
+    turns, cut = sum(s.turns for s in summaries), sum(s.cut for s in summaries)
     extra: dict[str, Any] = {
         "band_by": STUDENT, "band_model": model, "bands": bands,
         "bands_of_splits": sorted({str(f["split"]) for f in facts}),
@@ -165,6 +187,6 @@ def _finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
                        extra=extra, failed=failed_counts, failed_items=failed)
 
 
-SHARDS = Shards(plan=_plan, run=_run, finish=_finish)
+SHARDS = Shards(plan=_plan, run=_run, finish=_finish, summary=RlBandShard)
 
 __all__ = ["SHARDS", "TRACES", "pool_questions"]

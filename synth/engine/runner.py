@@ -33,8 +33,8 @@ from synth.engine.config import unwrap
 from synth.engine.codekey import code_hash
 from synth.engine.errors import StageFailed
 from synth.engine.faults import crash_point
-from synth.engine.stage import (FAILED_LISTED, STOP, FailedItem, ShardExecutor, ShardJob, Shards, Stage, StageContext,
-                                StageOutcome, StageResult)
+from synth.engine.stage import (FAILED_LISTED, STOP, FailedItem, ShardExecutor, ShardJob, Shards, ShardSummary, Stage,
+                                StageContext, StageOutcome, StageResult)
 from synth.engine.store import MissingInput, RunLock, Store, atomic_write_json
 from synth.engine.workers import CpuPool, set_limit_share
 
@@ -248,7 +248,8 @@ class Pipeline:
 
     # ---- shards --------------------------------------------------------------------------------
     def run_shard(self, job: ShardJob, cfg: Any) -> dict:
-        """Run one shard (in this process or a worker's) and mark it done; returns its summary."""
+        """Run one shard (in this process or a worker's) and mark it done; returns its summary as JSON (a
+        :class:`ShardSummary` as its ``to_dict``), the form that crosses processes and that the mark holds."""
         stage = self.by_name[job.stage]
         set_limit_share(job.share)
         ctx = StageContext(stage, cfg, Store(job.root), job.key, progress=job.progress)
@@ -256,6 +257,8 @@ class Pipeline:
             summary = stage.load().run(ctx, job.index, job.desc)
         finally:
             ctx.close()
+        if isinstance(summary, ShardSummary):
+            summary = summary.to_dict()
         atomic_write_json(ctx.staging / "_shards" / f"{job.index:05d}.json", summary)
         crash_point(f"shard:{job.stage}:{job.index}")
         return summary
@@ -326,7 +329,10 @@ class Pipeline:
         paid_now = sum(s.get("paid_calls", 0) for s in fresh)
         for job, summary in zip(jobs, fresh):
             done[job.index] = summary
-        result = shards.finish(ctx, [dict(done[i]) for i in range(len(descs))])
+        summaries = [dict(done[i]) for i in range(len(descs))]
+        if shards.summary is not None:  # fresh and resumed shards alike, read from their JSON
+            summaries = [shards.summary.from_dict(s) for s in summaries]
+        result = shards.finish(ctx, summaries)
         # The shards' bookkeeping is not output: only what finish() wrote is committed.
         shutil.rmtree(marks, ignore_errors=True)
         shutil.rmtree(ctx.staging / "_parts", ignore_errors=True)

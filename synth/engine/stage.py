@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -84,9 +84,37 @@ def failed_item(item_id: str, reason: str, detail: str = "") -> FailedItem:
     return FailedItem(item_id, reason, detail[:300])
 
 
-def summary_failed_items(summaries: Iterable[dict]) -> list[FailedItem]:
-    """The failed items the shard summaries list (as :meth:`FailedItem.as_dict` wrote them), in shard order."""
-    return [FailedItem.from_dict(f) for s in summaries for f in s.get("failed_items") or ()]
+def summary_failed_items(summaries: Iterable[Any]) -> list[FailedItem]:
+    """The failed items the shard summaries list (as :meth:`FailedItem.as_dict` wrote them), in shard order; a
+    summary is a :class:`ShardSummary` with ``failed_items`` or its dict."""
+    return [FailedItem.from_dict(f) for s in summaries
+            for f in (s.get("failed_items") if isinstance(s, Mapping) else getattr(s, "failed_items", None)) or ()]
+
+
+def _json(v: Any) -> Any:
+    if isinstance(v, FailedItem):
+        return v.as_dict()
+    if isinstance(v, (list, tuple)):
+        return [_json(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json(x) for k, x in v.items()}
+    return v
+
+
+class ShardSummary:
+    """Mixin of a stage's shard summary: a frozen dataclass, defined beside the stage, that its ``Shards.run``
+    returns and its ``Shards.finish`` reads by attribute (``Shards.summary`` names it).
+
+    Between the two it travels as :meth:`to_dict` (JSON: to a worker process and back, and into the shard's mark,
+    which a resumed run reads instead of redoing the shard); :meth:`from_dict` reads it back, a key it lacks (a
+    mark written by an older hopforge) giving the field's default and a key it does not know left out."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _json(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -95,14 +123,16 @@ class Shards:
     after a crash skips the shards already done).
 
     ``plan(ctx)`` lists JSON-able shard descriptors; ``run(ctx, i, desc)`` does shard ``i``,
-    writes its rows under ``ctx.shard_out(table, i)`` and returns a JSON-able summary (its
-    ``paid_calls`` key, when present, counts the teacher requests the shard paid for);
-    ``finish(ctx, summaries)`` turns the summaries (in shard order) into the stage result.
+    writes its rows under ``ctx.shard_out(table, i)`` and returns its summary: a ``summary``
+    (a :class:`ShardSummary`) or, without one, a JSON-able dict (its ``paid_calls``, when present,
+    counts the teacher requests the shard paid for); ``finish(ctx, summaries)`` turns the
+    summaries (in shard order, each a ``summary`` again) into the stage result.
     """
 
     plan: Callable[["StageContext"], list[Any]]
-    run: Callable[["StageContext", int, Any], dict]
-    finish: Callable[["StageContext", list[dict]], StageResult]
+    run: Callable[["StageContext", int, Any], Any]
+    finish: Callable[["StageContext", list[Any]], StageResult]
+    summary: type[ShardSummary] | None = None
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Callable
 
 import pyarrow.parquet as pq
 
 from synth.text.answers import is_correct, normalize_answer
-from synth.engine.stage import Shards, StageContext, StageResult, summary_failed_items
+from synth.engine.stage import Shards, ShardSummary, StageContext, StageResult, summary_failed_items
 from synth.text.question_text import leaked
 from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, REPAIR, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
 from synth.questions.config import search_depth
@@ -89,7 +90,27 @@ def _corpus(ctx: StageContext, validator: Validator) -> ShardCorpus | None:
                        validator.depth.adversaries)
 
 
-def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
+@dataclass(frozen=True)
+class QuestionsShard(ShardSummary):
+    """What one shard of the questions stage did, for :func:`finish`: its funnel, its decontamination tally,
+    repairs, validator costs, the depths it measured (``[nominal, effective, by_adversary]`` of every question
+    checked; ``kept_adversaries`` of the kept ones), and its teacher's usage."""
+
+    input: int = 0
+    kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+    failed_items: list[dict] = field(default_factory=list)
+    decontamination: dict | None = None
+    repairs: dict[str, dict[str, int]] = field(default_factory=dict)
+    validators: dict = field(default_factory=dict)
+    depths: list[list] = field(default_factory=list)
+    kept_adversaries: dict[str, dict] = field(default_factory=dict)
+    teacher: dict | None = None
+    paid_calls: int = 0
+
+
+def run_shard(ctx: StageContext, i: int, span: list[int]) -> QuestionsShard:
     """Write, validate (repairing once) and check the questions of one shard; its rows go to shard parts."""
     qcfg = ctx.cfg.questions
     sources = _sources(ctx)[span[0]:span[1]]
@@ -118,22 +139,23 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
     write_parquet_atomic(Reject.to_table(funnel.rejects),
                          ctx.shard_out("rejects/questions", i))
-    return {"input": n_in, "kept": len(kept), "dropped": dict(funnel.dropped), "failed": dict(funnel.failed),
-            "decontamination": tally.as_dict(), "failed_items": [f.as_dict() for f in funnel.failed_items], "repairs": repairs.as_dict(),
-            "validators": validator.stats(), "depths": [[d.nominal, d.effective, d.by_adversary]
-                                                        for d in validator.depths],
-            "kept_adversaries": {q.question_id: validator.depth_of[q.question_id].by_adversary
-                                 for _, q in kept if q.question_id in validator.depth_of},
-            **shard_usage(teacher)}
+    return QuestionsShard(
+        input=n_in, kept=len(kept), dropped=dict(funnel.dropped), failed=dict(funnel.failed),
+        decontamination=tally.as_dict(), failed_items=[f.as_dict() for f in funnel.failed_items],
+        repairs=repairs.as_dict(), validators=validator.stats(),
+        depths=[[d.nominal, d.effective, d.by_adversary] for d in validator.depths],
+        kept_adversaries={q.question_id: validator.depth_of[q.question_id].by_adversary
+                          for _, q in kept if q.question_id in validator.depth_of},
+        **shard_usage(teacher))
 
 
-def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
+def finish(ctx: StageContext, summaries: list[QuestionsShard]) -> StageResult:
     """Drop duplicates across shards (the first one in source order wins) and write the tables."""
     dropped: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     for s in summaries:
-        dropped.update(s["dropped"])
-        failed.update(s["failed"])
+        dropped.update(s.dropped)
+        failed.update(s.failed)
     rejects = [Reject.from_row(r) for p in ctx.shard_parts("rejects/questions") for r in pq.read_table(p).to_pylist()]
     kept: list[Question] = []
     seen: set[str] = set()
@@ -157,7 +179,7 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     rw = ctx.writer("rejects/questions", REJECT_SCHEMA)
     rw.write(Reject.to_table(rejects))
     rw.close()
-    n_in = sum(s["input"] for s in summaries)
+    n_in = sum(s.input for s in summaries)
     extra = {"kinds": dict(Counter(q.kind for q in kept)), "shards": len(summaries),
              "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION, REPAIR)},
              "repairs": _merged_repairs(summaries), "validators": _merged_validators(summaries),
@@ -165,19 +187,18 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
              **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
     screen = _screen(ctx)
     if screen is not None:
-        extra["decontamination"] = decontam_report(screen.files(), merge_tallies([s.get("decontamination")
-                                                                                    for s in summaries]))
+        extra["decontamination"] = decontam_report(screen.files(), merge_tallies([s.decontamination for s in summaries]))
     return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra, failed=dict(failed),
                        failed_items=summary_failed_items(summaries))
 
 
-def _depth_report(kept: list[Question], summaries: list[dict], adversaries: list[str]) -> dict:
+def _depth_report(kept: list[Question], summaries: list[QuestionsShard], adversaries: list[str]) -> dict:
     """Effective against nominal depth: of the questions kept, and of every question the validators
     checked (repairs included), which shows what the ``enterable_hop`` check removed; and per adversary
     (:func:`synth.questions.depth.by_adversary`), the questions its searches entered and the hops they skip."""
     measured = [(len(q.hops), q.effective_depth) for q in kept if q.effective_depth is not None]
-    checked = [d for s in summaries for d in s.get("depths") or []]
-    kept_by = {qid: by for s in summaries for qid, by in (s.get("kept_adversaries") or {}).items()}
+    checked = [d for s in summaries for d in s.depths or []]
+    kept_by = {qid: by for s in summaries for qid, by in (s.kept_adversaries or {}).items()}
     return {"kept": depth_summary(measured), "checked": depth_summary([(d[0], d[1]) for d in checked]),
             "adversaries": {
                 "names": list(adversaries),
@@ -187,18 +208,18 @@ def _depth_report(kept: list[Question], summaries: list[dict], adversaries: list
 
 
 
-def _merged_repairs(summaries: list[dict]) -> dict[str, dict[str, int]]:
+def _merged_repairs(summaries: list[QuestionsShard]) -> dict[str, dict[str, int]]:
     out: dict[str, Counter] = {}
     for s in summaries:
-        for reason, counts in (s.get("repairs") or {}).items():
+        for reason, counts in (s.repairs or {}).items():
             out.setdefault(reason, Counter()).update(counts)
     return {r: dict(c) for r, c in sorted(out.items())}
 
 
-def _merged_validators(summaries: list[dict]) -> dict:
+def _merged_validators(summaries: list[QuestionsShard]) -> dict:
     total: Counter = Counter()
     for s in summaries:
-        total.update(s.get("validators") or {})
+        total.update(s.validators or {})
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in total.items()}
 
 
@@ -214,7 +235,7 @@ def _phrasing(ctx: StageContext, kept: list[Question]) -> dict:
     return count_skeletons(items)
 
 
-SHARDS = Shards(plan=plan, run=run_shard, finish=finish)
+SHARDS = Shards(plan=plan, run=run_shard, finish=finish, summary=QuestionsShard)
 
 
 def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, validator: Validator) -> list:

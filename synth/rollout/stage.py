@@ -17,9 +17,9 @@ continues exactly where it stopped.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from synth.engine.stage import Shards, StageContext, StageResult, failed_item, summary_failed_items
+from synth.engine.stage import Shards, ShardSummary, StageContext, StageResult, failed_item, summary_failed_items
 from synth.engine.records import SPLITS, TEACHER_FAILED as FAILED, Question, Split, Trace
 from synth.corpus.answerkeys import AnswerKeys, answer_keys
 from synth.text.answers import AnswerKey, is_correct
@@ -55,7 +55,27 @@ def plan(ctx: StageContext) -> list[list[int]]:
     return [[a, min(a + size, n)] for a in range(0, n, size)]
 
 
-def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
+@dataclass(frozen=True)
+class RolloutShard(ShardSummary):
+    """What one shard of the rollout stage did, for :func:`finish`: trajectories by stop reason, the failed ones,
+    samples by split (and those the policy saved against ``fixed``), turns and tool calls, where the teacher's
+    reasoning came, and its teacher's usage."""
+
+    input: int = 0
+    stop_reasons: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+    failed_items: list[dict] = field(default_factory=list)
+    samples: dict[str, int] = field(default_factory=dict)
+    saved: int = 0
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    reasoning_fields: dict[str, int] = field(default_factory=dict)
+    teacher: dict | None = None
+    paid_calls: int = 0
+
+
+def run_shard(ctx: StageContext, i: int, span: list[int]) -> RolloutShard:
     """The trajectories of one shard's questions (see :func:`samples_of`), written as one part of ``traces``."""
     cfg = ctx.cfg
     questions, index, keys = _inputs(ctx)
@@ -82,14 +102,15 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> dict:
     traces = [t for t in ordered if t.stop_reason != FAILED]
     failed = [failed_item(t.trace_id, *_reason(t)) for t in ordered if t.stop_reason == FAILED]
     write_parquet_atomic(Trace.to_table(traces), ctx.shard_out("traces", i))
-    return {"input": len(ordered), "stop_reasons": dict(Counter(t.stop_reason for t in traces)),
-            "failed": dict(Counter(f.reason for f in failed)), "failed_items": [f.as_dict() for f in failed],
-            "samples": {sp: sum(len(done[q.question_id]) for q in shard if q.split == sp) for sp in SPLITS},
-            "saved": sum(plan.n - len(done[q.question_id]) for q in shard),  # against policy fixed
-            "turns": sum(t.n_turns for t in traces), "tool_calls": sum(t.n_tool_calls for t in traces),
-            "tool_errors": sum(t.n_tool_errors for t in traces),
-            "reasoning_fields": dict(Counter(t.reasoning_field for t in traces if t.reasoning_field)),
-            **shard_usage(teacher)}
+    return RolloutShard(
+        input=len(ordered), stop_reasons=dict(Counter(t.stop_reason for t in traces)),
+        failed=dict(Counter(f.reason for f in failed)), failed_items=[f.as_dict() for f in failed],
+        samples={sp: sum(len(done[q.question_id]) for q in shard if q.split == sp) for sp in SPLITS},
+        saved=sum(plan.n - len(done[q.question_id]) for q in shard),  # against policy fixed
+        turns=sum(t.n_turns for t in traces), tool_calls=sum(t.n_tool_calls for t in traces),
+        tool_errors=sum(t.n_tool_errors for t in traces),
+        reasoning_fields=dict(Counter(t.reasoning_field for t in traces if t.reasoning_field)),
+        **shard_usage(teacher))
 
 
 @dataclass(frozen=True)
@@ -144,7 +165,7 @@ def _reason(trace: Trace) -> tuple[str, str]:
     return reason, f"turn {trace.n_turns + 1}: {detail}" if detail else f"turn {trace.n_turns + 1}"
 
 
-def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
+def finish(ctx: StageContext, summaries: list[RolloutShard]) -> StageResult:
     """Publish the shards' parts as ``traces`` and sum their counts."""
     rows = ctx.publish_parts("traces", Trace.SCHEMA)
     stops: Counter[str] = Counter()
@@ -152,19 +173,19 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     samples: Counter[str] = Counter()
     fields: Counter[str] = Counter()
     for s in summaries:
-        stops.update(s["stop_reasons"])
-        failed.update(s["failed"])
-        samples.update(s["samples"])
-        fields.update(s.get("reasoning_fields") or {})
-    n_in = sum(s["input"] for s in summaries)
+        stops.update(s.stop_reasons)
+        failed.update(s.failed)
+        samples.update(s.samples)
+        fields.update(s.reasoning_fields or {})
+    n_in = sum(s.input for s in summaries)
     return StageResult(
         input=n_in, output=rows, dropped={}, failed=dict(failed),
         failed_items=summary_failed_items(summaries),
         extra={"questions": len(_inputs(ctx)[0]), "n": ctx.cfg.rollout.n, "policy": ctx.cfg.rollout.policy,
-               "samples_by_split": dict(samples), "samples_saved": sum(s["saved"] for s in summaries),
+               "samples_by_split": dict(samples), "samples_saved": sum(s.saved for s in summaries),
                "stop_reasons": dict(stops),
-               "turns": sum(s["turns"] for s in summaries), "tool_calls": sum(s["tool_calls"] for s in summaries),
-               "tool_errors": sum(s["tool_errors"] for s in summaries), "shards": len(summaries),
+               "turns": sum(s.turns for s in summaries), "tool_calls": sum(s.tool_calls for s in summaries),
+               "tool_errors": sum(s.tool_errors for s in summaries), "shards": len(summaries),
                # Where the teacher's server put its reasoning (and so where it was sent back), traces per field;
                # the field most traces show, or None when no trace carried reasoning.
                "reasoning": {"field": fields.most_common(1)[0][0] if fields else None,
@@ -173,4 +194,4 @@ def finish(ctx: StageContext, summaries: list[dict]) -> StageResult:
     )
 
 
-SHARDS = Shards(plan=plan, run=run_shard, finish=finish)
+SHARDS = Shards(plan=plan, run=run_shard, finish=finish, summary=RolloutShard)

@@ -46,7 +46,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import orjson
 
@@ -581,8 +581,9 @@ def shard_usage(teacher: Teacher) -> dict[str, Any]:
     return {"teacher": report, "paid_calls": report["requests"]}
 
 
-def merged_usage(summaries: list[dict], price: Any) -> dict[str, Any]:
+def merged_usage(summaries: list[Any], price: Any) -> dict[str, Any]:
     """``{"teacher": report}`` for a sharded stage's report, merged from its shards' summaries
     (empty when no shard used the teacher)."""
-    merged = TeacherUsage.merged(TeacherUsage.from_report(s.get("teacher")) for s in summaries)
+    merged = TeacherUsage.merged(TeacherUsage.from_report(s.get("teacher") if isinstance(s, Mapping)
+                                                          else getattr(s, "teacher", None)) for s in summaries)
     return {} if merged is None else {"teacher": merged.as_dict(price)}

@@ -99,3 +99,24 @@ def test_run_reports_type_each_stage(tmp_path) -> None:
     assert sorted(rr) == ["filter", "graph"] and RunReports.of(rr) is rr
     assert RunReports.of({"walks": {"repeats": {"answer": {"1": 2}}}}).walks.repeats.answer == {"1": 2}
     assert read_reports(tmp_path / "missing").get("filter") is None
+
+
+def test_shard_summaries_travel_as_json_and_old_marks_still_read() -> None:
+    from sft.rlband import RlBandShard
+    from synth.engine.stage import FailedItem
+    from synth.questions.stage import QuestionsShard
+    from synth.rollout.stage import RolloutShard
+
+    q = QuestionsShard(input=3, kept=1, dropped={"no_clue": 2}, depths=[[3, 2, {"tool": 1}]], paid_calls=4,
+                       teacher={"calls": 4})
+    r = RolloutShard(input=2, stop_reasons={"answer": 2}, samples={"sft": 2}, turns=5, tool_calls=3)
+    b = RlBandShard(model="student:m", facts=[{"question_id": "q1", "n": 2, "c": 1}],
+                    failed=[FailedItem("q2", "teacher_failed", "x")], turns=4, cut=1)
+    for s in (q, r, b):
+        d = json.loads(json.dumps(s.to_dict()))  # what a worker sends back and a shard's mark holds
+        assert type(s).from_dict(d) == s
+    assert b.to_dict()["failed"] == [{"id": "q2", "reason": "teacher_failed", "detail": "x"}]
+    # A mark written before a field existed reads with its default; a key no field names is left out.
+    old = QuestionsShard.from_dict({"input": 3, "kept": 1, "dropped": {}, "failed": {}, "retired": 1})
+    assert old.kept_adversaries == {} and old.paid_calls == 0 and old.decontamination is None
+    assert RlBandShard.from_dict({"model": "m", "facts": [], "failed": ["FailedItem(id='q', ...)"]}).failed == []
