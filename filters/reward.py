@@ -38,8 +38,15 @@ verl calls ``compute_score`` from ``reward.custom_reward_function`` (``path: pkg
 5. **Privileged feedback** (CAPF): the result is multiplied by ``rho_pf ** N``, N the ``check_answer``
    calls of the response (default ``rho_pf`` 0.8; only a CAPF tool config offers the tool, so without
    it N is 0).  This is the trajectory-level form of CAPF's return ``R(τ)·ρ_PF^{N_t}``; the per-step
-   form, where a step's return counts only the calls after it, changes the advantage of each token
-   and needs an advantage hook in the trainer (``verl.trainer.ppo.core_algos.register_adv_est``).
+   form, where a step's return counts only the calls after it, changes the advantage of each token:
+   verl's ``hopforge`` advantage estimator computes it (6.).
+
+6. **Advantage estimator** (``advantage: hopforge``, with ``algorithm.adv_estimator: hopforge``): the rubric's
+   group max, CAPF's per-step return and PiCA's per-step penalty belong to the advantage step
+   (:mod:`filters.advantage`), which then gets them from ``score``: an integer code of the response's R
+   (the mode's score plus the evidence term), its rubric hit count and which of its calls were
+   ``check_answer``.  ``rubric_weight``, ``rho_pf`` and ``step_*`` then live in ``algorithm.hopforge``
+   (a ``step_weight`` here is refused, so no trajectory pays twice).
 
 A malformed solution scores 0 after every term.  The return value is verl's dict form: ``score`` plus
 ``acc``, ``em``, ``f1``, ``format_ok``, ``evidence``, ``rubric`` (``r_rb``), ``tool_calls``,
@@ -131,7 +138,7 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
                   extra_infos: Sequence[dict | None] | None = None, mode: str = "em", min_f1: float = MIN_F1,
                   evidence_weight: float = 0.0, rubric_weight: float = 0.5, gain_score: str = "em",
                   step_weight: float = 0.0, step_alpha: float = 1.0, rho_pf: float = RHO_PF,
-                  **kwargs: Any) -> dict | float | list:
+                  advantage: str | None = None, **kwargs: Any) -> dict | float | list:
     """verl's reward function for ``rl_pool`` rows, per response or per step (lists): see the module docstring.
 
     Every keyword after the data comes from ``reward.custom_reward_function.reward_kwargs``."""
@@ -141,6 +148,18 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
         raise ValueError(f"unknown reward mode {mode!r} (allowed: {', '.join(MODES)})")
     if gain_score not in ("em", "f1"):
         raise ValueError(f"unknown gain_score {gain_score!r} (allowed: em, f1)")
+    if advantage not in (None, "", "hopforge"):
+        raise ValueError(f"unknown advantage {advantage!r} (allowed: hopforge)")
+    if advantage:
+        if step_weight:
+            raise ValueError("advantage: hopforge charges the step penalty per step in the estimator: set "
+                             "algorithm.hopforge.step_weight, not reward_kwargs.step_weight")
+        if solution_strs is not None:
+            return [_coded(src, sol, gt, extra, mode, min_f1, gain_score, evidence_weight)
+                    for src, sol, gt, extra in zip(list(_as_list(data_sources)), list(solution_strs),
+                                                   list(_as_list(ground_truths)),
+                                                   list(_as_list(extra_infos)) or [None] * len(solution_strs))]
+        return _coded(data_source, solution_str, ground_truth, extra_info, mode, min_f1, gain_score, evidence_weight)
     if solution_strs is not None:
         return _batch(list(_as_list(data_sources)), list(solution_strs), list(_as_list(ground_truths)),
                       list(_as_list(extra_infos)) or [None] * len(solution_strs), mode, min_f1, rubric_weight,
@@ -154,6 +173,26 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
     if mode == "rubric":
         score = s.acc + rubric_weight * s.share if s.acc > 0 else s.acc  # alone: normalised by 1, the largest share
     return _finish(s, score, **terms)
+
+
+def _coded(data_source: str | None, solution_str: str | None, ground_truth: Any, extra_info: dict | None, mode: str,
+           min_f1: float, gain_score: str, evidence_weight: float) -> dict:
+    """One response for verl's ``hopforge`` advantage estimator: ``score`` is the code of
+    :func:`filters.advantage.encode` (R = the mode's score plus the evidence term; the rubric's hit count; which
+    calls were ``check_answer``), the other keys as :func:`_finish` gives them, for verl's logs."""
+    from filters.advantage import call_turns, encode
+    from synth.tools.feedback import CHECK_ANSWER
+
+    if data_source != DATA_SOURCE:
+        raise ValueError(f"advantage: hopforge reads hopforge's rows only; this one is from {data_source!r}")
+    s = _Scored(solution_str or "", ground_truth, extra_info, min_f1)
+    base = _mode_score(s, mode, ground_truth, extra_info, min_f1, gain_score)
+    inner = max(len(_as_list((extra_info or {}).get("path"))) - 2, 0)
+    hits = (round(s.share * inner) if inner else 1) if mode == "rubric" and s.acc > 0 else None
+    out = _finish(s, base, evidence_weight=evidence_weight, step_weight=0.0, step_alpha=1.0, rho_pf=1.0)
+    out["score"] = encode(format_ok=s.sol.format_ok, outcome=base + evidence_weight * s.evidence if s.sol.format_ok
+                          else 0.0, hits=hits, check_turns=call_turns(solution_str or "", [CHECK_ANSWER]))
+    return out
 
 
 def _batch(sources: list, solutions: list, truths: list, extras: list, mode: str, min_f1: float,
