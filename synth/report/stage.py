@@ -14,10 +14,11 @@ Definitions (evidence state, evidence recovery and calibration, with gold paths)
   tool observation first showed gold page j (-1: never), so at turn t the agent has
   seen the gold pages with ``0 <= gold_first_seen[j] < t``: the evidence state it
   decides in is ``E_t`` = 0 (none seen), 1 (some), 2 (all).
-- **Recovery time** ``T_recover`` = min(the turn whose observation completed the
-  gold evidence, ``max_j gold_first_seen[j]`` -- never when any is -1; the turn of a
-  correct answer, ``n_turns``).  ``ERF(t) = (1/N) sum_i 1[T_recover,i <= t]``, per
-  teacher model; it ends at the fraction of traces that recovered.
+- **Recovery time** ``T_recover`` = min(the first turn decided at ``E_t = 2``, i.e.
+  ``max_j gold_first_seen[j] + 1`` -- never when any is -1 or that turn never came; the
+  turn of a correct answer, ``n_turns``), read off the step labels' own ``E_t``
+  (:func:`synth.rollout.labels.full_evidence_turn`).  ``ERF(t) = (1/N) sum_i
+  1[T_recover,i <= t]``, per teacher model; it ends at the fraction of traces that recovered.
 - **Calibration**, per trace over its turns: ``CE_i = sum_k P(E=k) |P(answer | E=k)
   - 1[k = 2]|``, with ``P(E=k)`` the share of turns in state k and ``P(answer | E=k)``
   the share of those turns that gave the final answer.  Over-confident: the answer was
@@ -52,7 +53,7 @@ from synth.engine.reports import (AnswerFacts, ContextFacts, FilterReport, Match
                                   RolloutReasoning, RolloutReport, RunReports, StageReport)
 from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
 from synth.report.trust import trust_sections
-from synth.rollout.labels import evidence_states
+from synth.rollout.labels import evidence_states, full_evidence_turn
 from synth.teacher.config import Price
 from synth.teacher.stats import PricedUsage, TeacherUsage
 from synth.text.answers import is_correct
@@ -69,9 +70,10 @@ INF = math.inf
 # ---- per-trace measures ----------------------------------------------------------------------
 
 def recovery_turn(gold_first_seen: list[int], n_turns: int, correct: bool) -> float:
-    """``T_recover``: first turn with all gold pages seen, or the turn of a correct answer (inf: never)."""
-    full = max(gold_first_seen) if gold_first_seen and min(gold_first_seen) >= 0 else INF
-    return min(full, n_turns if correct else INF)
+    """``T_recover``: the first turn with ``E_t = 2`` (:func:`evidence_states`, so the turn after the observation
+    that completed the gold pages), or the turn of a correct answer, whichever is first (inf: never)."""
+    full = full_evidence_turn(gold_first_seen, n_turns)
+    return min(INF if full is None else full, n_turns if correct else INF)
 
 
 def erf_curve(times: list[float], t_max: int | None = None) -> tuple[list[int], list[float]]:

@@ -10,7 +10,7 @@ with no extra labelling.  For turn t (assistant turns count from 1):
   (``gold_first_seen[j] < t``, in a search result, an opened or a found page): 0 no gold page,
   1 some, 2 all.  This is the approximation of the evidence-state literature (clarity plus
   sufficiency) that gold paths make exact; the report's ERF and calibration read the same
-  function (:func:`evidence_states`).
+  function (:func:`evidence_states`; ERF's ``T_recover`` through :func:`full_evidence_turn`).
 - ``pivot_hops``: the positions j in the question's path (0 the start entity, the last one the
   answer page) whose page turn t's observation showed *first*; non-empty marks a pivot step, and
   the positions say which hop of the chain it reached.
@@ -36,6 +36,14 @@ def evidence_states(gold_first_seen: list[int], n_turns: int) -> list[int]:
         seen = sum(1 for g in gold_first_seen if 0 <= g < t)
         states.append(2 if seen == total else (0 if seen == 0 else 1))
     return states
+
+
+def full_evidence_turn(gold_first_seen: list[int], n_turns: int) -> int | None:
+    """The first turn t (1..n_turns) decided at ``E_t = 2``, read off :func:`evidence_states` (None: no turn
+    was): the evidence half of the report's recovery time ``T_recover``.  A page first shown by turn t's
+    observation counts from turn t + 1, the turn that decides with it."""
+    states = evidence_states(gold_first_seen, n_turns)
+    return states.index(2) + 1 if 2 in states else None
 
 
 def pivot_hops(gold_first_seen: list[int], turn: int) -> list[int]:
@@ -74,4 +82,5 @@ def label_rows(labels: Iterable[StepLabel]) -> list[dict]:
              "grounded": lab.grounded} for lab in labels]
 
 
-__all__ = ["evidence_states", "grounded_turns", "label_rows", "labels_of", "pivot_hops", "step_labels"]
+__all__ = ["evidence_states", "full_evidence_turn", "grounded_turns", "label_rows", "labels_of", "pivot_hops",
+           "step_labels"]

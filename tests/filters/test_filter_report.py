@@ -24,13 +24,13 @@ def _calls(n: int) -> list:
 
 # Hand-computed cases (4 gold pages each; turns count assistant messages from 1):
 #   X: seen at turns 1,2,3,4; answers (correctly) at turn 5.  States [0,1,1,1,2]: calibrated, CE 0.
-#      Recovery: evidence complete at turn 4.
+#      Recovery: E = 2 first at turn 5 (turn 4's observation completed the evidence; turn 5 decides with it).
 #   Y: page 3 never seen; answers (wrongly) at turn 4.  States [0,1,1,1]: over-confident at E=1.
 #      CE = 3/4 * |1/3 - 0| = 0.25.  Never recovers.
 #   Z: all seen at turn 1; answers at turn 6.  States [0,2,2,2,2,2]: 4 over-cautious turns.
-#      CE = 5/6 * |1/5 - 1| = 2/3.  Recovers at turn 1.
+#      CE = 5/6 * |1/5 - 1| = 2/3.  Recovers at turn 2 (its first turn at E = 2).
 #   W: all seen by turn 2; never answers (5 turns).  States [0,1,2,2,2]: CE = 3/5 * |0 - 1| = 0.6.
-#      Recovers at turn 2.
+#      Recovers at turn 3.
 CASES = {
     "X": dict(calls=_calls(4), gold_first_seen=[1, 2, 3, 4], answer="Delta City"),
     "Y": dict(calls=_calls(3), gold_first_seen=[1, 1, -1, 2], answer="Echo"),
@@ -51,10 +51,23 @@ def test_evidence_states_and_calibration_by_hand() -> None:
 
 
 def test_recovery_and_erf() -> None:
-    assert recovery_turn([1, 2, 3, 4], 5, True) == 4
+    # T_recover is the first turn decided at E = 2: the turn after the observation that completed the evidence
+    assert recovery_turn([1, 2, 3, 4], 5, False) == 5
+    assert recovery_turn([1, 2, 3, 4], 5, True) == 5
+    assert recovery_turn([1, 2, 3, 4], 4, False) == math.inf  # turn 4's observation completed it; no turn after
+    assert recovery_turn([1, 2, 3, 4], 4, True) == 4  # ... but a correct answer at turn 4 counts as recovered
+    assert recovery_turn([1, 1, 1, 1], 6, True) == 2
+    assert recovery_turn([1, 2, 2, 2], 5, False) == 3
     assert recovery_turn([1, 1, -1, 2], 4, False) == math.inf
     assert recovery_turn([1, 1, -1, 2], 4, True) == 4  # a correct answer counts as recovered
     assert recovery_turn([9, 9], 3, True) == 3
+    # the same turn the step labels first say E = 2, on every case (recovery_turn reads evidence_states)
+    for seen, n in (([1, 2, 3, 4], 5), ([1, 2, 3, 4], 4), ([1, 1, 1, 1], 6), ([1, 2, 2, 2], 5), ([1, 1, -1, 2], 4),
+                    ([9, 9], 3), ([0, 3], 3), ([2, 1, 3], 7)):
+        states = evidence_states(seen, n)
+        first = states.index(2) + 1 if 2 in states else math.inf
+        assert recovery_turn(seen, n, False) == first, (seen, n, states)
+        assert recovery_turn(seen, n, True) == min(first, n)
     ts, vs = erf_curve([4, math.inf, 1, 2])
     assert ts == [0, 1, 2, 3, 4] and vs == [0.0, 0.25, 0.5, 0.5, 0.75]
 
@@ -63,7 +76,7 @@ def test_recovery_and_erf() -> None:
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     traces = [make_trace(k, "q1", sample_index=i, **kw) for i, (k, kw) in enumerate(CASES.items())]
-    # A second teacher: seen at 1,1,2,3, correct answer at turn 4 -> recovers at 3, calibrated.
+    # A second teacher: seen at 1,1,2,3, correct answer at turn 4 -> recovers at 4 (E = 2 from turn 4), calibrated.
     traces.append(make_trace("V", "q2", calls=_calls(3), gold_first_seen=[1, 1, 2, 3], teacher_model="teacher-b"))
     reports = {
         "walks": {"stage": "walks", "input": 12, "output": 10, "dropped": {"dead_end": 2}},

@@ -13,7 +13,7 @@ import pytest
 from filters.config import FiltersConfig
 from helpers.traces import call, make_question, make_trace
 from synth.engine.records import Trace
-from synth.rollout.labels import evidence_states, label_rows, labels_of, step_labels
+from synth.rollout.labels import evidence_states, full_evidence_turn, label_rows, labels_of, step_labels
 from synth.tools.grounding import grounding
 
 MIN_GROUNDING = FiltersConfig().min_grounding
@@ -36,6 +36,15 @@ def test_labels_of_a_made_trace() -> None:
     # the last gold page shows in turn 3: turns 4 and 5 are decided with all of them (E = 2)
     full = make_trace(gold_first_seen=[1, 2, 2, 3])
     assert [lab.evidence_state for lab in labels_of(full, MIN_GROUNDING)] == [0, 1, 1, 2, 2]
+    assert full_evidence_turn([1, 2, 2, 3], full.n_turns) == 4  # the report's T_recover (without an answer)
+
+
+def test_full_evidence_turn_is_the_first_turn_at_e2() -> None:
+    assert full_evidence_turn([1, 2, 3, 4], 5) == 5  # turn 4's observation completes it; turn 5 decides with it
+    assert full_evidence_turn([1, 2, 3, 4], 4) is None  # ... a turn the trace never had
+    assert full_evidence_turn([1, 1, 1, 1], 6) == 2
+    assert full_evidence_turn([1, 1, -1, 2], 9) is None  # a gold page never seen
+    assert full_evidence_turn([0, 2], 3) == 3
 
 
 def test_a_trace_written_before_labels_gets_them_computed_by_the_same_rule() -> None:
