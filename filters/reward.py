@@ -32,7 +32,9 @@ verl calls ``compute_score`` from ``reward.custom_reward_function`` (``path: pkg
      of ``extra_info.baselines``; ``S`` is ``acc`` (``gain_score: em``, default) or the token F1
      (``gain_score: f1``), the same function for the three answers.
 3. **Evidence** (optional, ``evidence_weight``, default 0): plus that weight times the share of the
-   gold path's pages (``extra_info.path``) the student read with ``open`` or ``find``.
+   gold path's pages (``extra_info.path``) the student read with ``open`` or ``find``, when the answer is
+   right (``acc > 0``): positive-only like the rubric, so a wrong answer gets no evidence credit
+   (:func:`filters.reward_modes.evidence_reward`).
 4. **Step penalty** (optional, PiCA: ``step_weight`` > 0, ``step_alpha`` default 1.0): minus
    ``step_weight · step_alpha^(t−3)`` for every tool call from the third on.
 5. **Privileged feedback** (CAPF): the result is multiplied by ``rho_pf ** N``, N the ``check_answer``
@@ -48,10 +50,29 @@ verl calls ``compute_score`` from ``reward.custom_reward_function`` (``path: pkg
    ``check_answer``.  ``rubric_weight``, ``rho_pf`` and ``step_*`` then live in ``algorithm.hopforge``
    (a ``step_weight`` here is refused, so no trajectory pays twice).
 
-A malformed solution scores 0 after every term.  The return value is verl's dict form: ``score`` plus
-``acc``, ``em``, ``f1``, ``format_ok``, ``evidence``, ``rubric`` (``r_rb``), ``tool_calls``,
-``bad_tool_calls``, ``check_calls`` and ``penalty``, which verl logs as reward metrics.  Rows of
-another ``data_source`` (a mixed dataset) go to verl's own ``default_compute_score``.
+A malformed solution scores 0 after every term.  The return value is verl's dict form, which verl logs as
+reward metrics and from which verl's ``gdpo`` estimator reads ``algorithm.gdpo_reward_keys`` (each key
+normalised within the group on its own).  Its keys are of two kinds:
+
+- **Reward components** (:data:`REWARD_KEYS`), each gated as its seed says, so any of them can be a GDPO
+  reward key: a malformed response (``format_ok`` 0) has 0 in every one of them, and the positive-only ones
+  are 0 for a wrong answer too.
+
+  - ``score``: the reward above (under ``advantage: hopforge``, its code); gated on format;
+  - ``acc``: 1 when the answer is right by the correctness rule; format;
+  - ``em``: exact match of the answer; format;
+  - ``f1``: the answer's token F1 (MultiSearch); format;
+  - ``format_ok``: 1 when the response is well formed (the gate itself);
+  - ``evidence``: the share of the gold path's pages read (the evidence term's); format and a right answer;
+  - ``rubric``: ``r_rb``, the share of the bridge entities named or read; format and a right answer;
+  - ``tool_calls``, ``check_calls``: the tool calls and the ``check_answer`` calls made; format;
+  - ``penalty``: PiCA's step penalty charged; format.
+
+- **Diagnostics** (:data:`DIAGNOSTIC_KEYS`, all named ``raw_*``), ungated, for logs only and never a
+  reward key: ``raw_f1``, ``raw_evidence``, ``raw_rubric`` and ``raw_tool_calls`` (the values above before
+  their gates) and ``raw_bad_tool_calls`` (the calls the format gate rejected).
+
+Rows of another ``data_source`` (a mixed dataset) go to verl's own ``default_compute_score``.
 """
 
 from __future__ import annotations
@@ -61,14 +82,19 @@ from typing import Any, Sequence
 from filters.band import DATA_SOURCE
 from filters.config import FiltersConfig
 from filters.correctness import grade_answer
-from filters.reward_modes import (MODES, answer_f1, entity_share, feedback_factor, gain_reward, group_ids,
-                                  rubric_rewards, step_penalty)
+from filters.reward_modes import (MODES, answer_f1, entity_share, evidence_reward, feedback_factor, gain_reward,
+                                  group_ids, rubric_rewards, step_penalty)
 from filters.solution import Solution, _as_list, evidence_share, gold_answers, parse_solution
 from synth.text.answers import AnswerKey
 
 MIN_F1 = FiltersConfig.model_fields["min_f1"].default
 
 RHO_PF = 0.8  # CAPF's example value
+
+# The keys of the returned dict (see the module docstring): the reward components, each 0 for a malformed
+# response (and the positive-only ones for a wrong answer), and the ungated diagnostics, never reward keys.
+REWARD_KEYS = ("score", "acc", "em", "f1", "format_ok", "evidence", "rubric", "tool_calls", "check_calls", "penalty")
+DIAGNOSTIC_KEYS = ("raw_f1", "raw_evidence", "raw_rubric", "raw_tool_calls", "raw_bad_tool_calls")
 
 
 class _Scored:
@@ -122,14 +148,19 @@ def _mode_score(s: _Scored, mode: str, ground_truth: Any, extra_info: dict | Non
 
 def _finish(s: _Scored, score: float, *, evidence_weight: float, step_weight: float, step_alpha: float,
             rho_pf: float) -> dict:
-    """Add the optional terms to a response's mode score; verl's dict (see the module docstring)."""
+    """Add the optional terms to a response's mode score; verl's dict (see the module docstring): the reward
+    components gated on the format and, the positive-only ones, on a right answer; the ``raw_`` diagnostics not."""
     sol = s.sol
-    penalty = step_penalty(sol.tool_calls, step_weight, step_alpha) if step_weight else 0.0
-    total = (score + evidence_weight * s.evidence - penalty) * feedback_factor(sol.check_calls, rho_pf)
-    return {"score": float(total) if sol.format_ok else 0.0, "acc": s.acc, "em": s.em, "f1": s.f1,
-            "format_ok": float(sol.format_ok), "evidence": float(s.evidence), "rubric": float(s.share),
-            "tool_calls": sol.tool_calls, "bad_tool_calls": sol.bad_calls, "check_calls": sol.check_calls,
-            "penalty": float(penalty)}
+    ok, right = bool(sol.format_ok), s.acc > 0  # acc is 0 for a malformed response
+    penalty = step_penalty(sol.tool_calls, step_weight, step_alpha) if step_weight and ok else 0.0
+    total = (score + evidence_reward(s.acc, s.evidence, evidence_weight) - penalty) * feedback_factor(
+        sol.check_calls, rho_pf)
+    return {"score": float(total) if ok else 0.0, "acc": s.acc, "em": s.em if ok else 0.0,
+            "f1": s.f1 if ok else 0.0, "format_ok": float(ok), "evidence": float(s.evidence) if right else 0.0,
+            "rubric": float(s.share) if right else 0.0, "tool_calls": sol.tool_calls if ok else 0,
+            "check_calls": sol.check_calls if ok else 0, "penalty": float(penalty),
+            "raw_f1": s.f1, "raw_evidence": float(s.evidence), "raw_rubric": float(s.share),
+            "raw_tool_calls": sol.tool_calls, "raw_bad_tool_calls": sol.bad_calls}
 
 
 def compute_score(data_source: str | None = None, solution_str: str | None = None, ground_truth: Any = None,
@@ -190,8 +221,9 @@ def _coded(data_source: str | None, solution_str: str | None, ground_truth: Any,
     inner = max(len(_as_list((extra_info or {}).get("path"))) - 2, 0)
     hits = (round(s.share * inner) if inner else 1) if mode == "rubric" and s.acc > 0 else None
     out = _finish(s, base, evidence_weight=evidence_weight, step_weight=0.0, step_alpha=1.0, rho_pf=1.0)
-    out["score"] = encode(format_ok=s.sol.format_ok, outcome=base + evidence_weight * s.evidence if s.sol.format_ok
-                          else 0.0, hits=hits, check_turns=call_turns(solution_str or "", [CHECK_ANSWER]))
+    outcome = base + evidence_reward(s.acc, s.evidence, evidence_weight) if s.sol.format_ok else 0.0
+    out["score"] = encode(format_ok=s.sol.format_ok, outcome=outcome, hits=hits,
+                          check_turns=call_turns(solution_str or "", [CHECK_ANSWER]))
     return out
 
 
@@ -221,4 +253,5 @@ def _batch(sources: list, solutions: list, truths: list, extras: list, mode: str
     return out
 
 
-__all__ = ["MIN_F1", "RHO_PF", "Solution", "compute_score", "evidence_share", "gold_answers", "parse_solution"]
+__all__ = ["DIAGNOSTIC_KEYS", "MIN_F1", "REWARD_KEYS", "RHO_PF", "Solution", "compute_score", "evidence_share",
+           "gold_answers", "parse_solution"]

@@ -16,6 +16,9 @@ Each function is one published formula; :func:`filters.reward.compute_score` pic
 - **gain** (the planner/answerer dual reward): ``R = ½ + S(a, gt) − ½·max(S(a_I, gt), S(a_R, gt))``,
   ``a_I`` the closed-book answer and ``a_R`` the naive-RAG answer of the question, stored in
   ``extra_info.baselines``; planning is rewarded for what it adds over answering directly.
+- **evidence** (optional with any mode, hopforge's process term): ``evidence_weight · share`` of the gold
+  path's pages read, positive-only like the rubric: it counts only when the answer is right (``acc > 0``),
+  so reading pages without answering never pays (:func:`evidence_reward`).
 - **step penalty** (PiCA, optional with any mode): ``λ·α^(t−3)`` for each tool call ``t ≥ 3``
   (counting from 1), so the first two calls are free and the cost of each further one grows
   when ``α > 1``; the trajectory pays the sum.
@@ -72,6 +75,11 @@ def rubric_rewards(outcomes: Sequence[float], shares: Sequence[float], weight: f
     return [o + weight * (s / top if top > 0 else 0.0) if o > 0 else o for o, s in zip(outcomes, shares)]
 
 
+def evidence_reward(acc: float, share: float, weight: float) -> float:
+    """The evidence term, positive-only: ``weight·share`` when the answer is right (``acc > 0``), else 0."""
+    return weight * share if acc > 0 else 0.0
+
+
 def gain_reward(score: float, closed_book: float, rag: float) -> float:
     """The dual reward's outcome gain: ``½ + S(a) − ½·max(S(a_I), S(a_R))``, in [0, 1.5]."""
     return 0.5 + score - 0.5 * max(closed_book, rag)
@@ -93,5 +101,5 @@ def group_ids(extra_infos: Iterable[dict | None]) -> list[str]:
     return [str((e or {}).get("question_id") or f"#{i}") for i, e in enumerate(extra_infos)]
 
 
-__all__ = ["MODES", "answer_f1", "entity_share", "feedback_factor", "gain_reward", "group_ids", "rubric_rewards",
-           "step_penalty"]
+__all__ = ["MODES", "answer_f1", "entity_share", "evidence_reward", "feedback_factor", "gain_reward", "group_ids",
+           "rubric_rewards", "step_penalty"]

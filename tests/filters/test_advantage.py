@@ -27,15 +27,23 @@ from filters.reward import compute_score
 from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
+_STUBS: list[str] = []
 if importlib.util.find_spec("torchdata") is None:
     # verl's trainer module imports torchdata's StatefulDataLoader for its dataloaders (a GPU environment's
     # verl install brings it; hopforge's lock does not); compute_advantage never touches it
     _td = types.ModuleType("torchdata.stateful_dataloader")
     _td.StatefulDataLoader = object
-    sys.modules.setdefault("torchdata", types.ModuleType("torchdata"))
-    sys.modules.setdefault("torchdata.stateful_dataloader", _td)
+    for _name, _module in (("torchdata", types.ModuleType("torchdata")), ("torchdata.stateful_dataloader", _td)):
+        if _name not in sys.modules:
+            sys.modules[_name] = _module
+            _STUBS.append(_name)
 
 from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
+
+# the stubs go once verl has bound the name: a stub left in sys.modules (no __spec__) makes a later
+# importlib.util.find_spec("torchdata") raise, e.g. transformers' check in the SFT tests run in the same process
+for _name in _STUBS:
+    sys.modules.pop(_name, None)
 
 ROOT = Path(__file__).resolve().parents[2]
 TURN, OBS, PAD = 3, 2, 4  # tokens of an assistant turn, of an observation, of padding after the response
@@ -136,8 +144,9 @@ def test_rubric_is_normalised_by_each_groups_max(rows) -> None:
                response(["search"], "Nowhere In Particular")]
     adv, scored = advantages([a] * 3 + [b] * 3, group_a + group_b,
                              {"hopforge": {**OFF, "rubric": True, "rubric_weight": lam}}, mode="rubric")
-    # the shares the reward saw, as scripted
-    assert [s["rubric"] for s in scored] == [1.0, 0.5, 1.0, 0.5, 0.0, 0.0]
+    # the shares the reward saw, as scripted (the rubric key is positive-only: the wrong answer's share is raw only)
+    assert [s["raw_rubric"] for s in scored] == [1.0, 0.5, 1.0, 0.5, 0.0, 0.0]
+    assert [s["rubric"] for s in scored] == [1.0, 0.5, 0.0, 0.5, 0.0, 0.0]
     assert [s["acc"] for s in scored] == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]
     # r = acc + λ·share/max_group(share) for right answers: group A's max is 1.0, group B's 0.5
     expected = grpo([1 + lam * 1.0 / 1.0, 1 + lam * 0.5 / 1.0, 0.0]) + grpo([1 + lam * 0.5 / 0.5, 1 + 0.0, 0.0])
@@ -210,6 +219,24 @@ def test_a_malformed_response_gets_zero_and_no_penalty(rows) -> None:
     adv, scored = advantages([row], [bad], {"norm_adv_by_std_in_grpo": False, "hopforge": {"step_weight": 0.5}})
     assert scored[0]["format_ok"] == 0.0
     assert torch.all(adv == 0)
+
+
+def test_the_coded_outcome_gives_evidence_credit_to_right_answers_only(rows) -> None:
+    from filters.advantage import decode
+    from filters.reward import REWARD_KEYS
+
+    row = rows[0]
+    path = list(row["extra_info"]["path"])
+    read = call("open", page=path[1]) + observation({"page_id": path[1], "title": "x", "offset": 0, "text": "x"})
+    share = 1 / len(path)  # one gold page of the path read
+    right = {"text": read + f"So the answer is <answer>{gold(row)}</answer>"}
+    wrong = {"text": read + "So the answer is <answer>Nowhere In Particular</answer>"}
+    r, w = score(row, right, evidence_weight=0.5), score(row, wrong, evidence_weight=0.5)
+    assert decode(r["score"])["outcome"] == pytest.approx(1 + 0.5 * share, abs=1 / 256) and r["evidence"] == share
+    assert decode(w["score"])["outcome"] == 0.0 and w["evidence"] == 0.0 and w["raw_evidence"] == share
+    broken = score(row, {"text": right["text"].replace("</answer>", "")}, evidence_weight=0.5)
+    assert decode(broken["score"]) == {"format_ok": False, "outcome": 0.0, "hits": None, "checks_back": []}
+    assert all(broken[k] == 0 for k in REWARD_KEYS if k != "score")  # the score is the code, its fields all 0
 
 
 def test_refuses_rewards_without_the_code_and_kl_in_reward(rows) -> None:

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from filters.correctness import grade, grade_answer
-from filters.reward import MIN_F1, compute_score, evidence_share, parse_solution
+from filters.reward import DIAGNOSTIC_KEYS, MIN_F1, REWARD_KEYS, compute_score, evidence_share, parse_solution
 from helpers.traces import make_question
 
 GT = {"target": ["Delta City", "Delta"]}
@@ -45,7 +45,9 @@ def score(text: str, **kw) -> dict:
 def test_a_correct_well_formed_solution_scores_one_and_a_wrong_one_zero() -> None:
     good = score(solution(SEARCH, OPEN))
     assert good["score"] == 1.0 and good["acc"] == 1.0 and good["format_ok"] == 1.0 and good["em"] == 1.0
-    assert good["tool_calls"] == 2 and good["bad_tool_calls"] == 0
+    assert good["tool_calls"] == 2 and good["raw_bad_tool_calls"] == 0
+    assert set(good) == set(REWARD_KEYS) | set(DIAGNOSTIC_KEYS)
+    assert all(k.startswith("raw_") for k in DIAGNOSTIC_KEYS) and not any(k.startswith("raw_") for k in REWARD_KEYS)
     wrong = score(solution(SEARCH, OPEN, answer="Echo Town"))
     assert wrong["score"] == 0.0 and wrong["acc"] == 0.0 and wrong["format_ok"] == 1.0
     assert score(solution(answer="delta"))["score"] == 1.0  # an alias, after normalisation
@@ -111,10 +113,59 @@ def test_evidence_term_counts_gold_pages_read() -> None:
     assert off["score"] == 1.0 and off["evidence"] == 0.75  # measured, not rewarded, by default
     on = score(solution(SEARCH, OPEN, by_title, found), evidence_weight=0.2)
     assert on["score"] == pytest.approx(1.15)
+    # positive-only: a wrong answer that read p1 gets no evidence credit (it used to get 0.2 · 1/4)
     wrong = score(solution(SEARCH, OPEN, answer="Echo"), evidence_weight=0.2)
-    assert wrong["score"] == pytest.approx(0.2 * 0.25) and wrong["acc"] == 0.0
+    assert wrong["score"] == 0.0 and wrong["acc"] == 0.0
+    assert wrong["evidence"] == 0.0 and wrong["raw_evidence"] == 0.25  # measured, in the raw_ diagnostic only
     malformed = score(solution(SEARCH, OPEN, answer=None), evidence_weight=0.2)
     assert malformed["score"] == 0.0  # no shaping for a solution that never answers
+
+
+def test_a_right_answer_with_evidence_gets_the_documented_amount() -> None:
+    # p1 (open by id) and p3 (find) of the four gold pages p0..p3: share 2/4; weight 0.4 -> 1 + 0.4 · 0.5 = 1.2
+    found = call("find", page="p3", text="harbour") + observation(
+        {"page_id": "p3", "title": "Delta City", "text": "harbour", "total": 0, "passages": []})
+    for mode in ("em", "f1", "rubric"):
+        got = score(solution(SEARCH, OPEN, found), evidence_weight=0.4, mode=mode)
+        assert got["evidence"] == 0.5 and got["acc"] == 1.0
+        assert got["score"] == pytest.approx(1.2 if mode != "rubric" else 1.2 + 0.5 * got["rubric"]), mode
+    # the same reading with a wrong answer: nothing from the evidence term, in any mode
+    for mode in ("em", "f1", "rubric"):
+        got = score(solution(SEARCH, OPEN, found, answer="Echo Town"), evidence_weight=0.4, mode=mode)
+        assert got["score"] == 0.0 and got["evidence"] == 0.0 and got["raw_evidence"] == 0.5, mode
+    gain = {"baselines": {"closed_book": {"answer": "Echo"}, "rag": {"answer": "Delta City"}}}
+    extra = dict(EXTRA, **gain)
+    right = compute_score("hopforge", solution(SEARCH, OPEN, found), GT, extra, mode="gain", evidence_weight=0.4)
+    assert right["score"] == pytest.approx(0.5 + 1 - 0.5 * 1 + 0.4 * 0.5)  # ½ + S(a) − ½·max(0, 1) + 0.4 · 2/4
+    wrong = compute_score("hopforge", solution(SEARCH, OPEN, found, answer="Echo Town"), GT, extra, mode="gain",
+                          evidence_weight=0.4)
+    assert wrong["score"] == pytest.approx(0.5 + 0 - 0.5 * 1) and wrong["evidence"] == 0.0  # ½ + 0 − ½, no evidence
+
+
+@pytest.mark.parametrize("mode", ["em", "f1", "rubric", "gain"])
+@pytest.mark.parametrize("broken", [
+    SEARCH + OPEN + call("open", page="p3") + "<answer>Delta City</answer>",  # the last turn makes a tool call
+    SEARCH + "<tool_call>\n{\"name\": \"browse\", \"arguments\": {\"url\": \"x\"}}\n</tool_call>"
+    + observation({"error": "?"}) + OPEN + "I have it. <answer>Delta City</answer>",  # an unknown tool
+    SEARCH + OPEN + "<tool_call>\n{\"name\": \"open\", \"arguments\": \"p2\"}\n</tool_call>" + observation({})
+    + "I have it. <answer>Delta City</answer>",  # arguments not an object
+])
+def test_a_malformed_response_with_the_right_answer_is_zero_in_every_reward_component(broken: str, mode: str) -> None:
+    """Any key of the dict may be a reward key (verl's GDPO normalises each of ``gdpo_reward_keys`` on its own):
+    a malformed response must not earn F1, EM, evidence, rubric or tool-call credit through one."""
+    sol = parse_solution(broken)
+    assert not sol.format_ok and sol.answer == "Delta City" and {"p1"} <= set(sol.read_page_ids)
+    extra = dict(EXTRA, titles=["Alpha Station", "Bravo Harbour", "Charlie (planet)", "Delta City"],
+                 baselines={"closed_book": {"answer": "Echo"}, "rag": {"answer": "Echo"}})
+    kw = dict(mode=mode, evidence_weight=0.5, step_weight=0.1 if mode != "rubric" else 0.0, rho_pf=0.8)
+    got = compute_score("hopforge", broken, GT, extra, **kw)
+    assert {k: got[k] for k in REWARD_KEYS} == dict.fromkeys(REWARD_KEYS, 0.0), mode
+    # the ungated diagnostics still say what happened (named raw_, never a reward key)
+    assert got["raw_f1"] == 1.0 and got["raw_evidence"] > 0 and got["raw_rubric"] > 0 and got["raw_tool_calls"] >= 2
+    batch = compute_score(data_sources=["hopforge"] * 2, solution_strs=[broken, solution(SEARCH, OPEN)],
+                          ground_truths=[GT, GT], extra_infos=[extra, extra], **kw)
+    assert {k: batch[0][k] for k in REWARD_KEYS} == dict.fromkeys(REWARD_KEYS, 0.0), mode
+    assert batch[1]["format_ok"] == 1.0 and batch[1]["f1"] == 1.0
 
 
 def test_ground_truth_and_path_as_verl_batches_hand_them_over() -> None:

@@ -82,8 +82,9 @@ def test_f1_is_token_f1_over_words(row) -> None:
 def test_rubric_is_positive_only(row) -> None:
     bridges = _bridges(row)
     wrong_listing_all = solution("Nowhere In Particular", names=bridges)
-    assert _score(row, wrong_listing_all, mode="rubric")["rubric"] == 1.0  # it does name every entity ...
-    assert _score(row, wrong_listing_all, mode="rubric")["score"] == 0.0  # ... and earns nothing for it
+    got = _score(row, wrong_listing_all, mode="rubric")
+    assert got["raw_rubric"] == 1.0  # it does name every entity (the ungated diagnostic says so) ...
+    assert got["score"] == 0.0 and got["rubric"] == 0.0  # ... and earns nothing for it, in no reward key either
     got = _batch([row, row], [wrong_listing_all, solution(_gold(row))], mode="rubric", rubric_weight=0.5)
     assert [g["score"] for g in got] == [0.0, 1.0]  # a wrong answer's entities do not set the group's scale
 
@@ -95,7 +96,8 @@ def test_rubric_is_normalised_by_the_group_max(rl_rows, row) -> None:
              solution(_gold(row))]
     got = _batch([row] * 4, texts, mode="rubric", rubric_weight=lam)
     shares = [g["rubric"] for g in got]
-    assert shares[:3] == [1.0, 1 / len(b), 1.0] and shares[3] == 0.0
+    assert shares == [1.0, 1 / len(b), 0.0, 0.0]  # the wrong answer's share is gated to 0 (positive-only)
+    assert [g["raw_rubric"] for g in got] == [1.0, 1 / len(b), 1.0, 0.0]
     assert [g["score"] for g in got] == pytest.approx([1 + lam, 1 + lam * shares[1], 0.0, 1.0])
     # another question in the same step is its own group: its best correct response sets its own scale
     other = next(r for r in rl_rows if r["extra_info"]["question_id"] != row["extra_info"]["question_id"]

@@ -92,7 +92,8 @@ def test_the_rubric_mode_runs_in_verls_batch_reward_manager(tokenizer, deep_rows
     scores = out["reward_tensor"].sum(dim=-1).tolist()
     info = out["reward_extra_info"]
     half_a = 1 / len(bridges[id(a)])
-    assert info["rubric"][:4] == [1.0, 1 / len(bridges[id(b)]), half_a, 1.0]
+    assert info["rubric"][:4] == [1.0, 1 / len(bridges[id(b)]), half_a, 0.0]  # positive-only: a wrong answer's is 0
+    assert info["raw_rubric"][:4] == [1.0, 1 / len(bridges[id(b)]), half_a, 1.0]  # ... though it names every one
     # group a: max share 1 among its correct responses; group b: its one correct response is its own max
     assert scores == pytest.approx([1 + lam, 1 + lam, 1 + lam * half_a, 0.0, 0.0])
     assert info["acc"] == [1.0, 1.0, 1.0, 0.0, 0.0] and info["format_ok"] == [1.0] * 5
