@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, dataclass, field, fields
+from functools import cache
 from pathlib import Path
 from types import UnionType
 from typing import Any, Mapping, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -26,7 +27,6 @@ from typing import Any, Mapping, TypeVar, Union, get_args, get_origin, get_type_
 F = TypeVar("F", bound="Facts")
 
 _BAD = object()  # a value of the wrong kind: the field keeps its default
-_HINTS: dict[type, dict[str, Any]] = {}
 
 
 def _key(name: str, default: Any = None) -> Any:
@@ -34,10 +34,9 @@ def _key(name: str, default: Any = None) -> Any:
     return field(default=default, metadata={"key": name})
 
 
+@cache  # a class's resolved annotations never change: a memo of a pure function, not run state
 def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = get_type_hints(cls)
-    return _HINTS[cls]
+    return get_type_hints(cls)
 
 
 def _coerce(tp: Any, v: Any) -> Any:
