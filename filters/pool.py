@@ -6,10 +6,17 @@ have a correct rollout to prefix: ACTGUIDE-RL), asks the teacher the dual reward
 ``rl.baselines``, splits the pool into ``rl.curriculum`` stages, and returns the figures the filter's
 report and the dataset card read.  ``per_q`` holds, per question, the filter's running tally: ``n``, ``c``,
 ``prompt`` and ``tools`` of its first rollout, ``models`` (the teacher models that rolled it out).
+
+A question of the pool's splits is banded only on all ``rollout.n`` of its samples: the rollout gives every
+one of them that many (:class:`synth.rollout.stage.SamplePlan` stops no pooled question early), and a band
+over fewer would carry a biased c/n into the row and the curriculum's pass-rate bounds.  One with fewer
+(a sample whose teacher call failed and was left out, a traces table from another plan) is refused:
+neither banded nor written, counted as ``short_of_n`` (:data:`SHORT_OF_N`) and named in the log.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Mapping
 
 from synth.engine.records import RL_SCHEMA, Question, Split
@@ -21,6 +28,11 @@ from filters.curriculum import write_curriculum
 from filters.guidance import Reference
 from filters.rlconfig import TEACHER
 
+log = logging.getLogger("hopforge")
+
+# Why a question of the pool's splits is left out of the band: fewer than rollout.n samples to count.
+SHORT_OF_N = "short_of_n"
+
 
 def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: dict[str, Any],
                   share_sft: bool, band_by: str, references: dict[str, Reference],
@@ -28,15 +40,19 @@ def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: d
     """Band every question with rollouts and, when the teacher measures the band (``rl.band_by``), write
     the ``rl_pool`` rows: rl questions in the band, and sft ones too when ``share_sft``; with ``rl.guidance``
     also the all-wrong ones that have a correct rollout (ACTGUIDE-RL).  Each row carries its question's
-    answer key (``keys``, :mod:`synth.corpus.answerkeys`) for the reward.
+    answer key (``keys``, :mod:`synth.corpus.answerkeys`) for the reward.  A question of those splits with fewer
+    than ``rollout.n`` rollouts is refused (``short_of_n``, see the module docstring).
 
     Returns the report's band figures, each counted over exactly what its name says, so none disagrees
     with the table: ``bands`` over the questions ``rl_pool`` draws from, ``bands_by_split`` over every
     split, ``band_model`` the teacher model(s) that measured them, ``rl_pool_rows`` the rows written (0
     under ``band_by: student``, whose pool the ``rl_band`` stage writes; ``bands["rl_pool"]`` plus the
-    guided rows otherwise), ``guidance`` (and, with ``rl.baselines``, ``baselines``) counts.
+    guided rows otherwise), ``guidance`` (and, with ``rl.baselines``, ``baselines``) counts, ``band_n`` the
+    samples a band counts and ``short_of_n`` the questions refused for fewer (by split; in no other figure).
     """
     pool_splits = {Split.RL, Split.SFT} if share_sft else {Split.RL}
+    need = ctx.cfg.rollout.n
+    short: dict[str, list[str]] = {}
     counts = {b: 0 for b in BANDS}
     facts: list[tuple[str, int, int]] = []
     models: set[str] = set()
@@ -48,6 +64,9 @@ def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: d
         p, q = per_q[qid], questions.get(qid)
         if q is None:
             unknown += 1
+            continue
+        if q.split in pool_splits and p.n < need:
+            short.setdefault(str(q.split), []).append(qid)
             continue
         facts.append((q.split, p.n, p.c))
         if q.split not in pool_splits:
@@ -75,7 +94,13 @@ def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: d
                            key=(keys or {}).get(qid), context=context_of(ctx.cfg)))
     out: dict[str, Any] = {"band_by": band_by, "band_model": band_model_name(TEACHER, models), "bands": counts,
                            "bands_of_splits": sorted(str(x) for x in pool_splits), "bands_by_split": band_counts(facts),
-                           "rl_pool_rows": len(rows), "guidance": guided}
+                           "rl_pool_rows": len(rows), "guidance": guided, "band_n": need,
+                           SHORT_OF_N: {sp: len(ids) for sp, ids in sorted(short.items())}}
+    if short and band_by == TEACHER:  # under band_by: student the teacher's band is only the report's figure
+        ids = sorted(i for v in short.values() for i in v)
+        log.warning("filter: %d question(s) of the pool's splits have fewer than rollout.n = %d samples and are left "
+                    "out of the band (%s): %s%s", len(ids), need, SHORT_OF_N, ", ".join(ids[:5]),
+                    f" and {len(ids) - 5} more" if len(ids) > 5 else "")
     if band_by == TEACHER:
         if rl_cfg.baselines and rows:
             out["baselines"] = _add_baselines(ctx, questions, rows, teacher(), keys)
@@ -107,4 +132,4 @@ def _add_baselines(ctx: StageContext, questions: Mapping[str, Question], rows: l
     return counts
 
 
-__all__ = ["write_rl_pool"]
+__all__ = ["SHORT_OF_N", "write_rl_pool"]

@@ -35,6 +35,14 @@ def _questions_reads(cfg) -> tuple[str, ...]:
     return ("filters.ngram",) if cfg.questions.decontaminate else ()
 
 
+def _rollout_reads(cfg) -> tuple[str, ...]:
+    # The adaptive policy stops no question early that can enter rl_pool: it reads whether sft questions are
+    # shared into the pool, and, when they are, whether the teacher's rollouts measure its band.
+    if cfg.rollout.policy != "adaptive":
+        return ()
+    return ("questions.share_sft_rl",) + (("rl.band_by",) if cfg.questions.share_sft_rl else ())
+
+
 def _filter_reads(cfg) -> tuple[str, ...]:
     # The teacher is asked only by the LLM judge and the baselines (with the tools, the baselines' search).
     return (("teacher",) if cfg.filters.judge else ()) + (("teacher", "tools") if cfg.rl.baselines else ())
@@ -82,10 +90,11 @@ QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True,
 
 ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("questions", "index", "ingest", "walks"),
                 optional_reads=("expand",), outputs=("traces",),
-                # The adaptive policy stops an sft question at keep_per_question answers correct at min_f1;
-                # each trace's step labels say whether a turn was grounded at the grounded filter's threshold.
+                # The adaptive policy stops an sft question at keep_per_question answers correct at min_f1 (unless
+                # rl_pool shares it: _rollout_reads); each trace's step labels say whether a turn was grounded at
+                # the grounded filter's threshold.
                 sections=("rollout", "teacher", "tools", "filters.keep_per_question", "filters.min_f1",
-                          "filters.min_grounding"),
+                          "filters.min_grounding"), more_sections=_rollout_reads,
                 command="rollout")
 
 TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),
@@ -95,9 +104,10 @@ TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("i
 FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollout", "tokenizer"),
                optional_reads=("ingest",),  # the answer keys (synth.corpus.answerkeys) read the corpus
                # sft.context / sft.reasoning: what a kept trace's rows hold and how the length filter renders them
+               # rollout.n: the samples a pooled question's band must count (filters.pool refuses fewer)
                sections=("filters", "questions.share_sft_rl", "questions.splits.sft", "rl.band_by", "rl.curriculum",
                          "rl.guidance", "rl.baselines", "rl.rag_k", "sft.context", "sft.reasoning",
-                         "rollout.compress_observations", "rollout.keep_observations"),
+                         "rollout.compress_observations", "rollout.keep_observations", "rollout.n"),
                outputs=("sft", "preference", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"),
                command="filter", more_sections=_filter_reads,
                key_extra=_filter_identity)

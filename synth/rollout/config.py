@@ -15,7 +15,8 @@ class RolloutConfig(Section):
     policy: Literal["adaptive", "fixed"] = Field(
         "adaptive", description="How many of the n samples a question gets. `adaptive`: an sft question is sampled "
         "in sample-index order until `filters.keep_per_question` samples are correct (the answer rule at "
-        "`filters.min_f1`), up to n; an rl question gets all n (its band needs them); an eval question gets "
+        "`filters.min_f1`), up to n; an rl question gets all n (its band needs them), as does an sft question "
+        "`questions.share_sft_rl` shares into the teacher's rl_pool; an eval question gets "
         "`eval_n`. `fixed`: every question gets n, so best-of-n can choose among more correct candidates "
         "(by rubric), at the price of more calls.")
     eval_n: int = Field(1, ge=0, le=64, description="Samples of an eval question under `policy: adaptive`: 1 is a "

@@ -3,8 +3,11 @@
 How many each question gets is :class:`SamplePlan`'s (``rollout.policy``): under ``adaptive`` (the
 default) an sft question is sampled until ``filters.keep_per_question`` samples are correct, up to
 ``rollout.n``, an rl question gets ``rollout.n``, an eval question ``rollout.eval_n``; under ``fixed``
-each gets ``rollout.n``.  The samples are asked for in waves: the first wave is what no outcome can
-change, each next one only what the samples so far leave undecided.
+each gets ``rollout.n``.  A question whose teacher rollouts can put it in ``rl_pool`` gets all
+``rollout.n``: an sft question too when the pool shares it (``questions.share_sft_rl`` under
+``rl.band_by: teacher``), since its band's c/n must count every sample, not the ones an early stop
+left.  The samples are asked for in waves: the first wave is what no outcome can change, each next one
+only what the samples so far leave undecided.
 
 The stage is sharded (``rollout.shard_size`` questions a shard); trajectories run
 concurrently through :meth:`Teacher.map`, which keeps input order, and all shards
@@ -28,6 +31,9 @@ from synth.tools.search import SearchIndex
 from synth.engine.store import write_parquet_atomic
 from synth.teacher.client import merged_usage, shard_usage, stage_teacher
 from synth.tools.toolbox import Toolbox
+
+# rl.band_by's value for the teacher's band (filters.rlconfig.TEACHER; filters is a layer above this one).
+TEACHER_BAND = "teacher"
 
 
 def load_questions(store, limit: int | None = None) -> list[Question]:
@@ -124,6 +130,11 @@ class SamplePlan:
     sample index), so the samples a question gets depend on nothing but those samples: a larger n, or a
     larger ``keep``, only adds samples after the ones there are (paid once, then call-cache hits).
     A question with a failed sample is not extended in that run: its outcome is not known yet.
+
+    ``pooled`` are the splits whose teacher rollouts measure an ``rl_pool`` band (:func:`pooled_splits`):
+    each of their questions gets all n, never an early stop, so the c/n its pool row carries is c of
+    ``rollout.n`` (a shared sft question would otherwise be banded on the samples it took to decide: right
+    on its first sample, 1 of 1).  Only the sft questions no pool reads keep the early stop.
     """
 
     policy: str
@@ -131,32 +142,49 @@ class SamplePlan:
     eval_n: int
     keep: int
     min_f1: float
+    pooled: frozenset[str] = frozenset({Split.RL})
 
     @classmethod
     def of(cls, cfg) -> "SamplePlan":
         r = cfg.rollout
-        return cls(r.policy, r.n, r.eval_n, cfg.filters.keep_per_question, cfg.filters.min_f1)
+        return cls(r.policy, r.n, r.eval_n, cfg.filters.keep_per_question, cfg.filters.min_f1,
+                   pooled_splits(cfg) if r.policy == "adaptive" else frozenset({Split.RL}))
+
+    def stops_early(self, q: Question) -> bool:
+        """Whether ``q`` is sampled only until its outcome is decided: an sft question no pool reads, under
+        ``adaptive``."""
+        return self.policy == "adaptive" and q.split == Split.SFT and q.split not in self.pooled
 
     def most(self, q: Question) -> int:
         """The samples ``q`` may get."""
-        if self.policy == "fixed" or q.split == Split.RL:
+        if self.policy == "fixed" or q.split in self.pooled:
             return self.n
         return self.eval_n if q.split == Split.EVAL else self.n
 
     def first(self, q: Question) -> int:
         """The samples ``q`` gets before any outcome is known."""
-        if self.policy == "adaptive" and q.split == Split.SFT:
+        if self.stops_early(q):
             return min(self.keep, self.n)
         return self.most(q)
 
     def more(self, q: Question, got: list[Trace], key: AnswerKey | None = None) -> range:
         """The next sample indices ``q`` needs, given the samples it ``got`` (empty when decided); ``key`` is its
         answer key (None: its answer and aliases alone)."""
-        if self.policy != "adaptive" or q.split != Split.SFT or any(t.stop_reason == FAILED for t in got):
+        if not self.stops_early(q) or any(t.stop_reason == FAILED for t in got):
             return range(0)
         gold = key if key is not None else q.golds
         correct = sum(is_correct(t.final_answer, gold, self.min_f1) for t in got)
         return range(len(got), min(self.n, len(got) + max(0, self.keep - correct)))
+
+
+def pooled_splits(cfg) -> frozenset[str]:
+    """The splits whose teacher rollouts measure an ``rl_pool`` band under ``rollout.policy: adaptive``: ``rl``,
+    and ``sft`` when ``questions.share_sft_rl`` shares it with a pool the teacher measures (``rl.band_by:
+    teacher``; a student's band samples its own ``rl.n``).  Reads only what the rollout stage declares under
+    that policy (``flows.stages``)."""
+    if cfg.questions.share_sft_rl and cfg.rl.band_by == TEACHER_BAND:
+        return frozenset({Split.RL, Split.SFT})
+    return frozenset({Split.RL})
 
 
 def _reason(trace: Trace) -> tuple[str, str]:

@@ -249,6 +249,43 @@ def test_one_split_per_question_reaches_only_its_table(tmp_path: Path) -> None:
     assert sorted(r["extra_info"]["question_id"] for r in rl) == ["q-rl", "q-sft"]
 
 
+def test_a_question_with_fewer_than_rollout_n_samples_is_refused_by_the_pool(tmp_path: Path, caplog) -> None:
+    """The band's c/n counts every one of rollout.n samples, or the question is neither banded nor pooled: a
+    shared sft question stopped at its first right answer (1 of 1) or an rl question short of a sample (a failed
+    teacher call) is counted as short_of_n and named, never written with a biased c/n."""
+    import logging
+
+    from filters.pool import SHORT_OF_N
+
+    def samples(qid: str, split: str, right: list[bool]) -> list:
+        return [trace(f"{qid}-{i}", qid, sample_index=i, calls=GOOD, answer="Delta City" if r else "Nowhere",
+                      split=split) for i, r in enumerate(right)]
+
+    questions = [make_question("q-rl", split="rl"), make_question("q-rl-short", split="rl"),
+                 make_question("q-sft", split="sft"), make_question("q-sft-early", split="sft")]
+    traces = (samples("q-rl", "rl", [True, False, True]) + samples("q-rl-short", "rl", [True, False])
+              + samples("q-sft", "sft", [True, True, False]) + samples("q-sft-early", "sft", [False, True]))
+    store = make_store(tmp_path / "run", questions, traces)
+    filt, _ = stages()
+    cfg = config(max_tokens=3000)
+    cfg.questions.share_sft_rl = True
+    cfg.rollout.n = 3
+    with caplog.at_level(logging.WARNING, logger="hopforge"):
+        out = run_stage(filt, cfg, store)
+    rl = {r["extra_info"]["question_id"]: r["extra_info"] for r in pq.read_table(store.path("rl_pool")).to_pylist()}
+    assert {q: (i["n"], i["c"]) for q, i in rl.items()} == {"q-rl": (3, 2), "q-sft": (3, 2)}
+    rep = out.report
+    assert rep["band_n"] == 3 and rep[SHORT_OF_N] == {"rl": 1, "sft": 1}
+    # The band's figures count only what was banded, so they still agree with the table.
+    assert rep["bands"] == {"rl_pool": 2, "all_wrong": 0, "all_right": 0} and rep["rl_pool_rows"] == 2
+    assert rep["bands_by_split"] == {"rl": {"rl_pool": 1, "all_wrong": 0, "all_right": 0},
+                                     "sft": {"rl_pool": 1, "all_wrong": 0, "all_right": 0}}
+    assert "q-rl-short, q-sft-early" in caplog.text and SHORT_OF_N in caplog.text
+    # Not shared, the early-stopped sft question is no pool question: nothing is short of n but the rl one.
+    cfg.questions.share_sft_rl = False
+    assert run_stage(filt, cfg, store).report[SHORT_OF_N] == {"rl": 1}
+
+
 def test_rerun_is_reused_and_config_changes_rerun(tmp_path: Path) -> None:
     store, first, _ = _run(tmp_path)
     filt, _ = stages()

@@ -67,8 +67,12 @@ def make_store(root: Path, questions: list[Question], traces: list[Trace], *, re
 
 
 def config(**filters: Any) -> Config:
-    """A run config whose `filters` section has the given values."""
-    return RunConfig(filters=FiltersConfig(**filters))
+    """A run config whose `filters` section has the given values.  Its ``rollout.n`` is 1: a hand-made store holds
+    whatever samples its test writes, and the pool bands a question only on at least ``rollout.n`` of them
+    (``filters.pool``); a test of that guard sets it."""
+    cfg = RunConfig(filters=FiltersConfig(**filters))
+    cfg.rollout.n = 1
+    return cfg
 
 
 __all__ = ["RunConfig", "config", "make_store", "publish", "stages"]

@@ -337,6 +337,15 @@ def _coin(req):
     return Reply(content=f"<answer>{gold if req['seed'] % 3 else 'Nowhere'}</answer>")
 
 
+def _coin_per_question(req):
+    """As :func:`_coin`, with the coin also turned by the question, so questions differ in which samples are right."""
+    import hashlib
+
+    q = req["messages"][1]["content"] if len(req.get("messages") or []) > 1 else ""
+    flip = int(hashlib.sha256(f"{req['seed']}:{q}".encode()).hexdigest(), 16) % 3
+    return _coin({**req, "seed": flip})
+
+
 def _ledger(root) -> int:
     path = root / "cache" / "ledger.jsonl"
     return len(path.read_text().splitlines()) if path.exists() else 0
@@ -349,16 +358,17 @@ def _by_question(root) -> dict[str, list[dict]]:
     return out
 
 
-def _check_adaptive(root, qs, n, keep, eval_n):
+def _check_adaptive(root, qs, n, keep, eval_n, pooled=("rl",)):
     """Independently of the stage: each sft question holds samples 0..m-1, with m the first count at which
-    `keep` of them are right (or n); rl questions hold n, eval questions eval_n."""
+    `keep` of them are right (or n); the questions of the `pooled` splits (rl, and sft when rl_pool shares it)
+    hold n, eval questions eval_n."""
     from synth.text.answers import is_correct
 
     got = _by_question(root)
     for q in qs:
         samples = got.get(q.question_id, [])
         assert [t["sample_index"] for t in samples] == list(range(len(samples)))
-        if q.split == "rl":
+        if q.split in pooled:
             assert len(samples) == n
         elif q.split == "eval":
             assert len(samples) == eval_n
@@ -400,6 +410,55 @@ def test_the_adaptive_policy_samples_until_decided_and_a_larger_cap_pays_only_ne
         run_stage(ROLLOUT, load_config(None, [*base, url, "rollout.n=6", "rollout.policy=fixed"]), store)
         assert all(len(v) == 6 for v in _by_question(tmp_path).values()) and len(_by_question(tmp_path)) == len(qs)
         assert _ledger(tmp_path) - before == 6 * len(qs) - len(_traces_of(got3))
+
+
+def test_a_question_rl_pool_shares_gets_every_sample_and_its_band_counts_them_all(tmp_path, monkeypatch):
+    """Under the adaptive policy with questions.share_sft_rl, an sft question can enter rl_pool: it gets all
+    rollout.n samples, and its pool row's c/n counts exactly those (an early stop would have banded a question
+    right on its first sample on the few samples it took to decide).  A pool the student measures (rl.band_by:
+    student) samples its own rollouts, so there the sft questions keep the early stop."""
+    from helpers.filterstore import publish
+    from helpers.tinytok import save_tokenizer
+    from flows.stages import FILTER
+    from synth.text.answers import is_correct
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    store, qs = _split_store(tmp_path / "run")
+    root = tmp_path / "run"
+    publish(store, "tokenizer", {"tokenizer": save_tokenizer(tmp_path / "tok")})
+    base = ["teacher.backend=openai", "teacher.model=m", "teacher.max_retries=0", "teacher.tool_protocol=native",
+            "filters.keep_per_question=1", "rollout.n=4"]
+    with serve(handler=_coin_per_question) as srv:
+        url = f"teacher.base_url={srv.base_url}"
+        # Not shared (and shared into a student's pool): the sft questions stop at their first right answer.
+        alone = run_stage(ROLLOUT, load_config(None, [*base, url]), store)
+        early = _check_adaptive(root, qs, n=4, keep=1, eval_n=1)
+        student = run_stage(ROLLOUT, load_config(None, [*base, url, "questions.share_sft_rl=true",
+                                                        "rl.band_by=student"]), store)
+        assert not student.reused and _by_question(root) == early  # the same samples: every call a cache hit
+        paid = _ledger(root)
+        shared = load_config(None, [*base, url, "questions.share_sft_rl=true"])
+        out = run_stage(ROLLOUT, shared, store)
+        got = _check_adaptive(root, qs, n=4, keep=1, eval_n=1, pooled=("rl", "sft"))
+    assert out.report["samples_by_split"] == {"sft": 16, "rl": 4, "eval": 1}
+    assert out.report["samples_saved"] == 3 < alone.report["samples_saved"]  # only the eval question saves
+    assert _ledger(root) - paid == sum(len(got[q]) - len(early[q]) for q in got) > 0  # only the new samples paid
+    right = {q: [is_correct(t["final_answer"], [x.answer], 0.8) for t in got[q]]
+             for x in qs for q in [x.question_id] if x.split != "eval"}
+    # Right on its first sample, wrong on a later one: the early stop banded it 1 of 1 (all right, never pooled).
+    first_right = [q for q, r in right.items() if r[0] and not all(r) and next(x for x in qs
+                                                                              if x.question_id == q).split == "sft"]
+    assert first_right and all(len(early[q]) == 1 for q in first_right), right
+
+    # The coin answers without a tool call, so no trace is an sft row: the pool is the filter's whole output.
+    run_stage(FILTER, load_config(None, [*base, url, "questions.share_sft_rl=true", "runner.allow_empty=true"]),
+              store)
+    rows = {r["extra_info"]["question_id"]: r["extra_info"] for r in ds.dataset(root / "rl_pool").to_table().to_pylist()}
+    assert set(first_right) <= set(rows)
+    assert {q: (i["n"], i["c"]) for q, i in rows.items()} == {q: (4, sum(right[q])) for q in rows}
+    assert {i["split"] for i in rows.values()} <= {"sft", "rl"}
+    rep = json.loads((root / "reports" / "filter.json").read_text())
+    assert rep["band_n"] == 4 and rep["short_of_n"] == {}
 
 
 def _traces_of(by: dict[str, list[dict]]) -> list[dict]:
