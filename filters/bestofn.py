@@ -76,6 +76,8 @@ def rubric_raw(trace: Trace, question: Question) -> float:
                 page_names.add(normalize_answer(args[spec.page_arg]))
         elif spec.text_arg and isinstance(args.get(spec.text_arg), str):  # a search: its query
             queries.append(args[spec.text_arg])
+        elif spec.text_arg and isinstance(args.get(spec.text_arg), list):  # a multi_search: each of its queries
+            queries.extend(q for q in args[spec.text_arg] if isinstance(q, str))
     opened = set(trace.opened_page_ids or []) | page_args
     texts = [m.content for m in conv.messages
              if m.role == "assistant" and isinstance(m.content, str) and m.content]

@@ -25,6 +25,7 @@ from synth.questions.config import QuestionsConfig
 from synth.rollout.config import RolloutConfig
 from synth.teacher.config import TeacherConfig
 from synth.tools.config import ToolsConfig
+from synth.tools.registry import tools
 
 __all__ = ["Config", "ConfigError", "load_config", "apply_overrides", "config_from_dict", "parse_override"]
 
@@ -71,6 +72,8 @@ class Config(RootConfig):
                 f"questions.shortcut_k ({k}) is below tools.search_max_k ({self.tools.search_max_k}): an agent's "
                 "search could return pages the question checks never looked at; raise questions.shortcut_k, lower "
                 "tools.search_max_k, or unset questions.shortcut_k (it then follows tools.search_max_k)")
+        # The tools section cannot name the registry (the registry's tool modules import it): checked here.
+        tools(self.tools)  # a ValueError names an unknown tools.extra_tools entry and the optional tools
         return self
 
 

@@ -37,6 +37,17 @@ class ToolsConfig(Section):
         description="Source masking: a rollout's search never returns its question's answer page "
         "(the page can still be opened by title once the agent has found its name).",
     )
+    extra_tools: list[str] = Field(
+        default_factory=list,
+        description="Optional tools offered besides search, open and find, by name: `multi_search` (several "
+        "queries in one call, their hits merged, each hit naming the queries that found it; MultiSearch). "
+        "[] offers the built-ins alone, the tools whose schemas the SFT rows so far store.",
+    )
+    multi_search_max_queries: int = Field(
+        5, ge=1, le=20,
+        description="Most queries one `multi_search` call may hold; more is an error for the agent. Each query "
+        "returns k results as a `search` would, so the question checks' search depth still covers it.",
+    )
     find_max_passages: int = Field(
         5, ge=1, le=100, description="Most passages (paragraphs) one `find` call returns, in page order."
     )

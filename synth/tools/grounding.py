@@ -13,7 +13,9 @@ For every tool call in order:
   (lowercase, ASCII folding, English stemming), so "Resins" grounds "resin".
 * A **search** is grounded when at least ``min_grounding`` of its query's content terms
   (:func:`synth.tools.analysis.query_terms`: distinct terms, stop words dropped unless nothing else
-  is left) are terms of the seen text.  A query with no terms is grounded.
+  is left) are terms of the seen text.  A query with no terms is grounded.  A ``multi_search`` is
+  grounded when each of its queries is, and the queries its hits echo (``queries``: the agent's own
+  words) are not seen text.
 * An **open** or a **find** is grounded when its page was seen: its argument is a page id shown in
   an earlier observation, or its terms (a title, or the last part of a ``/wiki/`` URL) occur, in
   order and contiguous, in the question or in one observation.  The ``text`` of a find must pass
@@ -112,6 +114,8 @@ def _values(obs: Any, key: str = "") -> Iterator[tuple[str, str]]:
         for k, v in obs.items():
             if k == "text" and "passages" in obs:
                 continue  # find echoes the agent's own pattern here
+            if k == "queries" and "page_id" in obs:
+                continue  # a multi_search hit echoes the agent's own queries here
             yield from _values(v, k)
     elif isinstance(obs, list):
         for v in obs:
@@ -133,10 +137,14 @@ def _check(tc: ToolCall, seen: Seen, min_grounding: float) -> tuple[bool, str] |
         return None
     problems = []
     key = spec.text_arg  # the words the agent chose (a query, a pattern)
-    if key is not None and isinstance(args.get(key), str):
-        share, unseen = seen.share(args[key])
+    value = args.get(key) if key is not None else None
+    # one text (a query, a pattern), or a list of them (multi_search's queries): each must pass
+    for text in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+        if not isinstance(text, str):
+            continue
+        share, unseen = seen.share(text)
         if share < min_grounding:
-            problems.append(f"{key} {args[key]!r}: {share:.2f} of its terms seen (unseen: {', '.join(unseen)})")
+            problems.append(f"{key} {text!r}: {share:.2f} of its terms seen (unseen: {', '.join(unseen)})")
     page = args.get(spec.page_arg) if spec.page_arg else None
     if isinstance(page, str) and not seen.holds_name(page):
         problems.append(f"page {page!r} not seen")

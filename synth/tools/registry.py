@@ -12,6 +12,12 @@ Adding a tool is one module that builds a ``ToolSpec`` and one line in
 :mod:`synth.tools.agent` (or :func:`register` at run time; :func:`registered` for a scope, as tests
 do).  The order of registration is the order of the schemas, which SFT rows store: the built-ins
 keep theirs.  A :class:`ToolSpec` is defined in :mod:`synth.tools.spec`, which a tool's module imports.
+
+An *optional* tool (``ToolSpec.optional``, e.g. ``multi_search``) is registered like the others but offered
+only under a tools config whose ``extra_tools`` names it: :func:`tools` and :func:`tool_names` take the config
+and leave the others out, so what a run offers (schemas, toolbox, server routes, verl's tools, the trace's
+counts) is a config choice.  :func:`find_tool` and :func:`registered_names` see every registered tool, for
+readers of calls already made (the grounding rule, the RL solution reader).
 """
 
 from __future__ import annotations
@@ -53,13 +59,30 @@ def registered(spec: ToolSpec) -> Iterator[ToolSpec]:
         unregister(spec.name)
 
 
-def tools() -> tuple[ToolSpec, ...]:
-    """Every registered tool, in registration order."""
-    return tuple(_TOOLS.values())
+def tools(cfg: Any = None) -> tuple[ToolSpec, ...]:
+    """The tools offered under the tools config ``cfg`` (None: the defaults), in registration order: every
+    registered tool but the optional ones, and the optional ones ``cfg.extra_tools`` names (a name that is not
+    an optional tool's is a ValueError)."""
+    extra = list(getattr(cfg, "extra_tools", None) or ())
+    unknown = [n for n in extra if n not in optional_tool_names()]
+    if unknown:
+        raise ValueError(f"tools.extra_tools: {', '.join(map(repr, unknown))} is not an optional tool; the optional "
+                         f"tools are: {', '.join(optional_tool_names()) or 'none'}")
+    return tuple(s for s in _TOOLS.values() if not s.optional or s.name in extra)
 
 
-def tool_names() -> tuple[str, ...]:
-    """The registered tools' names, in registration order."""
+def tool_names(cfg: Any = None) -> tuple[str, ...]:
+    """The names of :func:`tools` under ``cfg``, in registration order."""
+    return tuple(s.name for s in tools(cfg))
+
+
+def optional_tool_names() -> tuple[str, ...]:
+    """The registered optional tools' names (what ``tools.extra_tools`` may name)."""
+    return tuple(s.name for s in _TOOLS.values() if s.optional)
+
+
+def registered_names() -> tuple[str, ...]:
+    """Every registered tool's name, the optional ones included, in registration order."""
     return tuple(_TOOLS)
 
 
@@ -76,4 +99,5 @@ def get_tool(name: Any) -> ToolSpec:
     return spec
 
 
-__all__ = ["ToolSpec", "register", "unregister", "registered", "tools", "tool_names", "find_tool", "get_tool"]
+__all__ = ["ToolSpec", "register", "unregister", "registered", "tools", "tool_names", "optional_tool_names",
+           "registered_names", "find_tool", "get_tool"]

@@ -15,10 +15,11 @@ from synth.tools.registry import tool_names, tools
 
 
 def tool_schemas(cfg: ToolsConfig | None = None) -> list[dict]:
-    """``[{"type": "function", "function": {"name", "description", "parameters"}}]`` of every registered tool
-    (:mod:`synth.tools.registry`), in registration order."""
+    """``[{"type": "function", "function": {"name", "description", "parameters"}}]`` of every tool ``cfg`` offers
+    (:func:`synth.tools.registry.tools`: the registered ones, optional ones only where ``cfg.extra_tools`` names
+    them), in registration order."""
     cfg = cfg or ToolsConfig()
-    return [spec.schema(cfg) for spec in tools()]
+    return [spec.schema(cfg) for spec in tools(cfg)]
 
 
 def tool_schemas_json(cfg: ToolsConfig | None = None) -> str:

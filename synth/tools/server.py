@@ -8,6 +8,7 @@ same behaviour as :class:`synth.tools.toolbox.Toolbox`::
     GET  /search?q=...&k=5[&exclude=ID]  [{page_id, title, snippet}]
     GET  /open?page=...&offset=0         {page_id, title, offset, next_offset, total_chars, text}
     GET  /find?page=...&text=...         {page_id, title, text, total, passages}
+    GET  /multi_search?queries=...&queries=...&k=5[&exclude=ID]   merged hits (only with tools.extra_tools)
 
 Each tool endpoint also takes the same fields as a POST JSON body (``query`` is
 accepted for ``q``; ``exclude`` may be a list), which is how source masking is
@@ -107,6 +108,9 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
     # The integer arguments of each tool, parsed from a query string (where every value is text).
     integers = {sc["function"]["name"]: {k for k, v in sc["function"]["parameters"]["properties"].items()
                                          if v.get("type") == "integer"} for sc in schemas}
+    # The list arguments: a query string repeats the field (queries=a&queries=b), as it does for exclude.
+    lists = {sc["function"]["name"]: {k for k, v in sc["function"]["parameters"]["properties"].items()
+                                      if v.get("type") == "array"} for sc in schemas}
 
     async def arguments(request: Request, tool: str) -> dict:
         """Query-string fields, overridden by a POST JSON body; integers in a query string parsed."""
@@ -115,7 +119,7 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
         args: dict[str, Any] = {}
         for key in request.query_params:
             values = request.query_params.getlist(key)
-            value = values if key == "exclude" else values[-1]
+            value = values if key == "exclude" or key in lists[tool] else values[-1]
             numeric = isinstance(value, str) and key in integers[tool] and _INT.fullmatch(value)
             args[key] = int(value) if numeric else value
         if request.method == "POST":
@@ -157,7 +161,7 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
 
         return endpoint
 
-    for tool in tool_names():
+    for tool in tool_names(cfg):  # the tools cfg offers (an optional one only where tools.extra_tools names it)
         app.add_api_route(f"/{tool}", route(tool), methods=["GET", "POST"], name=tool)
 
     @app.get("/health")

@@ -24,7 +24,9 @@ class ToolSpec:
       rule checks against what it had seen (None: none);
     - ``page_arg``: the argument naming a page to read (None: none), which must name a page it had seen;
     - ``masked``: whether the answer-page mask applies (the page must not be *found* this way);
-    - ``aliases``: argument names the HTTP server accepts for others (``q`` for ``query``).
+    - ``aliases``: argument names the HTTP server accepts for others (``q`` for ``query``);
+    - ``optional``: offered only where a tools config's ``extra_tools`` names it (the schemas of a run
+      that names none, and the SFT rows it makes, stay those of the other tools).
     """
 
     name: str
@@ -35,6 +37,7 @@ class ToolSpec:
     page_arg: str | None = None
     masked: bool = False
     aliases: dict[str, str] = field(default_factory=dict)
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.isidentifier():

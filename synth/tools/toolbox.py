@@ -9,7 +9,7 @@ and recover from, and :class:`ToolCallInfo` records which pages the call showed
 
 Arguments are checked against the tool schemas of :mod:`synth.tools.schema`, so the
 schemas the model is shown and the checks it meets cannot drift apart.  Source
-masking (LiteResearcher) applies to ``search``: a rollout's toolbox is built with
+masking (LiteResearcher) applies to ``search`` (and ``multi_search``, where offered): a rollout's toolbox is built with
 the question's answer page in ``mask_page_ids`` and its searches never return it,
 while ``open`` still reads it once the agent has found its name through the hops.
 """
@@ -75,6 +75,8 @@ def check_arguments(name: str, args: Any, schemas: list[dict]) -> dict:
             value = clean_text(value)
             if not value.strip():
                 raise ToolError(f"{name}: '{key}' is empty")
+        elif spec["type"] == "array":
+            value = _check_list(name, key, value, spec)
         elif spec["type"] == "integer":
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ToolError(f"{name}: '{key}' must be an integer, got {json.dumps(value)}")
@@ -83,6 +85,33 @@ def check_arguments(name: str, args: Any, schemas: list[dict]) -> dict:
                 bounds = f">= {lo}" if hi is None else f"between {lo} and {hi}"
                 raise ToolError(f"{name}: '{key}' must be {bounds}, got {value}")
         out[key] = value
+    return out
+
+
+def _check_list(name: str, key: str, value: Any, spec: dict) -> list:
+    """A list argument checked against its schema (``items`` of type string, ``minItems``, ``maxItems``)."""
+    kind = (spec.get("items") or {}).get("type")
+    if not isinstance(value, list):
+        example = '["first", "second"]' if kind == "string" else "[...]"
+        of = f" of {kind}s" if kind else ""
+        raise ToolError(f"{name}: '{key}' must be a list{of}, e.g. {example}; got {type(value).__name__}")
+    lo, hi = spec.get("minItems"), spec.get("maxItems")
+    if not value and lo:
+        raise ToolError(f"{name}: '{key}' is empty; give {lo} to {hi} items" if hi else f"{name}: '{key}' is empty")
+    if hi is not None and len(value) > hi:
+        raise ToolError(f"{name}: '{key}' holds {len(value)} items; at most {hi} are allowed in one call")
+    if lo is not None and len(value) < lo:
+        raise ToolError(f"{name}: '{key}' holds {len(value)} items; at least {lo} are needed")
+    if kind != "string":
+        return value
+    out = []
+    for i, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            raise ToolError(f"{name}: item {i} of '{key}' must be a string, got {json.dumps(item)[:100]}")
+        item = clean_text(item)
+        if not item.strip():
+            raise ToolError(f"{name}: item {i} of '{key}' is empty")
+        out.append(item)
     return out
 
 

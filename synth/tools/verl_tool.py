@@ -1,5 +1,6 @@
-"""hopforge's ``search``, ``open`` and ``find`` as verl tools, served by ``hopforge tools serve``; and CAPF's
-training-only ``check_answer`` (:class:`CheckAnswerTool`, ``configs/rl/tools-capf.yaml``).
+"""hopforge's ``search``, ``open`` and ``find`` (and the optional ``multi_search``) as verl tools, served by
+``hopforge tools serve``; and CAPF's training-only ``check_answer`` (:class:`CheckAnswerTool`,
+``configs/rl/tools-capf.yaml``).
 
 verl's multi-turn rollout (``actor_rollout_ref.rollout.multi_turn.tool_config_path``) builds
 its tools from a YAML file; ``configs/rl/tools.yaml`` lists this class once per tool::
@@ -9,10 +10,13 @@ its tools from a YAML file; ``configs/rl/tools.yaml`` lists this class once per 
         config: {type: native, name: search, url: http://127.0.0.1:8765, tools: {}}
       ...
 
-``config`` keys: ``name`` (search | open | find), ``url`` (the tool server, default
+``config`` keys: ``name`` (search | open | find, or an optional tool its ``tools`` offers:
+``multi_search`` with ``tools: {extra_tools: [multi_search]}``), ``url`` (the tool server, default
 ``http://127.0.0.1:8765``), ``tools`` (the run's ``tools:`` section, default: hopforge's
-defaults; it decides the schemas' numbers and ``mask_answer_page``), ``timeout_s``,
-``max_retries`` and ``verify_server``.  No ``tool_schema`` is needed: it is taken from
+defaults; it decides the schemas' numbers, the optional tools and ``mask_answer_page``), ``timeout_s``,
+``max_retries``, ``verify_server`` and ``require_exclude`` (a masked tool refuses a call whose row
+gives it no ``exclude``, instead of searching unmasked; ``configs/rl/tools-multisearch.yaml`` sets it
+for ``multi_search``).  No ``tool_schema`` is needed: it is taken from
 :func:`synth.tools.schema.tool_schemas`.
 
 What RL sees is what SFT trained on:
@@ -59,7 +63,7 @@ from verl.utils.rollout_trace import rollout_trace_op
 
 from synth.tools.config import ToolsConfig
 from synth.tools.feedback import CHECK_ANSWER, DEFAULT_MIN_F1, check, check_answer_schema
-from synth.tools.registry import get_tool, tool_names
+from synth.tools.registry import find_tool, get_tool, tool_names
 from synth.tools.schema import tool_schemas
 
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -94,7 +98,7 @@ def schema_of(name: str, cfg: ToolsConfig) -> dict:
     for s in tool_schemas(cfg):
         if s["function"]["name"] == name:
             return s
-    raise ValueError(f"unknown hopforge tool {name!r} (the tools are: {', '.join(tool_names())})")
+    raise ValueError(f"unknown hopforge tool {name!r} (the tools are: {', '.join(tool_names(cfg))})")
 
 
 def _as_list(value: Any) -> list:
@@ -113,11 +117,15 @@ class HopforgeTool(BaseTool):
     def __init__(self, config: dict, tool_schema: Optional[OpenAIFunctionToolSchema] = None):
         config = dict(config or {})
         name = config.get("name") or (tool_schema.function.name if tool_schema is not None else None)
-        if name not in tool_names():
-            raise ValueError(f"config.name must be one of {', '.join(tool_names())}, got {name!r}")
+        self.tools_cfg = ToolsConfig(**(config.get("tools") or {}))
+        offered = tool_names(self.tools_cfg)
+        if name not in offered:
+            hint = (f" ({name} is optional: config.tools.extra_tools must name it, as the tool server's "
+                    "tools.extra_tools does)" if find_tool(name) is not None else "")
+            raise ValueError(f"config.name must be one of {', '.join(offered)}, got {name!r}{hint}")
         if tool_schema is not None and tool_schema.function.name != name:
             raise ValueError(f"tool_schema names {tool_schema.function.name!r} but config.name is {name!r}")
-        self.tools_cfg = ToolsConfig(**(config.get("tools") or {}))
+        self.require_exclude = bool(config.get("require_exclude", False))
         self.url = str(config.get("url") or DEFAULT_URL).rstrip("/")
         self.timeout_s = float(config.get("timeout_s", 60.0))
         self.max_retries = int(config.get("max_retries", 3))
@@ -139,6 +147,11 @@ class HopforgeTool(BaseTool):
         create_kwargs = kwargs.get("create_kwargs") or {}
         iid = instance_id or uuid4().hex
         masked = get_tool(self.name).masked and self.tools_cfg.mask_answer_page
+        if masked and self.require_exclude and create_kwargs.get("exclude") is None:
+            # verl hands a tool only its own entry of extra_info.tools_kwargs: a row without one would search
+            # with the answer page unmasked.  verl shows the policy this error as the call's observation.
+            raise ValueError(f"{self.name}: this rl_pool row gives no extra_info.tools_kwargs.{self.name}.create_kwargs"
+                             ".exclude (the answer page to mask); rebuild rl_pool with an entry for this tool")
         self._instances[iid] = _as_list(create_kwargs.get("exclude")) if masked else []
         return iid, ToolResponse()
 
