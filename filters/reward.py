@@ -42,6 +42,12 @@ verl calls ``compute_score`` from ``reward.custom_reward_function`` (``path: pkg
    it N is 0).  This is the trajectory-level form of CAPF's return ``R(τ)·ρ_PF^{N_t}``; the per-step
    form, where a step's return counts only the calls after it, changes the advantage of each token:
    verl's ``hopforge`` advantage estimator computes it (6.).
+   The MultiSearch terms (optional, ``query_weight`` and ``merge_weight``, default 0; MultiSearch: 0.1 each) are
+   added before it: ``query_weight`` when one step asked more than 2 distinct queries, ``merge_weight`` when a
+   ``<merge>`` block the student wrote holds its answer, each only for a right answer
+   (:func:`filters.reward_modes.step_queries`; ``max_queries``: the run's ``tools.multi_search_max_queries``,
+   over which the tool refused the call).  With verl's ``gdpo`` estimator they are reward keys of their own
+   (``configs/rl/estimator/gdpo.yaml``).
 
 6. **Advantage estimator** (``advantage: hopforge``, with ``algorithm.adv_estimator: hopforge``): the rubric's
    group max, CAPF's per-step return and PiCA's per-step penalty belong to the advantage step
@@ -66,11 +72,14 @@ normalised within the group on its own).  Its keys are of two kinds:
   - ``evidence``: the share of the gold path's pages read (the evidence term's); format and a right answer;
   - ``rubric``: ``r_rb``, the share of the bridge entities named or read; format and a right answer;
   - ``tool_calls``, ``check_calls``: the tool calls and the ``check_answer`` calls made; format;
-  - ``penalty``: PiCA's step penalty charged; format.
+  - ``penalty``: PiCA's step penalty charged; format;
+  - ``multi_query``, ``merge``: the MultiSearch terms above (``query_weight``, ``merge_weight`` or 0); format and
+    a right answer.
 
 - **Diagnostics** (:data:`DIAGNOSTIC_KEYS`, all named ``raw_*``), ungated, for logs only and never a
   reward key: ``raw_f1``, ``raw_evidence``, ``raw_rubric`` and ``raw_tool_calls`` (the values above before
-  their gates) and ``raw_bad_tool_calls`` (the calls the format gate rejected).
+  their gates), ``raw_bad_tool_calls`` (the calls the format gate rejected), ``raw_queries`` (the most distinct
+  queries of one step) and ``raw_merge`` (1 when a ``<merge>`` block holds the answer, right or wrong).
 
 Rows of another ``data_source`` (a mixed dataset) go to verl's own ``default_compute_score``.
 """
@@ -83,18 +92,23 @@ from filters.band import DATA_SOURCE
 from filters.config import FiltersConfig
 from filters.correctness import grade_answer
 from filters.reward_modes import (MODES, answer_f1, entity_share, evidence_reward, feedback_factor, gain_reward,
-                                  group_ids, rubric_rewards, step_penalty)
+                                  group_ids, merge_holds_answer, merge_reward, multi_query_reward, rubric_rewards,
+                                  step_penalty, step_queries)
 from filters.solution import Solution, _as_list, evidence_share, gold_answers, parse_solution
 from synth.text.answers import AnswerKey
+from synth.tools.config import ToolsConfig
 
 MIN_F1 = FiltersConfig.model_fields["min_f1"].default
 
 RHO_PF = 0.8  # CAPF's example value
+MAX_QUERIES = ToolsConfig.model_fields["multi_search_max_queries"].default
 
 # The keys of the returned dict (see the module docstring): the reward components, each 0 for a malformed
 # response (and the positive-only ones for a wrong answer), and the ungated diagnostics, never reward keys.
-REWARD_KEYS = ("score", "acc", "em", "f1", "format_ok", "evidence", "rubric", "tool_calls", "check_calls", "penalty")
-DIAGNOSTIC_KEYS = ("raw_f1", "raw_evidence", "raw_rubric", "raw_tool_calls", "raw_bad_tool_calls")
+REWARD_KEYS = ("score", "acc", "em", "f1", "format_ok", "evidence", "rubric", "tool_calls", "check_calls", "penalty",
+               "multi_query", "merge")
+DIAGNOSTIC_KEYS = ("raw_f1", "raw_evidence", "raw_rubric", "raw_tool_calls", "raw_bad_tool_calls", "raw_queries",
+                   "raw_merge")
 
 
 class _Scored:
@@ -147,20 +161,25 @@ def _mode_score(s: _Scored, mode: str, ground_truth: Any, extra_info: dict | Non
 
 
 def _finish(s: _Scored, score: float, *, evidence_weight: float, step_weight: float, step_alpha: float,
-            rho_pf: float) -> dict:
+            rho_pf: float, query_weight: float = 0.0, merge_weight: float = 0.0,
+            max_queries: int = MAX_QUERIES) -> dict:
     """Add the optional terms to a response's mode score; verl's dict (see the module docstring): the reward
     components gated on the format and, the positive-only ones, on a right answer; the ``raw_`` diagnostics not."""
     sol = s.sol
     ok, right = bool(sol.format_ok), s.acc > 0  # acc is 0 for a malformed response
     penalty = step_penalty(sol.tool_calls, step_weight, step_alpha) if step_weight and ok else 0.0
-    total = (score + evidence_reward(s.acc, s.evidence, evidence_weight) - penalty) * feedback_factor(
+    queries, merged = step_queries(sol, max_queries), merge_holds_answer(sol)
+    multi, merge = multi_query_reward(s.acc, queries, query_weight), merge_reward(s.acc, merged, merge_weight)
+    total = (score + evidence_reward(s.acc, s.evidence, evidence_weight) + multi + merge - penalty) * feedback_factor(
         sol.check_calls, rho_pf)
     return {"score": float(total) if ok else 0.0, "acc": s.acc, "em": s.em if ok else 0.0,
             "f1": s.f1 if ok else 0.0, "format_ok": float(ok), "evidence": float(s.evidence) if right else 0.0,
             "rubric": float(s.share) if right else 0.0, "tool_calls": sol.tool_calls if ok else 0,
             "check_calls": sol.check_calls if ok else 0, "penalty": float(penalty),
+            "multi_query": float(multi), "merge": float(merge),
             "raw_f1": s.f1, "raw_evidence": float(s.evidence), "raw_rubric": float(s.share),
-            "raw_tool_calls": sol.tool_calls, "raw_bad_tool_calls": sol.bad_calls}
+            "raw_tool_calls": sol.tool_calls, "raw_bad_tool_calls": sol.bad_calls, "raw_queries": queries,
+            "raw_merge": float(merged)}
 
 
 def compute_score(data_source: str | None = None, solution_str: str | None = None, ground_truth: Any = None,
@@ -169,12 +188,14 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
                   extra_infos: Sequence[dict | None] | None = None, mode: str = "em", min_f1: float = MIN_F1,
                   evidence_weight: float = 0.0, rubric_weight: float = 0.5, gain_score: str = "em",
                   step_weight: float = 0.0, step_alpha: float = 1.0, rho_pf: float = RHO_PF,
+                  query_weight: float = 0.0, merge_weight: float = 0.0, max_queries: int = MAX_QUERIES,
                   advantage: str | None = None, **kwargs: Any) -> dict | float | list:
     """verl's reward function for ``rl_pool`` rows, per response or per step (lists): see the module docstring.
 
     Every keyword after the data comes from ``reward.custom_reward_function.reward_kwargs``."""
     terms = {"evidence_weight": evidence_weight, "step_weight": step_weight, "step_alpha": step_alpha,
-             "rho_pf": rho_pf}
+             "rho_pf": rho_pf, "query_weight": query_weight, "merge_weight": merge_weight, "max_queries": max_queries}
+    multisearch = {k: terms[k] for k in ("query_weight", "merge_weight", "max_queries")}
     if mode not in MODES:
         raise ValueError(f"unknown reward mode {mode!r} (allowed: {', '.join(MODES)})")
     if gain_score not in ("em", "f1"):
@@ -186,11 +207,12 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
             raise ValueError("advantage: hopforge charges the step penalty per step in the estimator: set "
                              "algorithm.hopforge.step_weight, not reward_kwargs.step_weight")
         if solution_strs is not None:
-            return [_coded(src, sol, gt, extra, mode, min_f1, gain_score, evidence_weight)
+            return [_coded(src, sol, gt, extra, mode, min_f1, gain_score, evidence_weight, multisearch)
                     for src, sol, gt, extra in zip(list(_as_list(data_sources)), list(solution_strs),
                                                    list(_as_list(ground_truths)),
                                                    list(_as_list(extra_infos)) or [None] * len(solution_strs))]
-        return _coded(data_source, solution_str, ground_truth, extra_info, mode, min_f1, gain_score, evidence_weight)
+        return _coded(data_source, solution_str, ground_truth, extra_info, mode, min_f1, gain_score, evidence_weight,
+                      multisearch)
     if solution_strs is not None:
         return _batch(list(_as_list(data_sources)), list(solution_strs), list(_as_list(ground_truths)),
                       list(_as_list(extra_infos)) or [None] * len(solution_strs), mode, min_f1, rubric_weight,
@@ -207,10 +229,10 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
 
 
 def _coded(data_source: str | None, solution_str: str | None, ground_truth: Any, extra_info: dict | None, mode: str,
-           min_f1: float, gain_score: str, evidence_weight: float) -> dict:
+           min_f1: float, gain_score: str, evidence_weight: float, multisearch: dict | None = None) -> dict:
     """One response for verl's ``hopforge`` advantage estimator: ``score`` is the code of
-    :func:`filters.advantage.encode` (R = the mode's score plus the evidence term; the rubric's hit count; which
-    calls were ``check_answer``), the other keys as :func:`_finish` gives them, for verl's logs."""
+    :func:`filters.advantage.encode` (R = the mode's score plus the evidence and MultiSearch terms; the rubric's
+    hit count; which calls were ``check_answer``), the other keys as :func:`_finish` gives them, for verl's logs."""
     from filters.advantage import call_turns, encode
     from synth.tools.feedback import CHECK_ANSWER
 
@@ -220,8 +242,10 @@ def _coded(data_source: str | None, solution_str: str | None, ground_truth: Any,
     base = _mode_score(s, mode, ground_truth, extra_info, min_f1, gain_score)
     inner = max(len(_as_list((extra_info or {}).get("path"))) - 2, 0)
     hits = (round(s.share * inner) if inner else 1) if mode == "rubric" and s.acc > 0 else None
-    out = _finish(s, base, evidence_weight=evidence_weight, step_weight=0.0, step_alpha=1.0, rho_pf=1.0)
-    outcome = base + evidence_reward(s.acc, s.evidence, evidence_weight) if s.sol.format_ok else 0.0
+    out = _finish(s, base, evidence_weight=evidence_weight, step_weight=0.0, step_alpha=1.0, rho_pf=1.0,
+                  **(multisearch or {}))
+    outcome = (base + evidence_reward(s.acc, s.evidence, evidence_weight) + out["multi_query"] + out["merge"]
+               if s.sol.format_ok else 0.0)
     out["score"] = encode(format_ok=s.sol.format_ok, outcome=outcome, hits=hits,
                           check_turns=call_turns(solution_str or "", [CHECK_ANSWER]))
     return out
@@ -253,5 +277,5 @@ def _batch(sources: list, solutions: list, truths: list, extras: list, mode: str
     return out
 
 
-__all__ = ["DIAGNOSTIC_KEYS", "MIN_F1", "REWARD_KEYS", "RHO_PF", "Solution", "compute_score", "evidence_share",
-           "gold_answers", "parse_solution"]
+__all__ = ["DIAGNOSTIC_KEYS", "MAX_QUERIES", "MIN_F1", "REWARD_KEYS", "RHO_PF", "Solution", "compute_score",
+           "evidence_share", "gold_answers", "parse_solution"]

@@ -24,18 +24,26 @@ Each function is one published formula; :func:`filters.reward.compute_score` pic
   when ``α > 1``; the trajectory pays the sum.
 - **privileged feedback** (CAPF, optional): the return is multiplied by ``ρ_PF^N``, N the number of
   ``check_answer`` calls (the trajectory-level form of CAPF's ``R(τ)·ρ_PF^{N_t}``).
+- **multi-query** (MultiSearch, optional): ``query_weight`` (MultiSearch: 0.1) when one step asked more than
+  2 distinct queries (:func:`step_queries`), positive-only: only for a right, well-formed answer.
+- **merge** (MultiSearch, optional): ``merge_weight`` (0.1) when a ``<merge>`` block the student wrote holds
+  its final answer (:func:`merge_holds_answer`), positive-only like the multi-query term.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Sequence
 
 from synth.text.answers import f1_score, mentions
+from synth.tools.registry import find_tool
 
 from filters.bestofn import title_variants
 from filters.solution import Solution
 
 MODES = ("em", "f1", "rubric", "gain")
+MULTI_QUERY_MIN = 3  # MultiSearch's multi-query reward: more than 2 queries in one step
+_MERGE = re.compile(r"<merge>(.*?)</merge>", re.S)
 
 
 def answer_f1(answer: str | None, golds: Sequence[str]) -> float:
@@ -95,11 +103,47 @@ def feedback_factor(check_calls: int, rho_pf: float) -> float:
     return rho_pf ** check_calls
 
 
+def step_queries(sol: Solution, max_queries: int) -> int:
+    """The most distinct queries one step asked: per step (an assistant turn, :attr:`Solution.call_turns`), the
+    queries of its well-formed calls of a tool that finds pages (a masked tool's text argument: ``search``'s
+    ``query``, ``multi_search``'s ``queries``), repeats counted once (case and whitespace ignored).  A call the
+    tool refuses (more than ``max_queries`` queries, or one that is empty or not a string) counts none."""
+    per_step: dict[int, set[str]] = {}
+    for (name, args), step in zip(sol.calls, sol.call_turns):
+        spec = find_tool(name)
+        if spec is None or not spec.masked or spec.text_arg is None:
+            continue
+        value = args.get(spec.text_arg)
+        queries = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        if not queries or len(queries) > max_queries or not all(isinstance(q, str) and q.strip() for q in queries):
+            continue
+        per_step.setdefault(step, set()).update(" ".join(q.casefold().split()) for q in queries)
+    return max(map(len, per_step.values()), default=0)
+
+
+def multi_query_reward(acc: float, queries: int, weight: float) -> float:
+    """MultiSearch's multi-query reward, positive-only: ``weight`` when the answer is right and one step asked more
+    than 2 distinct queries (``queries``, :func:`step_queries`), else 0."""
+    return weight if acc > 0 and queries >= MULTI_QUERY_MIN else 0.0
+
+
+def merge_holds_answer(sol: Solution) -> bool:
+    """Whether a ``<merge>...</merge>`` block the student wrote (never an observation's) names its final answer as a
+    whole normalised phrase."""
+    return bool(sol.answer) and any(mentions(block, sol.answer) for block in _MERGE.findall(sol.student_text))
+
+
+def merge_reward(acc: float, holds: bool, weight: float) -> float:
+    """MultiSearch's merge reward, positive-only: ``weight`` when the answer is right and a merge block holds it."""
+    return weight if acc > 0 and holds else 0.0
+
+
 def group_ids(extra_infos: Iterable[dict | None]) -> list[str]:
     """The GRPO group of each response: its question (``extra_info.question_id``, what a group's responses
     share); a response without one is a group of its own."""
     return [str((e or {}).get("question_id") or f"#{i}") for i, e in enumerate(extra_infos)]
 
 
-__all__ = ["MODES", "answer_f1", "entity_share", "evidence_reward", "feedback_factor", "gain_reward", "group_ids",
-           "rubric_rewards", "step_penalty"]
+__all__ = ["MODES", "MULTI_QUERY_MIN", "answer_f1", "entity_share", "evidence_reward", "feedback_factor",
+           "gain_reward", "group_ids", "merge_holds_answer", "merge_reward", "multi_query_reward", "rubric_rewards",
+           "step_penalty", "step_queries"]

@@ -13,18 +13,20 @@ attenuate by ``rho_pf`` per call.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import re
 from typing import Any, Iterable
 
 from synth.teacher.prompting import extract_answer
 from synth.tools.feedback import CHECK_ANSWER
-from synth.tools.registry import find_tool, tool_names as registered_tools
+from synth.tools.registry import find_tool, registered_names as registered_tools
 
 
 def known_tools() -> tuple[str, ...]:
-    """The tools a rollout may call: the registered ones, and CAPF's check_answer (only a CAPF tool config
-    offers it)."""
+    """The tools a rollout may call: the registered ones (the optional ones too: the tool config, not the
+    reward, decides what a run offers), and CAPF's check_answer (only a CAPF tool config offers it)."""
     return (*registered_tools(), CHECK_ANSWER)
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
@@ -42,11 +44,14 @@ class Solution:
     (A plain class, not a dataclass: verl may load this file by path, outside ``sys.modules``, where
     ``dataclass`` cannot resolve string annotations.)"""
 
-    __slots__ = ("answer", "calls", "bad_calls", "problems", "read_page_ids", "student_text")
+    __slots__ = ("answer", "calls", "call_turns", "bad_calls", "problems", "read_page_ids", "student_text")
 
     def __init__(self) -> None:
         self.answer: str | None = None
         self.calls: list[tuple[str, dict]] = []  # well-formed (name, arguments)
+        # the step of each well-formed call: the student's text between two observations (calls of one
+        # assistant turn share it; a turn's parallel observations leave empty steps between them)
+        self.call_turns: list[int] = []
         self.bad_calls = 0
         self.problems: list[str] = []
         self.read_page_ids: list[str] = []
@@ -79,15 +84,22 @@ def parse_solution(text: str, tool_names: Iterable[str] | None = None) -> Soluti
         m = _READ.match(r.group(1))
         if m:
             sol.read_page_ids.append(_unescape(m.group(1)[1:-1]))
-    student = _RESPONSE.sub("\n", text)
-    sol.student_text = student
-    for i, body in enumerate(_CALL.findall(student)):
-        name, args, problem = _read_call(body, known)
+    # what the student wrote, one part per step (the text between observations); joined, the text without them
+    parts, last = [], 0
+    for r in responses:
+        parts.append(text[last:r.start()])
+        last = r.end()
+    parts.append(text[last:])
+    sol.student_text = student = "\n".join(parts)
+    starts = list(itertools.accumulate((len(p) + 1 for p in parts[:-1]), initial=0))  # each part's offset
+    for i, m in enumerate(_CALL.finditer(student)):
+        name, args, problem = _read_call(m.group(1), known)
         if problem:
             sol.bad_calls += 1
             sol.problems.append(f"tool call {i + 1}: {problem}")
             continue
         sol.calls.append((name, args))
+        sol.call_turns.append(bisect.bisect_right(starts, m.start()) - 1)
         spec = find_tool(name)
         if spec is not None and spec.page_arg and isinstance(args.get(spec.page_arg), str):
             sol.read_page_ids.append(args[spec.page_arg])

@@ -291,6 +291,53 @@ def test_the_rl_config_composes_over_verls_trainer_and_passes_its_checks(tmp_pat
     assert rollout.multi_turn.max_tool_response_length >= 16384 and rollout.n == 8
 
 
+def test_the_gdpo_option_composes_over_the_rl_config_and_passes_verls_checks(tmp_path) -> None:
+    """``+estimator=gdpo`` (configs/rl/estimator/gdpo.yaml): MultiSearch's reward components as verl's GDPO keys,
+    the multi_search tools, and verl's own start-up checks."""
+    import dataclasses
+    from functools import partial
+
+    import yaml
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    from filters.reward import REWARD_KEYS, compute_score
+
+    cfg = _compose("+estimator=gdpo", f"hopforge.root={ROOT}", f"hopforge.out={tmp_path}",
+                   "actor_rollout_ref.rollout.name=sglang")
+    algo = cfg.algorithm
+    assert algo.adv_estimator == "gdpo" and list(algo.gdpo_reward_keys) == ["f1", "multi_query", "merge"]
+    assert len(algo.gdpo_reward_weights) == len(algo.gdpo_reward_keys) and not algo.use_kl_in_reward
+    assert set(algo.gdpo_reward_keys) <= set(REWARD_KEYS)  # gated components, never a raw_ diagnostic
+    assert omega_conf_to_dataclass(algo, dataclass_type=AlgoConfig).gdpo_reward_keys == list(algo.gdpo_reward_keys)
+    fn = get_custom_reward_fn(cfg)
+    assert isinstance(fn, partial)
+    kwargs = fn.args[1]
+    assert (kwargs["mode"], kwargs["query_weight"], kwargs["merge_weight"]) == ("f1", 0.1, 0.1)
+    # the reward returns every key the estimator reads
+    scored = compute_score("hopforge", "<answer>x</answer>", {"target": ["x"]}, {}, **dict(kwargs))
+    assert set(algo.gdpo_reward_keys) <= set(scored)
+    turn = cfg.actor_rollout_ref.rollout.multi_turn
+    tools_yaml = RL_CONFIG_DIR / "tools-multisearch.yaml"
+    assert Path(turn.tool_config_path) == tools_yaml and cfg.data.tool_config_path == turn.tool_config_path
+    tools = OmegaConf.load(tools_yaml)
+    assert [t.config.name for t in tools.tools] == ["search", "open", "find", "multi_search"]
+    served = ToolsConfig(**OmegaConf.to_container(tools.server.tools))
+    assert served.extra_tools == ["multi_search"] and kwargs["max_queries"] == served.multi_search_max_queries
+    # every key the option sets is one of verl's (ppo_trainer's, or a field of verl's AlgoConfig)
+    mine = yaml.safe_load((RL_CONFIG_DIR / "estimator" / "gdpo.yaml").read_text())
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        base = OmegaConf.to_container(compose(config_name="ppo_trainer"), resolve=False)
+    known = _leaves(base) | {f"algorithm.{f.name}" for f in dataclasses.fields(AlgoConfig)}
+    unknown = sorted(k for k in _leaves(mine) if k not in known
+                     and not k.startswith("reward.custom_reward_function.reward_kwargs."))
+    assert unknown == []
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
 def test_the_readme_runs_this_config() -> None:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## RL with verl", 1)[1].split("\n## ", 1)[0]
