@@ -99,14 +99,15 @@ def prompt_messages(messages: Iterable[Message]) -> list[dict]:
 def tools_kwargs(question: Question, key: AnswerKey | None = None) -> dict:
     """``extra_info.tools_kwargs`` of a question: verl passes ``create_kwargs`` to the tool's ``create``.
 
-    The search never returns the answer page, as in the question's rollouts (the rollout stage builds
+    The search (and ``multi_search``, where a run offers it) never returns the answer page, as in the question's rollouts (the rollout stage builds
     ``Toolbox(index, cfg.tools, mask_page_ids=[question.answer_page_id])``); the tool server takes the
     pages as ``exclude``.  ``open`` and ``find`` take nothing: a rollout may open the answer page once it
     has found its name through the hops.  ``check_answer`` (CAPF, training only) gets the ground truth
     (the answer key's names and other titles; ``key`` None: the answer and aliases) and the chain's titles;
     the model never sees ``tools_kwargs``."""
     key = key if key is not None else AnswerKey.of(question.golds)
-    return {"search": {"create_kwargs": {"exclude": [question.answer_page_id]}},
+    masked = {"create_kwargs": {"exclude": [question.answer_page_id]}}
+    return {"search": masked, "multi_search": masked,
             "check_answer": {"create_kwargs": {"target": list(key.names), "chain": list(question.titles),
                                                "other_titles": list(key.other_titles)}}}
 

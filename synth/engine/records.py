@@ -444,11 +444,12 @@ VERDICT_SCHEMA = Verdict.SCHEMA
 
 # The `rl_pool` table in the verl / Search-R1 layout.
 PROMPT_MESSAGE_TYPE = pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())])
-# extra_info.tools_kwargs: {tool name: {"create_kwargs": {...}}}; only `search` takes any (the pages it never returns).
+# extra_info.tools_kwargs: {tool name: {"create_kwargs": {...}}}.  Every masked search tool (`search`, and the optional
+# `multi_search`, which a run may offer) gets the pages it never returns: verl hands a tool only its own entry.
+_EXCLUDE_KWARGS = pa.struct([pa.field("create_kwargs", pa.struct([pa.field("exclude", pa.list_(pa.string()))]))])
 RL_TOOLS_KWARGS_TYPE = pa.struct([
-    pa.field("search", pa.struct([
-        pa.field("create_kwargs", pa.struct([pa.field("exclude", pa.list_(pa.string()))])),
-    ])),
+    pa.field("search", _EXCLUDE_KWARGS),
+    pa.field("multi_search", _EXCLUDE_KWARGS),
     # CAPF's training-only check_answer: the ground truth and the chain's titles (synth/tools/feedback.py).
     pa.field("check_answer", pa.struct([
         pa.field("create_kwargs", pa.struct([pa.field("target", pa.list_(pa.string())),

@@ -30,6 +30,12 @@ def test_rl_pool_rows_are_the_rl_questions_in_verls_layout(rl_run, rl_rows, rl_q
         # verl's tool rollout: `need_tools_kwargs`, and the search masks the answer page as the rollout did
         assert info["need_tools_kwargs"] is True
         assert info["tools_kwargs"]["search"] == {"create_kwargs": {"exclude": [q["answer_page_id"]]}}
+        # every masked tool a run may offer (multi_search too) masks it: verl hands a tool only its own entry
+        from synth.tools.registry import get_tool, registered_names
+
+        masked = [n for n in registered_names() if get_tool(n).masked]
+        assert "multi_search" in masked
+        assert all(info["tools_kwargs"][n] == info["tools_kwargs"]["search"] for n in masked)
         assert q["answer_page_id"] == q["path"][-1]
         # CAPF's check_answer reads the ground truth and the chain from tools_kwargs, never from the prompt
         assert info["tools_kwargs"]["check_answer"] == {"create_kwargs": {

@@ -210,6 +210,7 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
                                  # verl's tool rollout: the search masks the answer page, as the rollout did;
                                  # CAPF's check_answer (training only) reads the ground truth from here
                                  "tools_kwargs": {"search": {"create_kwargs": {"exclude": ["p3"]}},
+                                                  "multi_search": {"create_kwargs": {"exclude": ["p3"]}},
                                                   "check_answer": {"create_kwargs": {
                                                       "target": ["Delta City"], "chain": q1.titles,
                                                       "other_titles": []}}},
