@@ -314,6 +314,8 @@ class FilterReport(BandedReport):
     preference: PreferenceFacts | None = None
     pass_: PassFacts | None = _key("pass")
     guidance: GuidanceFacts | None = None
+    band_n: int | None = None  # the samples a question's band counts (rollout.n)
+    short_of_n: dict[str, int] = field(default_factory=dict)  # pool-split questions refused for fewer, by split
     judge: Any = None  # present when the LLM judge ran
     baselines: Any = None  # present when the RL baselines were computed
 

@@ -90,6 +90,11 @@ def band_section(md: list[str], reports: RunReports, root: Path, summary: dict[s
                   f"{r['all_wrong']:,} | {r['rl_pool']:,} | {r['all_right']:,} | {r['rows']:,} |")
     md.append("")
     reports = RunReports.of(reports)
+    if (f := reports.filter) is not None and f.short_of_n:
+        short = ", ".join(f"{n:,} {md_text(sp)}" for sp, n in f.short_of_n.items())
+        md += [f"Left out of the teacher's band for fewer than {f.band_n} samples (`short_of_n`, so no row's c/n is "
+               f"counted over fewer): {short}.", ""]
+        summary["short_of_n"] = dict(f.short_of_n)
     for stage in BAND_STAGES:
         r = reports.get(stage)
         if stage == "filter" and isinstance(r, BandedReport) and r.band_by == STUDENT:

@@ -74,3 +74,27 @@ def test_the_band_figure_draws_the_table_numbers():
 
 def test_no_band_is_read_from_a_report_without_one(tmp_path):
     assert band_rows({"filter": {"bands": {"rl_pool": 3}}}, tmp_path) == []
+
+
+def test_questions_left_out_for_too_few_samples_are_named_beside_the_band(tmp_path):
+    from synth.engine.reports import RunReports
+    from synth.report.band import band_section
+
+    counts = {"all_wrong": 1, "rl_pool": 2, "all_right": 3}
+    filt = {"band_by": "teacher", "band_model": "teacher:m", "bands_by_split": {"rl": counts},
+            "bands_of_splits": ["rl"], "band_n": 4, "short_of_n": {"rl": 2, "sft": 5}}
+    drawn = []
+
+    class Plots:
+        def bands(self, rows, path):
+            drawn.append(rows)
+
+    for report, want in ((filt, True), ({**filt, "short_of_n": {}}, False)):
+        md, summary = [], {}
+        band_section(md, RunReports({"filter": report}), tmp_path, summary, Plots(), tmp_path, lambda *a: None)
+        line = [x for x in md if "short_of_n" in x]
+        assert bool(line) == want and ("short_of_n" in summary) == want
+        if want:
+            assert "fewer than 4 samples" in line[0] and "2 rl, 5 sft" in line[0]
+            assert summary["short_of_n"] == {"rl": 2, "sft": 5}
+    assert RunReports({"filter": filt}).filter.short_of_n == {"rl": 2, "sft": 5}
