@@ -55,14 +55,20 @@ verl calls ``compute_score`` from ``reward.custom_reward_function`` (``path: pkg
    (the mode's score plus the evidence term), its rubric hit count and which of its calls were
    ``check_answer``.  ``rubric_weight``, ``rho_pf`` and ``step_*`` then live in ``algorithm.hopforge``
    (a ``step_weight`` here is refused, so no trajectory pays twice).
+7. **Judge terms** (optional, :mod:`filters.judge_reward`; refused with ``advantage: hopforge``), added last:
+   RLTR's tool-use completeness from an LLM checker averaged over ``rltr_samples`` samples, less the repeated and
+   erroneous calls (``rltr_weight`` > 0; −1 for an invalid format), the dual reward's ``R_process ∈ [0,
+   process_max]`` from a frozen judge (``process_max`` > 0) and its Pareto cost ``α·R_cost`` over turns and query
+   words (``cost_alpha`` > 0).  The judge (``reward_kwargs.judge``) is reached through the teacher client and its
+   call cache; a judge that fails leaves its term out (``raw_judge_failed``).
 
-A malformed solution scores 0 after every term.  The return value is verl's dict form, which verl logs as
-reward metrics and from which verl's ``gdpo`` estimator reads ``algorithm.gdpo_reward_keys`` (each key
-normalised within the group on its own).  Its keys are of two kinds:
+A malformed solution scores 0 after every term (but RLTR's −1, times ``rltr_weight``, when RLTR is on).  The
+return value is verl's dict form, which verl logs as reward metrics and from which verl's ``gdpo`` estimator reads
+``algorithm.gdpo_reward_keys`` (each key normalised within the group on its own).  Its keys are of two kinds:
 
 - **Reward components** (:data:`REWARD_KEYS`), each gated as its seed says, so any of them can be a GDPO
-  reward key: a malformed response (``format_ok`` 0) has 0 in every one of them, and the positive-only ones
-  are 0 for a wrong answer too.
+  reward key: a malformed response (``format_ok`` 0) has 0 in every one of them (but ``rltr``, −1 when RLTR is
+  on), and the positive-only ones are 0 for a wrong answer too.
 
   - ``score``: the reward above (under ``advantage: hopforge``, its code); gated on format;
   - ``acc``: 1 when the answer is right by the correctness rule; format;
@@ -74,12 +80,17 @@ normalised within the group on its own).  Its keys are of two kinds:
   - ``tool_calls``, ``check_calls``: the tool calls and the ``check_answer`` calls made; format;
   - ``penalty``: PiCA's step penalty charged; format;
   - ``multi_query``, ``merge``: the MultiSearch terms above (``query_weight``, ``merge_weight`` or 0); format and
-    a right answer.
+    a right answer;
+  - ``rltr``: RLTR's reward (0 when off); −1 for a malformed response (RLTR's format term, the one component a
+    malformed response does not zero), not gated on the answer (a process reward);
+  - ``process``: ``R_process`` (0 when off); format only; ``cost``: ``α·R_cost`` charged (0 when off); format.
 
 - **Diagnostics** (:data:`DIAGNOSTIC_KEYS`, all named ``raw_*``), ungated, for logs only and never a
   reward key: ``raw_f1``, ``raw_evidence``, ``raw_rubric`` and ``raw_tool_calls`` (the values above before
   their gates), ``raw_bad_tool_calls`` (the calls the format gate rejected), ``raw_queries`` (the most distinct
-  queries of one step) and ``raw_merge`` (1 when a ``<merge>`` block holds the answer, right or wrong).
+  queries of one step) and ``raw_merge`` (1 when a ``<merge>`` block holds the answer, right or wrong); the judge
+  terms' ``raw_completeness``, ``raw_repeat_calls``, ``raw_error_calls``, ``raw_process``, ``raw_cost`` and
+  ``raw_judge_failed`` (:mod:`filters.judge_reward`).
 
 Rows of another ``data_source`` (a mixed dataset) go to verl's own ``default_compute_score``.
 """
@@ -91,6 +102,8 @@ from typing import Any, Sequence
 from filters.band import DATA_SOURCE
 from filters.config import FiltersConfig
 from filters.correctness import grade_answer
+from filters.judge_reward import JUDGE_DIAGNOSTIC_KEYS, JUDGE_KEYS, Settings as JudgeSettings
+from filters.judge_reward import apply as apply_judge, settings as judge_settings
 from filters.reward_modes import (MODES, answer_f1, entity_share, evidence_reward, feedback_factor, gain_reward,
                                   group_ids, merge_holds_answer, merge_reward, multi_query_reward, rubric_rewards,
                                   step_penalty, step_queries)
@@ -106,9 +119,9 @@ MAX_QUERIES = ToolsConfig.model_fields["multi_search_max_queries"].default
 # The keys of the returned dict (see the module docstring): the reward components, each 0 for a malformed
 # response (and the positive-only ones for a wrong answer), and the ungated diagnostics, never reward keys.
 REWARD_KEYS = ("score", "acc", "em", "f1", "format_ok", "evidence", "rubric", "tool_calls", "check_calls", "penalty",
-               "multi_query", "merge")
+               "multi_query", "merge", *JUDGE_KEYS)
 DIAGNOSTIC_KEYS = ("raw_f1", "raw_evidence", "raw_rubric", "raw_tool_calls", "raw_bad_tool_calls", "raw_queries",
-                   "raw_merge")
+                   "raw_merge", *JUDGE_DIAGNOSTIC_KEYS)
 
 
 class _Scored:
@@ -192,7 +205,9 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
                   advantage: str | None = None, **kwargs: Any) -> dict | float | list:
     """verl's reward function for ``rl_pool`` rows, per response or per step (lists): see the module docstring.
 
-    Every keyword after the data comes from ``reward.custom_reward_function.reward_kwargs``."""
+    Every keyword after the data comes from ``reward.custom_reward_function.reward_kwargs``; the judge terms'
+    (``rltr_*``, ``process_max``, ``cost_*``, ``judge``...) are read by :func:`filters.judge_reward.settings`."""
+    opts = judge_settings(kwargs)
     terms = {"evidence_weight": evidence_weight, "step_weight": step_weight, "step_alpha": step_alpha,
              "rho_pf": rho_pf, "query_weight": query_weight, "merge_weight": merge_weight, "max_queries": max_queries}
     multisearch = {k: terms[k] for k in ("query_weight", "merge_weight", "max_queries")}
@@ -206,6 +221,9 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
         if step_weight:
             raise ValueError("advantage: hopforge charges the step penalty per step in the estimator: set "
                              "algorithm.hopforge.step_weight, not reward_kwargs.step_weight")
+        if opts.enabled:
+            raise ValueError("advantage: hopforge carries no judge term (rltr_weight, process_max, cost_alpha): "
+                             "use them with verl's own estimators")
         if solution_strs is not None:
             return [_coded(src, sol, gt, extra, mode, min_f1, gain_score, evidence_weight, multisearch)
                     for src, sol, gt, extra in zip(list(_as_list(data_sources)), list(solution_strs),
@@ -216,7 +234,7 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
     if solution_strs is not None:
         return _batch(list(_as_list(data_sources)), list(solution_strs), list(_as_list(ground_truths)),
                       list(_as_list(extra_infos)) or [None] * len(solution_strs), mode, min_f1, rubric_weight,
-                      gain_score, terms, kwargs)
+                      gain_score, terms, kwargs, opts)
     if data_source != DATA_SOURCE:
         from verl.utils.reward_score import default_compute_score
 
@@ -225,7 +243,9 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
     score = _mode_score(s, mode, ground_truth, extra_info, min_f1, gain_score)
     if mode == "rubric":
         score = s.acc + rubric_weight * s.share if s.acc > 0 else s.acc  # alone: normalised by 1, the largest share
-    return _finish(s, score, **terms)
+    out = _finish(s, score, **terms)
+    apply_judge([out], [s.sol], [solution_str or ""], [extra_info], opts)
+    return out
 
 
 def _coded(data_source: str | None, solution_str: str | None, ground_truth: Any, extra_info: dict | None, mode: str,
@@ -246,14 +266,17 @@ def _coded(data_source: str | None, solution_str: str | None, ground_truth: Any,
                   **(multisearch or {}))
     outcome = (base + evidence_reward(s.acc, s.evidence, evidence_weight) + out["multi_query"] + out["merge"]
                if s.sol.format_ok else 0.0)
+    apply_judge([out], [s.sol], [solution_str or ""], [extra_info], JudgeSettings())  # the judge keys, all 0
     out["score"] = encode(format_ok=s.sol.format_ok, outcome=outcome, hits=hits,
                           check_turns=call_turns(solution_str or "", [CHECK_ANSWER]))
     return out
 
 
 def _batch(sources: list, solutions: list, truths: list, extras: list, mode: str, min_f1: float,
-           rubric_weight: float, gain_score: str, terms: dict, kwargs: dict) -> list:
-    """The batch manager's call: every response of a step, the rubric normalised within each question's group."""
+           rubric_weight: float, gain_score: str, terms: dict, kwargs: dict,
+           opts: JudgeSettings | None = None) -> list:
+    """The batch manager's call: every response of a step, the rubric normalised within each question's group;
+    the judge asked for all of them at once."""
     out: list = [None] * len(solutions)
     scored: dict[int, _Scored] = {}
     for i, (src, sol, gt, extra) in enumerate(zip(sources, solutions, truths, extras)):
@@ -274,6 +297,9 @@ def _batch(sources: list, solutions: list, truths: list, extras: list, mode: str
                 scored[i].base = r
     for i, s in scored.items():
         out[i] = _finish(s, s.base, **terms)
+    mine = sorted(scored)
+    apply_judge([out[i] for i in mine], [scored[i].sol for i in mine], [solutions[i] or "" for i in mine],
+                [extras[i] for i in mine], opts or JudgeSettings())
     return out
 
 

@@ -338,6 +338,48 @@ def test_the_gdpo_option_composes_over_the_rl_config_and_passes_verls_checks(tmp
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
+@pytest.mark.parametrize("option", ["rltr", "dual"])
+def test_the_judge_options_compose_over_the_rl_config_and_score_with_a_local_judge(option, tmp_path,
+                                                                                   monkeypatch) -> None:
+    """``+judge=rltr`` and ``+judge=dual`` (configs/rl/judge/): the judge terms' reward_kwargs pass verl's start-up
+    checks, and the kwargs verl hands the reward score a response against a local OpenAI-compatible judge."""
+    import yaml
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    from filters.reward import REWARD_KEYS, compute_score
+    from helpers.openai_server import serve
+
+    with serve(handler=lambda req: json.dumps({"complete": True, "score": 8})) as srv:
+        cfg = _compose(f"+judge={option}", f"hopforge.root={ROOT}", f"hopforge.out={tmp_path}",
+                       "actor_rollout_ref.rollout.name=sglang",
+                       f"reward.custom_reward_function.reward_kwargs.judge.base_url={srv.base_url}")
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        kwargs = get_custom_reward_fn(cfg).args[1]
+        judge = kwargs["judge"]
+        assert judge["cache"] == f"{tmp_path}/cache/judge.sqlite" and judge["api_key_env"] == "JUDGE_API_KEY"
+        monkeypatch.setenv("JUDGE_API_KEY", "EMPTY")
+        extra = {"question_id": "q", "baselines": {"closed_book": {"answer": "x"}, "rag": {"answer": "y"}}}
+        text = ('<tool_call>\n{"name": "search", "arguments": {"query": "a b"}}\n</tool_call>user\n<tool_response>\n'
+                '[]\n</tool_response>\nassistant\n<answer>z</answer>')
+        scored = compute_score("hopforge", text, {"target": ["z"]}, extra, **dict(kwargs))
+        assert srv.count == (kwargs.get("rltr_samples", 0) if option == "rltr" else 1)
+    assert set(REWARD_KEYS) <= set(scored) and scored["raw_judge_failed"] == 0.0
+    if option == "rltr":
+        assert scored["rltr"] == 1.0 and scored["score"] == pytest.approx(1.0 + kwargs["rltr_weight"])
+    else:  # gain 1/2 + 1 - 0 , R_process 0.5 * 8/10, cost 0.1 * (1/2 * 1/10 + 1/2 * 2/60)
+        assert scored["process"] == pytest.approx(0.4)
+        assert scored["score"] == pytest.approx(1.5 + 0.4 - 0.1 * (0.05 + 1 / 60))
+    # every key the option sets is one of verl's, or a reward kwarg
+    mine = yaml.safe_load((RL_CONFIG_DIR / "judge" / f"{option}.yaml").read_text())
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        base = OmegaConf.to_container(compose(config_name="ppo_trainer"), resolve=False)
+    assert sorted(k for k in _leaves(mine) if k not in _leaves(base)
+                  and not k.startswith("reward.custom_reward_function.reward_kwargs.")) == []
+
+
 def test_the_readme_runs_this_config() -> None:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## RL with verl", 1)[1].split("\n## ", 1)[0]
