@@ -258,3 +258,21 @@ def test_the_judge_reads_observations_cut_short() -> None:
     text = trajectory_text(solution(long), obs_chars=100)
     assert "<tool_response>" + "x" * 100 + " [...]</tool_response>" in text and "Delta City" in text
     assert len(trajectory_text("y" * 1000, max_chars=200)) < 260
+
+
+@pytest.mark.parametrize("cooldown", [3600, 0])
+def test_a_tripped_judge_fails_at_once_until_its_cooldown_has_passed(cooldown, tmp_path) -> None:
+    kw = judged(None, tmp_path, base_url="", rltr_weight=1.0, rltr_samples=1, judge={"cooldown_s": cooldown})
+    with serve() as srv:
+        kw["judge"]["base_url"] = srv.base_url
+        srv.handler = lambda req: Status(500)
+        for i in range(3):  # three failures in a row trip the breaker
+            got = compute_score("hopforge", solution(call("search", query=f"q{i}")), GT, EXTRA, **kw)
+            assert got["raw_judge_failed"] == 1.0 and got["score"] == 1.0
+        assert srv.count == 3
+        srv.handler = by_prompt(complete=True)
+        got = compute_score("hopforge", solution(SEARCH), GT, EXTRA, **kw)
+        if cooldown:  # still cooling down: no request, the rule's score
+            assert srv.count == 3 and got["raw_judge_failed"] == 1.0 and got["score"] == 1.0
+        else:  # tried again, and answered
+            assert srv.count == 4 and got["raw_judge_failed"] == 0.0 and got["score"] == 2.0
