@@ -43,8 +43,8 @@ retries, timeout and in-flight gate apply.  ``reward_kwargs.judge``::
 
 The key is read from the environment variable ``api_key_env`` names, never from the config, and is never
 logged or returned.  A judge that fails (nothing listening, a timeout, an error status, a reply that is not the
-JSON asked for) never stops training: the response gets ``raw_judge_failed`` 1 and its judge terms are left out,
-so its score is the rule's alone (the cost term, which needs no judge, stays).  After the teacher's breaker trips
+JSON asked for, which is then not kept in the cache) never stops training: the response gets ``raw_judge_failed``
+1 and its judge terms are left out, so its score is the rule's alone (the cost term, which needs no judge, stays).  After the teacher's breaker trips
 on a dead endpoint, calls fail at once (cached answers still replay) until ``judge.cooldown_s`` has passed; then
 the endpoint is tried again.
 
@@ -246,7 +246,12 @@ class _Judge:
                 resp = await self.teacher.chat(messages, sample_index=sample)
             except (TeacherError, TeacherUnavailable):
                 return None
-            return reader(resp.content, resp.finish_reason)
+            value = reader(resp.content, resp.finish_reason)
+            if value is None and self.teacher.cache is not None:
+                # An unreadable reply is not kept: the next scoring of this trajectory asks again (a plain
+                # request has no variant: no tools, no response_format).
+                self.teacher.cache.discard(self.teacher.key(messages, None, sample))
+            return value
 
         self.ready()
         try:

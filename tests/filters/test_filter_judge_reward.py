@@ -217,7 +217,10 @@ def test_a_dead_judge_is_recorded_and_the_rule_score_stands(tmp_path, caplog) ->
 def test_a_garbage_answer_is_a_judge_failure(tmp_path) -> None:
     with serve(handler=by_prompt(process="I think it went fine.")) as srv:
         got = compute_score("hopforge", solution(SEARCH, OPEN), GT, EXTRA, **judged(srv, tmp_path, process_max=0.5))
-    assert got["raw_judge_failed"] == 1.0 and got["process"] == 0.0 and got["score"] == 1.0
+        assert got["raw_judge_failed"] == 1.0 and got["process"] == 0.0 and got["score"] == 1.0
+        srv.handler = by_prompt(process=6)  # an unreadable reply was not cached: asked again, and answered
+        again = compute_score("hopforge", solution(SEARCH, OPEN), GT, EXTRA, **judged(srv, tmp_path, process_max=0.5))
+        assert srv.count == 2 and again["raw_judge_failed"] == 0.0 and again["process"] == pytest.approx(0.3)
     with serve() as srv:
         srv.handler = lambda req: Reply(content="Looks complete to me!")
         got = compute_score("hopforge", solution(SEARCH, OPEN), GT, EXTRA,
