@@ -44,9 +44,9 @@ retries, timeout and in-flight gate apply.  ``reward_kwargs.judge``::
 The key is read from the environment variable ``api_key_env`` names, never from the config, and is never
 logged or returned.  A judge that fails (nothing listening, a timeout, an error status, a reply that is not the
 JSON asked for, which is then not kept in the cache) never stops training: the response gets ``raw_judge_failed``
-1 and its judge terms are left out, so its score is the rule's alone (the cost term, which needs no judge, stays).  After the teacher's breaker trips
-on a dead endpoint, calls fail at once (cached answers still replay) until ``judge.cooldown_s`` has passed; then
-the endpoint is tried again.
+1 and its judge terms are left out, so its score is the rule's alone (the cost term, which needs no judge, stays).
+After the teacher's breaker trips on a dead endpoint, calls fail at once (cached answers still replay) until
+``judge.cooldown_s`` has passed; then the endpoint is tried again.
 
 Diagnostics (ungated, ``raw_*``): ``raw_completeness`` (``c̄``, 0 without the judge), ``raw_repeat_calls``,
 ``raw_error_calls``, ``raw_process`` (the judge's ``s/10``), ``raw_cost`` (``R_cost``) and ``raw_judge_failed``.

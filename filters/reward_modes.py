@@ -28,6 +28,13 @@ Each function is one published formula; :func:`filters.reward.compute_score` pic
   2 distinct queries (:func:`step_queries`), positive-only: only for a right, well-formed answer.
 - **merge** (MultiSearch, optional): ``merge_weight`` (0.1) when a ``<merge>`` block the student wrote holds
   its final answer (:func:`merge_holds_answer`), positive-only like the multi-query term.
+- **RLTR** (optional, with a judge; :mod:`filters.judge_reward`): ``rltr_weight · r``, ``r = −1`` for an invalid
+  format, else ``clip(c̄ − repeat_penalty·n_repeat − error_penalty·n_error, −1, 1)``, ``c̄`` an LLM checker's
+  tool-use completeness verdicts averaged over N samples; a process reward, not gated on the answer.
+- **the dual reward's judge terms** (optional; :mod:`filters.judge_reward`): ``+ R_process`` (a frozen judge's
+  0–10 score times ``process_max/10``, in [0, 0.5] for the dual reward) ``− α·R_cost``, with
+  ``R_cost = ½·min(T/T_max, 1) + ½·min(W/W_max, 1)``: T the turns that called a tool, W the words of the search
+  queries.
 """
 
 from __future__ import annotations
