@@ -19,7 +19,7 @@ An ``rl_pool`` row is what verl's ``RLHFDataset`` and its multi-turn tool rollou
                    tools_kwargs: {search: {create_kwargs: {exclude: [answer_page_id]}},
                                   check_answer: {create_kwargs: {target: [...], chain: titles,
                                                                  other_titles: [...]}}},
-                   need_tools_kwargs: true, reference_trace_id, step_labels, guidance, baselines,
+                   need_tools_kwargs: true, reference_trace_id, step_labels, guidance, guidance_k, baselines,
                    context: {policy, compress_observations, keep_observations}}
     tools         the rollout's tool schemas as a JSON string (the ``tools`` of the SFT rows)
 
@@ -47,6 +47,8 @@ What the seeds' rewards and methods read (:mod:`filters.reward`, :mod:`filters.g
   teacher has no correct rollout of it.
 - ``guidance`` (with ``rl.guidance``, all-wrong questions only): that rollout's tool calls as a JSON
   list of ``{"name", "arguments"}`` (ACTGUIDE-RL prefixes the first k); null otherwise.
+- ``guidance_k`` (student band, guided rows only): ACTGUIDE's k*, the fewest guidance actions whose prefix let
+  the student answer (:mod:`sft.rlband`); null otherwise.
 - ``baselines`` (with ``rl.baselines``): ``{closed_book, rag}``, each ``{answer, acc, f1}`` (the
   ``gain`` mode's ``a_I`` and ``a_R``); null otherwise.
 - ``tools_kwargs.check_answer``: the ground truth for CAPF's training-only ``check_answer`` tool
@@ -114,11 +116,13 @@ def tools_kwargs(question: Question, key: AnswerKey | None = None) -> dict:
 
 def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, index: int,
            band_model: str | None = None, *, reference: dict | None = None, guidance: str | None = None,
-           baselines: dict | None = None, key: AnswerKey | None = None, context: dict | None = None) -> dict:
+           baselines: dict | None = None, key: AnswerKey | None = None, context: dict | None = None,
+           guidance_k: int | None = None) -> dict:
     """One ``rl_pool`` row (:data:`synth.engine.records.RL_SCHEMA`); ``prompt`` is the harness of the
     question's first rollout (:func:`prompt_messages`), ``tools`` its tool schemas JSON, ``band_model``
     the model whose ``n`` rollouts (``c`` correct) put the question in the band; ``reference`` the best
-    correct rollout (``{"trace_id", "step_labels"}``), ``guidance`` its tool calls (JSON), ``baselines``
+    correct rollout (``{"trace_id", "step_labels"}``), ``guidance`` its tool calls (JSON), ``guidance_k`` the
+    measured k* of a guided row (None when not measured), ``baselines``
     the closed-book and naive-RAG answers, ``key`` the question's answer key (None: its answer and aliases
     alone; see the module docstring), ``context`` the run's :func:`context_of`."""
     key = key if key is not None else AnswerKey.of(question.golds)
@@ -133,7 +137,8 @@ def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, i
                        "need_tools_kwargs": True,
                        "reference_trace_id": (reference or {}).get("trace_id"),
                        "step_labels": list((reference or {}).get("step_labels") or []),
-                       "guidance": guidance, "baselines": baselines, "context": context},
+                       "guidance": guidance, "guidance_k": guidance_k, "baselines": baselines,
+                       "context": context},
         "tools": tools,
     }
 

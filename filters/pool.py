@@ -103,7 +103,7 @@ def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: d
                     f" and {len(ids) - 5} more" if len(ids) > 5 else "")
     if band_by == TEACHER:
         if rl_cfg.baselines and rows:
-            out["baselines"] = _add_baselines(ctx, questions, rows, teacher(), keys)
+            out["baselines"] = add_baselines(ctx, questions, rows, teacher(), keys)
         w = ctx.writer("rl_pool", RL_SCHEMA)
         w.write(rows)
         w.close()
@@ -116,10 +116,11 @@ def write_rl_pool(ctx: StageContext, questions: Mapping[str, Question], per_q: d
     return out
 
 
-def _add_baselines(ctx: StageContext, questions: Mapping[str, Question], rows: list[dict], teacher: Any,
-                   keys: Mapping[str, AnswerKey] | None = None) -> dict[str, int]:
+def add_baselines(ctx: StageContext, questions: Mapping[str, Question], rows: list[dict], teacher: Any,
+                  keys: Mapping[str, AnswerKey] | None = None) -> dict[str, int]:
     """Ask the teacher each row's closed-book and naive-RAG answers (:mod:`filters.baselines`) into its
-    ``extra_info.baselines``; returns the counts."""
+    ``extra_info.baselines``; returns the counts.  The filter calls it for the teacher's band, the ``rl_band``
+    stage for the student's (it reads ``rl.rag_k``, ``tools`` and ``filters.min_f1``)."""
     from filters.baselines import compute_baselines
     from synth.tools.search import SearchIndex
 
@@ -132,4 +133,4 @@ def _add_baselines(ctx: StageContext, questions: Mapping[str, Question], rows: l
     return counts
 
 
-__all__ = ["SHORT_OF_N", "write_rl_pool"]
+__all__ = ["SHORT_OF_N", "add_baselines", "write_rl_pool"]

@@ -60,13 +60,21 @@ class RLConfig(Section):
         False,
         description="ACTGUIDE-RL: an rl question whose band is all-wrong also enters rl_pool, with "
         "`extra_info.guidance`, the tool-call sequence of the best correct teacher rollout of that question (a "
-        "trainer prefixes its first k actions). A question with no correct rollout has no guidance and stays out.",
+        "trainer prefixes its first k actions). A question with no correct rollout has no guidance and stays out. "
+        "Under `band_by: student` the `rl_band` stage also measures k* (`extra_info.guidance_k`): the fewest "
+        "actions whose prefix lets the student answer (`guidance_min_correct`), by binary search over k = 1..K; "
+        "a question no prefix helps stays out.",
     )
+    guidance_min_correct: int = Field(
+        1, ge=1, le=64, description="Under `band_by: student` with `guidance`: of the `n` guided student rollouts at "
+        "a prefix length k, how many must answer correctly for k to work (1: the guided group has a reward to learn "
+        "from). k* is the smallest k that works.")
     baselines: bool = Field(
         False,
         description="Store each rl_pool question's closed-book answer and naive-RAG answer (one search for the "
         "question, then an answer from its results), both by the teacher, with their scores, in "
-        "`extra_info.baselines` (the `gain` reward mode reads them). Costs two teacher calls a row.",
+        "`extra_info.baselines` (the `gain` reward mode reads them): asked by the filter under `band_by: teacher`, "
+        "by the `rl_band` stage under `student`. Costs two teacher calls a row.",
     )
     rag_k: int = Field(5, ge=1, le=50, description="Search results the naive-RAG baseline answers from.")
     shard_size: int = operational("rl questions per shard of the `rl_band` stage (a unit of resume).", 8, ge=1)
@@ -75,6 +83,8 @@ class RLConfig(Section):
 
     @model_validator(mode="after")
     def _stages(self) -> "RLConfig":
+        if self.guidance_min_correct > self.n:
+            raise ValueError(f"guidance_min_correct {self.guidance_min_correct} is above n {self.n}")
         names = [s.name for s in self.curriculum]
         if len(set(names)) != len(names):
             raise ValueError(f"curriculum: a stage name is used twice ({', '.join(names)})")

@@ -1,4 +1,4 @@
-"""The ``filter`` stage: traces in; ``sft``, ``rl_pool``, rejects and per-trace verdicts out.
+"""The ``filter`` stage: traces in; ``sft``, ``rl_pool``, rejects, per-trace verdicts and references out.
 
 Pass 1 streams ``traces`` in batches.  Each trace is graded (rule, and the judge when
 ``filters.judge``; see :mod:`filters.correctness`) and run through the configured
@@ -16,7 +16,8 @@ assistant turn under ``as_seen``), dropped by reason = the chain's reasons plus 
 read in a last pass over only the paired traces.  ``filter/verdicts`` has one row per trace, with its count
 of ungrounded tool calls (:mod:`filters.grounded`) whichever filter dropped it; a verdict is written as soon as
 it is final (after pass one, or after pass two for a best-of-n candidate), so the parent holds
-none beyond the candidates'.
+none beyond the candidates'.  ``filter/references`` holds each pooled question's best correct rollout
+(:mod:`filters.guidance`), which the student band reads.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from filters.bestofn import Candidate, rubric_raw, select_best
 from filters.config import FiltersConfig
 from filters.correctness import CorrectnessFilter, grade, run_judge
 from filters.grounded import ungrounded_steps
-from filters.guidance import Reference, keep_best, reference_of
+from filters.guidance import Reference, keep_best, reference_of, write_references
 from filters.pool import write_rl_pool
 from filters.preference import WRONG_ANSWER, Loser, pair, write_preference
 from synth.corpus.answerkeys import answer_keys
@@ -456,6 +457,8 @@ def run_filter(ctx: StageContext) -> StageResult:
     verdict_rows.close()
     band_report = write_rl_pool(ctx, questions, per_q, ctx.cfg.questions.share_sft_rl, ctx.cfg.rl.band_by,
                                 references, lambda: _teacher(ctx), keys)
+    # Every pooled question's reference, for the student band's rows and guidance (sft/rlband.py).
+    write_references(ctx, references)
 
     extra: dict[str, Any] = {
         "chain": list(fcfg.chain),

@@ -108,7 +108,8 @@ FILTER = Stage("filter", "filters.stage:run_filter", reads=("questions", "rollou
                sections=("filters", "questions.share_sft_rl", "questions.splits.sft", "rl.band_by", "rl.curriculum",
                          "rl.guidance", "rl.baselines", "rl.rag_k", "sft.context", "sft.reasoning",
                          "rollout.compress_observations", "rollout.keep_observations", "rollout.n"),
-               outputs=("sft", "preference", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts"),
+               outputs=("sft", "preference", "rl_pool", "rl_curriculum", "rejects/filter", "filter/verdicts",
+                        "filter/references"),
                command="filter", more_sections=_filter_reads,
                key_extra=_filter_identity)
 
@@ -140,13 +141,15 @@ EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollou
 
 # Under rl.band_by: student, the warm-start student's own rollouts decide the band and this stage writes
 # rl_pool (under `teacher` it measures nothing and writes nothing: the filter wrote the pool).  It reads the
-# student and the filter's verdicts (for the report's teacher figures), rolls out through the eval harness.
+# student and the filter's references (each question's best correct teacher rollout: the rows' reference, and
+# the guidance whose minimal prefix it measures with rl.guidance), rolls out through the eval harness; with
+# rl.baselines it asks the teacher the dual reward's baselines for its rows.
 RL_BAND = Stage("rl_band", "sft.rlband:SHARDS", sharded=True, reads=("sft", "questions", "index", "filter"),
                 optional_reads=("ingest",),  # the answer keys
                 sections=("rl", "teacher", "eval.max_turns", "eval.max_new_tokens", "tools", "filters.min_f1",
                           "filters.min_grounding", "questions.share_sft_rl", "sft.context",
                           "rollout.compress_observations", "rollout.keep_observations", "rollout.max_tokens"),
-                outputs=("rl_pool", "rl_band/traces", "rl_curriculum"), command="rl-band")
+                outputs=("rl_pool", "rl_band/traces", "rl_band/guided", "rl_curriculum"), command="rl-band")
 
 PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT,
                      SFT, EVAL, RL_BAND])

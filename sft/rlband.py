@@ -18,10 +18,29 @@ it finished, and the rerun rolls out only the rest.  Its traces are kept in ``rl
 whose student call failed (a server down, say) is listed as failed, never counted as wrong, and retried by
 the next run.  Under ``band_by: teacher`` the stage measures nothing and writes nothing: the filter wrote
 the teacher's pool.
+
+Every row names its question's best correct *teacher* rollout (``reference_trace_id``, ``step_labels``), read
+from the filter's ``filter/references`` (:mod:`filters.guidance`, the same choice the teacher band makes), and
+with ``rl.baselines`` carries the teacher's closed-book and naive-RAG answers (:func:`filters.pool.add_baselines`,
+asked here for this stage's rows, as the filter asks them for its own).
+
+**Action guidance** (ACTGUIDE-RL, ``rl.guidance``).  A question the student got wrong in all ``n`` rollouts
+enters the pool guided by the teacher's reference: ``guidance`` holds its K tool calls.  The stage measures
+ACTGUIDE's minimal prefix k*: for a prefix length k the student rolls out ``n`` more times with the first k
+reference actions played before its first turn (each a tool call and its observation, from the same toolbox:
+:func:`synth.rollout.loop.rollout_one`'s ``prefix``), and k *works* when at least ``rl.guidance_min_correct``
+of them answer correctly.  A binary search over k = 1..K (:class:`PrefixSearch`; success taken as monotone in
+k) finds the smallest k that works in at most ``floor(log2 K) + 1`` probes; the row records it as
+``guidance_k``.  The guided rollouts are kept in ``rl_band/guided`` (sample index ``k·n + s``, so
+``sample_index // n`` is the k a rollout was given).  A question whose reference is missing (no correct
+teacher rollout) or that no k <= K lets the student answer stays out, counted in the report's ``guidance``
+(``without_correct_rollout``, ``no_working_prefix``, with ``rows``, ``probes`` and the k* histogram ``k``).
+A failed guided rollout leaves the whole question undecided and retried, as a failed unguided one does.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -29,6 +48,8 @@ from typing import Any, Mapping
 
 from filters.band import BANDS, band, band_counts, band_model_name, context_of, pass_stats, prompt_messages, rl_row
 from filters.curriculum import write_curriculum
+from filters.guidance import load_references
+from filters.pool import add_baselines
 from filters.rlconfig import STUDENT
 from sft.evaluate import CountedTurns, TurnCounter, harness_settings
 from sft.policy import student_teacher
@@ -45,6 +66,7 @@ from synth.tools.toolbox import Toolbox
 log = logging.getLogger("hopforge")
 
 TRACES = "rl_band/traces"
+GUIDED = "rl_band/guided"
 
 
 def pool_questions(store: Any, cfg: Any) -> list[Question]:
@@ -123,7 +145,7 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> RlBandShard:
     by_q: dict[str, list[Trace]] = {}
     for t in traces:
         by_q.setdefault(t.question_id, []).append(t)
-    facts, failed, kept = [], [], []
+    facts, failed, kept = [], [], {}
     for q in questions:
         ts = sorted(by_q.get(q.question_id, []), key=lambda t: t.sample_index)
         bad = next((t for t in ts if t.stop_reason == TEACHER_FAILED), None)
@@ -131,7 +153,7 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> RlBandShard:
             # No decision was made: the question is retried by the next run, never counted as all wrong.
             failed.append(failed_item(q.question_id, TEACHER_FAILED, (bad.error if bad else "") or "missing rollouts"))
             continue
-        kept.extend(ts)
+        kept[q.question_id] = ts
         key = keys.key_for(q)
         c = sum(is_correct(t.final_answer, key, cfg.filters.min_f1) for t in ts)
         first = ts[0]
@@ -139,8 +161,94 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> RlBandShard:
         facts.append({"question_id": q.question_id, "split": q.split, "n": n, "c": int(c),
                       "first": is_correct(first.final_answer, key, cfg.filters.min_f1),
                       "prompt": prompt, "tools": first.tools or "[]"})
-    write_parquet_atomic(Trace.to_table(kept), ctx.shard_out(TRACES, i))
+    guided: list[Trace] = []
+    if cfg.rl.guidance:
+        wrong = [f["question_id"] for f in facts if f["c"] == 0]
+        refs = load_references(ctx.store, wrong) if wrong else {}
+        by_id = {q.question_id: q for q in questions}
+        searches = {qid: PrefixSearch(refs[qid].n_actions) for qid in wrong if qid in refs}
+        prefixes = {qid: json.loads(refs[qid].calls) for qid in searches}
+
+        async def guided_one(item: tuple[Question, int, int]) -> Trace:
+            q, k, s = item
+            box = Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id])
+            prefix = prefixes[q.question_id][:k]
+            return await rollout_one(counted, box, q, guided_sample(k, n, s), run_cfg, prefix=prefix)
+
+        broken: dict[str, str] = {}
+        while True:
+            probes = {qid: k for qid, srch in searches.items() if qid not in broken and (k := srch.next()) is not None}
+            if not probes:
+                break
+            items = [(by_id[qid], k, s) for qid, k in sorted(probes.items()) for s in range(n)]
+            out = [t for t in teacher.map(guided_one, items) if isinstance(t, Trace)]
+            got: dict[str, list[Trace]] = {}
+            for t in out:
+                got.setdefault(t.question_id, []).append(t)
+            for qid, k in sorted(probes.items()):
+                ts = got.get(qid, [])
+                bad = next((t for t in ts if t.stop_reason == TEACHER_FAILED), None)
+                if bad is not None or len(ts) != n:
+                    broken[qid] = (bad.error if bad else "") or "missing guided rollouts"
+                    continue
+                guided.extend(ts)
+                key = keys.key_for(by_id[qid])
+                ok = sum(is_correct(t.final_answer, key, cfg.filters.min_f1) for t in ts)
+                searches[qid].record(k, ok >= cfg.rl.guidance_min_correct)
+        for f in facts:
+            qid = f["question_id"]
+            if qid in broken:
+                continue
+            if qid in searches:
+                srch = searches[qid]
+                f["guidance"] = {"reference": True, "K": srch.K, "k": srch.best, "tried": list(srch.tried)}
+            elif f["c"] == 0:
+                f["guidance"] = {"reference": False}
+        if broken:  # a guided rollout failed: no decision on the question, which the next run retries whole
+            failed += [failed_item(qid, TEACHER_FAILED, why) for qid, why in sorted(broken.items())]
+            facts = [f for f in facts if f["question_id"] not in broken]
+            guided = [t for t in guided if t.question_id not in broken]
+            for qid in broken:
+                kept.pop(qid, None)
+    write_parquet_atomic(Trace.to_table([t for ts in kept.values() for t in ts]), ctx.shard_out(TRACES, i))
+    write_parquet_atomic(Trace.to_table(guided), ctx.shard_out(GUIDED, i))
     return RlBandShard(model=model, facts=facts, failed=failed, turns=cut.turns, cut=cut.cut)
+
+
+def guided_sample(k: int, n: int, s: int) -> int:
+    """The sample index of guided rollout ``s`` (of ``n``) at prefix length ``k``: ``k·n + s``, past the unguided
+    samples ``0..n-1``, so each has its own seed and trace id, and ``sample_index // n`` is its k."""
+    return k * n + s
+
+
+class PrefixSearch:
+    """ACTGUIDE-RL's minimal prefix by binary search over k = 1..K: ``next()`` the k to try (None when done),
+    ``record(k, works)`` its outcome.  Success is taken as monotone in k (a longer prefix of a correct path is
+    no harder); ``best`` is the smallest k that worked (None: not even the whole path), ``tried`` the k probed,
+    in order: at most ``floor(log2 K) + 1`` of them."""
+
+    def __init__(self, K: int):
+        self.K, self.lo, self.hi = int(K), 1, int(K)
+        self.best: int | None = None
+        self.tried: list[int] = []
+
+    def next(self) -> int | None:
+        return (self.lo + self.hi) // 2 if self.lo <= self.hi else None
+
+    def record(self, k: int, works: bool) -> None:
+        self.tried.append(k)
+        if works:
+            self.best, self.hi = k, k - 1
+        else:
+            self.lo = k + 1
+
+
+def minimal_prefix(K: int, works) -> tuple[int | None, list[int]]:
+    """``(k*, tried)`` for a predicate ``works(k)``, by :class:`PrefixSearch`."""
+    srch = PrefixSearch(K)
+    while (k := srch.next()) is not None:
+        srch.record(k, bool(works(k)))
+    return srch.best, srch.tried
 
 
 def _finish(ctx: StageContext, summaries: list[RlBandShard]) -> StageResult:
@@ -154,16 +262,40 @@ def _finish(ctx: StageContext, summaries: list[RlBandShard]) -> StageResult:
     facts = sorted((f for s in summaries for f in s.facts), key=lambda f: f["question_id"])
     failed = [f for s in summaries for f in s.failed]
     model = band_model_name(STUDENT, [m.partition(":")[2] for m in {s.model for s in summaries}])
+    refs = load_references(ctx.store, [f["question_id"] for f in facts])
     rows = []
+    guidance = {"rows": 0, "without_correct_rollout": 0, "no_working_prefix": 0, "probes": 0, "k": {}}
     for f in facts:
-        if band(f["c"], f["n"]) == "rl_pool":
-            q = questions[f["question_id"]]
-            rows.append(rl_row(q, f["prompt"], f["tools"], f["n"], f["c"], index=len(rows), band_model=model,
-                               key=keys.key_for(q), context=context_of(cfg)))
+        b, g, ref = band(f["c"], f["n"]), f.get("guidance"), refs.get(f["question_id"])
+        text, k = None, None
+        if b == "all_wrong" and cfg.rl.guidance and g is not None:
+            if not g["reference"]:
+                guidance["without_correct_rollout"] += 1
+                continue
+            guidance["probes"] += len(g["tried"])
+            if g["k"] is None:  # not even the whole correct path let the student answer: no gradient either way
+                guidance["no_working_prefix"] += 1
+                continue
+            text, k = ref.calls, g["k"]
+            guidance["rows"] += 1
+            guidance["k"][str(k)] = guidance["k"].get(str(k), 0) + 1
+        elif b != "rl_pool":
+            continue
+        q = questions[f["question_id"]]
+        rows.append(rl_row(q, f["prompt"], f["tools"], f["n"], f["c"], index=len(rows), band_model=model,
+                           key=keys.key_for(q), context=context_of(cfg),
+                           reference=ref.as_reference() if ref else None, guidance=text, guidance_k=k))
+    baselines = None
+    if cfg.rl.baselines and rows:  # the dual reward's baselines, asked as the filter asks them for the teacher band
+        from synth.teacher.client import stage_teacher
+
+        baselines = add_baselines(ctx, questions, rows, stage_teacher(ctx), {qid: keys.key_for(q)
+                                                                             for qid, q in questions.items()})
     w = ctx.writer("rl_pool", RL_SCHEMA)
     w.write(rows)
     w.close()
     ctx.publish_parts(TRACES, Trace.SCHEMA)
+    ctx.publish_parts(GUIDED, Trace.SCHEMA)
     hops = {qid: len(q.hops) for qid, q in questions.items()}
     curriculum = write_curriculum(ctx, rows, hops, cfg.rl.curriculum, RL_SCHEMA)
     bands = {b: 0 for b in BANDS}
@@ -177,16 +309,23 @@ def _finish(ctx: StageContext, summaries: list[RlBandShard]) -> StageResult:
         "truncation": {"max_new_tokens": cfg.eval.max_new_tokens, "turns": turns, "cut_turns": cut,
                        "cut_rate": round(cut / turns, 4) if turns else None},
     }
+    if cfg.rl.guidance:
+        guidance["k"] = dict(sorted(guidance["k"].items(), key=lambda kv: int(kv[0])))
+        extra["guidance"] = guidance
+    if baselines is not None:
+        extra["baselines"] = baselines
     if curriculum:
         extra["curriculum"] = curriculum
     log.info("rl_band: %d of %d questions in the band (c of %d rollouts by %s): %s", len(rows), len(facts),
              cfg.rl.n, model, ", ".join(f"{b} {v}" for b, v in bands.items()))
     failed_counts = dict(Counter(f.reason for f in failed))
+    # The guided all-wrong questions are rows; the rest of all_wrong (no reference, no working prefix) is dropped.
+    dropped = dict(bands, all_wrong=bands["all_wrong"] - guidance["rows"])
     return StageResult(input=len(facts) + len(failed), output=len(rows),
-                       dropped={b: v for b, v in bands.items() if b != "rl_pool" and v},
+                       dropped={b: v for b, v in dropped.items() if b != "rl_pool" and v},
                        extra=extra, failed=failed_counts, failed_items=failed)
 
 
 SHARDS = Shards(plan=_plan, run=_run, finish=_finish, summary=RlBandShard)
 
-__all__ = ["SHARDS", "TRACES", "pool_questions"]
+__all__ = ["GUIDED", "SHARDS", "TRACES", "PrefixSearch", "guided_sample", "minimal_prefix", "pool_questions"]

@@ -462,6 +462,18 @@ BASELINE_TYPE = pa.struct([pa.field("answer", pa.string()), pa.field("acc", pa.f
                            pa.field("f1", pa.float64())])
 CONTEXT_TYPE = pa.struct([pa.field("policy", pa.string()), pa.field("compress_observations", pa.bool_()),
                           pa.field("keep_observations", pa.int32())])
+# A question's best correct teacher rollout (:class:`filters.guidance.Reference`), one row per question of the
+# pool's splits that has one: the filter stage writes it (``filter/references``) and the student band reads it.
+REFERENCE_SCHEMA = pa.schema([
+    pa.field("question_id", pa.string(), nullable=False),
+    pa.field("trace_id", pa.string(), nullable=False),
+    pa.field("passed_chain", pa.bool_()),
+    pa.field("rubric_raw", pa.float64()),
+    pa.field("n_tool_calls", pa.int32()),
+    pa.field("calls", pa.string()),  # JSON [{"name", "arguments"}]: the guidance
+    pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),
+])
+
 RL_SCHEMA = pa.schema(
     [
         pa.field("data_source", pa.string(), nullable=False),
@@ -494,6 +506,8 @@ RL_SCHEMA = pa.schema(
             pa.field("reference_trace_id", pa.string()),
             pa.field("step_labels", pa.list_(STEP_LABEL_TYPE)),
             pa.field("guidance", pa.string()),  # JSON: tool calls' arguments differ by tool
+            # ACTGUIDE-RL's k*: the fewest guidance actions whose prefix let the student answer (student band only).
+            pa.field("guidance_k", pa.int32()),
             pa.field("baselines", pa.struct([pa.field("closed_book", BASELINE_TYPE), pa.field("rag", BASELINE_TYPE)])),
             # sft.context of the run: the observations the policy trained with (full, or as_seen: the teacher's
             # compression), which an RL rollout should show it too.
@@ -559,6 +573,7 @@ __all__ = [
     "Verdict",
     "PROMPT_MESSAGE_TYPE",
     "RL_SCHEMA",
+    "REFERENCE_SCHEMA",
     "LONGCTX_SCHEMA",
     "MESSAGE_TYPE",
     "TOOL_CALL_TYPE",

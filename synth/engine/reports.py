@@ -293,10 +293,14 @@ class PassFacts(Facts):
 
 @dataclass(frozen=True)
 class GuidanceFacts(Facts):
-    """Guided rows of ``rl_pool``, and the all-wrong questions left out for want of a correct rollout."""
+    """Guided rows of ``rl_pool``, and the all-wrong questions left out for want of a correct rollout; under the
+    student band (``rl_band``) also those no prefix helped, the prefix lengths probed, and the k* histogram."""
 
     rows: int | None = None
     without_correct_rollout: int | None = None
+    no_working_prefix: int | None = None
+    probes: int | None = None
+    k: dict[str, int] = field(default_factory=dict)
     raw: dict = _raw()
 
 
@@ -322,7 +326,11 @@ class FilterReport(BandedReport):
 
 @dataclass(frozen=True)
 class RlBandReport(BandedReport):
-    """``reports/rl_band.json``: the student's band (under ``rl.band_by: student``)."""
+    """``reports/rl_band.json``: the student's band (under ``rl.band_by: student``), its guided rows (``rl.guidance``)
+    and the baselines it asked (``rl.baselines``)."""
+
+    guidance: GuidanceFacts | None = None
+    baselines: Any = None  # present when the RL baselines were computed
 
 
 # ---- questions -----------------------------------------------------------------------------------

@@ -567,7 +567,9 @@ def render_card(f: dict) -> str:
     md += _band_lines(reports, f["configs"])
     md += distillation_lines(fr, f.get("student_reasoning_share"))
 
-    md += signals_section({c["name"] for c in f["configs"]}, fr.guidance)
+    # The guided rows are counted by the stage that wrote the pool: the filter, or rl_band under the student band.
+    band_src = reports.rl_band if fr.band_by == STUDENT and reports.rl_band is not None else fr
+    md += signals_section({c["name"] for c in f["configs"]}, band_src.guidance)
 
     md += ["## Cost", ""]
     if f["usage"]:

@@ -30,6 +30,9 @@ RL_FIELDS = [
     ("step_labels", "that rollout's step labels, as above"),
     ("guidance", "for an all-wrong question admitted with `rl.guidance`, that rollout's tool calls as a JSON list "
                  "of `{name, arguments}` (ACTGUIDE-RL: prefix the first k actions); null on band rows"),
+    ("guidance_k", "on a guided row of the student's band, ACTGUIDE-RL's k*: the fewest of those actions whose prefix "
+                   "let the student answer (`rl.guidance_min_correct` of `n` guided rollouts), by binary search; null "
+                   "otherwise"),
     ("baselines", "with `rl.baselines`, the question's closed-book and naive-RAG (one search, then an answer) "
                   "answers by the teacher, `{closed_book, rag}` each `{answer, acc, f1}` (the dual reward's "
                   "baselines); null otherwise"),
@@ -63,7 +66,9 @@ def signals_section(config_names: set[str], guidance: GuidanceFacts | None = Non
         md += [f"- `{name}`: {text}." for name, text in RL_FIELDS]
         if guidance and (guidance.rows or guidance.without_correct_rollout):
             md += ["", f"Guided rows: {guidance.rows or 0}; all-wrong questions left out for want of a correct "
-                       f"rollout: {guidance.without_correct_rollout or 0}."]
+                       f"rollout: {guidance.without_correct_rollout or 0}"
+                       + (f"; for want of a prefix that let the student answer: {guidance.no_working_prefix}"
+                          if guidance.no_working_prefix else "") + "."]
         md += ["", "hopforge's reward (`filters/reward.py`, `reward_kwargs.mode`) reads them:", ""]
         md += [f"- `{name}`: {text}." for name, text in REWARD_MODES]
         md += ["", "Each mode passes a format gate first (a malformed response scores 0) and takes two optional "

@@ -108,10 +108,14 @@ def _assistant_message(resp_message: dict, turn: int) -> tuple[dict, list[ToolCa
 
 
 async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sample_index: int,
-                      settings: RolloutSettings | Any) -> Trace:
+                      settings: RolloutSettings | Any, prefix: list[dict] | None = None) -> Trace:
     """Run one trajectory for ``question`` and return its :class:`Trace` (never raises TeacherError).
 
     ``settings``: :class:`RolloutSettings` (a config is read as the teacher's rollouts read it).
+
+    ``prefix`` (ACTGUIDE-RL's guidance): tool calls ``{"name", "arguments"}`` played before the model's first
+    turn, each as an assistant turn of that one call followed by its observation from ``toolbox``.  They are
+    turns of the trace (counted, labelled), but the model still gets ``max_turns`` turns of its own after them.
 
     The teacher's hint is only a persona seed for the question (what the offline oracle varies its
     samples by); it reads the question from the conversation and never sees the gold chain.
@@ -125,7 +129,31 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
     t = _Tally(counts=dict.fromkeys(tool_names(toolbox.cfg), 0))  # the tools this rollout is offered
     stop, answer, error, protocol, reasoning = "max_turns", None, None, None, None
     hint = AGENT.hint(seed=derive_seed(rcfg.seed, "rollout", question.question_id))
-    while t.n_turns < rcfg.max_turns:
+
+    def act(calls: list[ToolCall]) -> None:
+        for tc in calls:
+            obs, info = toolbox.call(tc.name, tc.arguments)
+            messages.append({"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": obs})
+            t.n_tool_calls += 1
+            t.n_errors += info.is_error
+            if tc.name in t.counts:
+                t.counts[tc.name] += 1
+            t.searched += info.searched_page_ids
+            t.opened += info.opened_page_ids
+            for pid in info.searched_page_ids + info.opened_page_ids:
+                j = where.get(pid)
+                if j is not None and first_seen[j] < 0:
+                    first_seen[j] = t.n_turns
+
+    for i, step in enumerate(prefix or []):
+        t.n_turns += 1
+        args = step.get("arguments")
+        tc = ToolCall(f"guide_{i + 1}", str(step.get("name") or ""),
+                      args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False))
+        messages.append({"role": "assistant", "content": "", "tool_calls": [tc.to_openai()]})
+        act([tc])
+    budget = t.n_turns + rcfg.max_turns
+    while t.n_turns < budget:
         context = teacher_view(messages, rcfg.compress_observations, rcfg.keep_observations)
         try:
             resp = await teacher.chat(context, tools, sample_index=sample_index, hint=hint)
@@ -151,19 +179,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
                 answer = extract_answer(msg["content"])
                 stop = "answer" if answer is not None else "no_answer"
             break
-        for tc in calls:
-            obs, info = toolbox.call(tc.name, tc.arguments)
-            messages.append({"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": obs})
-            t.n_tool_calls += 1
-            t.n_errors += info.is_error
-            if tc.name in t.counts:
-                t.counts[tc.name] += 1
-            t.searched += info.searched_page_ids
-            t.opened += info.opened_page_ids
-            for pid in info.searched_page_ids + info.opened_page_ids:
-                j = where.get(pid)
-                if j is not None and first_seen[j] < 0:
-                    first_seen[j] = t.n_turns
+        act(calls)
         context_tokens = resp.usage.get("prompt_tokens", 0) + resp.usage.get("completion_tokens", 0)
         if context_tokens >= rcfg.max_tokens:
             stop = "max_tokens"

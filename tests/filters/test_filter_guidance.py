@@ -47,9 +47,14 @@ def _run(root: Path, guidance: bool):
     return outcome.report, {r["extra_info"]["question_id"]: r for r in rows}, {t.trace_id: t for t in traces}
 
 
+GUIDED_ROOT: list[Path] = []
+
+
 @pytest.fixture(scope="module")
 def guided(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("guided") / "run", True)
+    root = tmp_path_factory.mktemp("guided") / "run"
+    GUIDED_ROOT[:] = [root]
+    return _run(root, True)
 
 
 def test_band_rows_name_their_best_correct_rollout_and_carry_its_labels(guided) -> None:
@@ -63,6 +68,19 @@ def test_band_rows_name_their_best_correct_rollout_and_carry_its_labels(guided) 
     assert info["guidance"] is None  # a band row is not guided
     assert report["guidance"] == {"rows": 0, "without_correct_rollout": 1}
     assert report["bands"] == {"rl_pool": 1, "all_wrong": 1, "all_right": 1}
+
+
+def test_the_filter_keeps_every_pooled_questions_reference_for_the_student_band(guided) -> None:
+    """``filter/references``: each question with a correct rollout (q1, q3; q2 has none), the same best rollout
+    its rl_pool row names, with its tool calls: what the student band reads to name and guide its rows."""
+    from filters.guidance import REFERENCES
+
+    _, rows, traces = guided
+    refs = {r["question_id"]: r for r in ds.dataset(GUIDED_ROOT[0] / REFERENCES).to_table().to_pylist()}
+    assert sorted(refs) == ["q1", "q3"] and refs["q1"]["trace_id"] == rows["q1"]["extra_info"]["reference_trace_id"]
+    assert refs["q1"]["step_labels"] == rows["q1"]["extra_info"]["step_labels"]
+    assert [(c["name"], c["arguments"]) for c in json.loads(refs["q1"]["calls"])] == [(n, a) for n, a in GOOD]
+    assert refs["q3"]["trace_id"] == "t3a" and refs["q1"]["passed_chain"] is True
 
 
 def test_without_rl_guidance_no_all_wrong_question_is_counted(tmp_path) -> None:

@@ -215,7 +215,7 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
                                                       "target": ["Delta City"], "chain": q1.titles,
                                                       "other_titles": []}}},
                                  "need_tools_kwargs": True, "titles": q1.titles, "reference_trace_id": "t1a",
-                                 "step_labels": label_rows(labels_of(t1a, 0.8)), "guidance": None,
+                                 "step_labels": label_rows(labels_of(t1a, 0.8)), "guidance": None, "guidance_k": None,
                                  "baselines": None,
                                  # sft.context (full by default): the observations the policy trains with
                                  "context": {"policy": "full", "compress_observations": False,

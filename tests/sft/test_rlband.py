@@ -200,3 +200,112 @@ def test_under_the_teacher_band_the_stage_measures_nothing(world):
     assert outcome.report["idle"] == "rl.band_by is teacher: the filter stage wrote rl_pool"  # not an empty stage
     assert _rows(store.root, "rl_pool") == before  # the filter's (teacher's) pool stays the public one
     assert before and all(r["extra_info"]["band_model"].startswith("teacher:") for r in before)
+
+
+def test_the_minimal_prefix_is_found_by_binary_search():
+    """ACTGUIDE's k*: the smallest k that works, in O(log K) probes, each k the midpoint of what is left."""
+    from sft.rlband import minimal_prefix
+
+    assert minimal_prefix(8, lambda k: k >= 3) == (3, [4, 2, 3])  # 4 works, 2 does not, 3 works: k* = 3
+    assert minimal_prefix(8, lambda k: False) == (None, [4, 6, 7, 8])  # not even the whole path: no k*
+    assert minimal_prefix(8, lambda k: True) == (1, [4, 2, 1])
+    assert minimal_prefix(5, lambda k: k >= 5) == (5, [3, 4, 5])
+    assert minimal_prefix(1, lambda k: True) == (1, [1]) and minimal_prefix(0, lambda k: True) == (None, [])
+    for K in range(1, 65):  # never more than floor(log2 K) + 1 probes, whatever k* is
+        for star in range(1, K + 2):
+            best, tried = minimal_prefix(K, lambda k: k >= star)
+            assert best == (star if star <= K else None) and len(tried) <= K.bit_length()
+
+
+def _guided_handler(right, need):
+    """A served student that answers right only with at least ``need`` guidance actions played before its first
+    turn (and the coin question ``right`` on even seeds); otherwise one search, then a wrong answer."""
+
+    def handler(req):
+        msgs = req["messages"]
+        assistants = [m for m in msgs if m["role"] == "assistant"]
+        given = sum(1 for m in assistants for tc in m.get("tool_calls") or [] if tc["id"].startswith("guide_"))
+        if given >= need:
+            return Reply(content=f"<answer>{handler.answers[msgs[1]['content']]}</answer>")
+        if len(assistants) == given:  # the student's own first turn
+            return Reply(tool_calls=[call("search", {"query": msgs[1]["content"][:60]})])
+        coin = msgs[1]["content"] == right.question and req["seed"] % 2 == 0
+        return Reply(content=f"<answer>{right.answer if coin else 'nobody at all'}</answer>")
+
+    return handler
+
+
+def test_an_all_wrong_question_of_the_student_band_is_guided_with_its_minimal_prefix(world, monkeypatch):
+    """The student fails every question unguided but the coin one; given the first k actions of the teacher's
+    reference it answers iff k >= 3.  A question whose reference has K >= 3 actions enters with guidance and
+    k* = 3, found by the binary search's probes; one with K < 3 stays out (no working prefix).  Every row
+    carries its reference, step labels and (rl.baselines) the teacher's baselines."""
+    from filters.guidance import load_references
+    from sft.rlband import GUIDED, minimal_prefix
+
+    store, _, questions = world
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    publish(store, "sft", {"student": store.root / "questions"})
+    refs = load_references(store, [q.question_id for q in questions])
+    right = questions[0]
+    need = 3
+    handler = _guided_handler(right, need)
+    handler.answers = {q.question: q.answer for q in questions}
+    with serve(handler=handler) as srv:
+        cfg = load_config(None, BASE + [f"rl.base_url={srv.base_url}", "teacher.tool_protocol=native",
+                                        "teacher.max_retries=0", "rl.guidance=true", "rl.baselines=true"])
+        run_stage(RL_BAND, cfg, store)
+    rows = {r["extra_info"]["question_id"]: r for r in _rows(store.root, "rl_pool")}
+    guided = defaultdict(set)
+    for t in _rows(store.root, GUIDED):
+        guided[t["question_id"]].add(t["sample_index"] // N)
+    report = json.loads((store.root / "reports" / "rl_band.json").read_text())
+    wrong = [q for q in questions[1:] if q.answer != right.answer]
+    assert wrong, "every pooled question shares the coin question's answer"
+    expect_rows, expect_k, without, no_prefix, probes = 0, {}, 0, 0, 0
+    for q in wrong:
+        ref = refs.get(q.question_id)
+        if ref is None:  # no correct teacher rollout: no guidance, no probe
+            without += 1
+            assert q.question_id not in rows and q.question_id not in guided
+            continue
+        K = len(json.loads(ref.calls))
+        best, tried = minimal_prefix(K, lambda k: k >= need)
+        assert set(tried) == guided[q.question_id] and len(tried) <= K.bit_length()  # the probes, and only those
+        probes += len(tried)
+        if best is None:
+            no_prefix += 1
+            assert K < need and q.question_id not in rows
+            continue
+        assert K >= need and best == need and {need - 1, need} <= set(tried)  # k* worked, k* - 1 did not
+        info = rows[q.question_id]["extra_info"]
+        assert info["c"] == 0 and info["guidance_k"] == need and info["guidance"] == ref.calls
+        expect_rows += 1
+        expect_k[str(need)] = expect_k.get(str(need), 0) + 1
+    assert report["guidance"] == {"rows": expect_rows, "without_correct_rollout": without,
+                                  "no_working_prefix": no_prefix, "probes": probes, "k": expect_k}
+    assert expect_rows >= 1, "no pooled question has a teacher reference of 3 actions or more"
+    # The guided rollouts are student rollouts with the reference's first k calls, in order, before its own turn.
+    for t in _rows(store.root, GUIDED):
+        k, msgs = t["sample_index"] // N, json.loads(t["messages"])
+        calls = json.loads(refs[t["question_id"]].calls)
+        played = [m["tool_calls"][0]["function"] for m in msgs[2:2 + 2 * k:2]]
+        assert [p["name"] for p in played] == [c["name"] for c in calls[:k]]
+        assert all(m["role"] == "tool" for m in msgs[3:3 + 2 * k:2])
+    # Every row, band or guided: its reference, that rollout's step labels, and the baselines rl.baselines asked for.
+    band_row = rows[right.question_id]["extra_info"]  # in the band (1 <= c <= n - 1): never guided, never probed
+    assert band_row["c"] >= 1 and band_row["guidance"] is None and band_row["guidance_k"] is None
+    assert right.question_id not in guided
+    for qid, r in rows.items():
+        info = r["extra_info"]
+        assert qid in refs and info["reference_trace_id"] == refs[qid].trace_id
+        assert info["step_labels"] == refs[qid].step_labels and info["step_labels"]
+        assert info["baselines"] is not None
+        assert set(info["baselines"]) == {"closed_book", "rag"}
+    assert report["baselines"]["asked"] == len(rows)
+
+
+def test_guidance_min_correct_cannot_exceed_the_rollouts():
+    with pytest.raises(Exception, match="guidance_min_correct 9 is above n 8"):
+        load_config(None, ["rl.n=8", "rl.guidance_min_correct=9"])
+    assert load_config(None, ["rl.n=8", "rl.guidance_min_correct=8"]).rl.guidance_min_correct == 8
