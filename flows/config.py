@@ -25,7 +25,6 @@ from synth.questions.config import QuestionsConfig
 from synth.rollout.config import RolloutConfig
 from synth.teacher.config import TeacherConfig
 from synth.tools.config import ToolsConfig
-from synth.tools.registry import tools
 
 __all__ = ["Config", "ConfigError", "load_config", "apply_overrides", "config_from_dict", "parse_override"]
 
@@ -73,7 +72,10 @@ class Config(RootConfig):
                 "search could return pages the question checks never looked at; raise questions.shortcut_k, lower "
                 "tools.search_max_k, or unset questions.shortcut_k (it then follows tools.search_max_k)")
         # The tools section cannot name the registry (the registry's tool modules import it): checked here.
-        tools(self.tools)  # a ValueError names an unknown tools.extra_tools entry and the optional tools
+        if self.tools.extra_tools:  # only then: the registry imports the tools (tantivy, pyarrow), slow for a CLI
+            from synth.tools.registry import tools
+
+            tools(self.tools)  # a ValueError names an unknown tools.extra_tools entry and the optional tools
         return self
 
 

@@ -126,7 +126,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
     gold_ids = list(question.path)
     first_seen = [-1] * len(gold_ids)
     where = {pid: j for j, pid in enumerate(gold_ids)}
-    t = _Tally(counts=dict.fromkeys(tool_names(toolbox.cfg), 0))  # the tools this rollout is offered
+    t = _Tally(counts=dict.fromkeys(tool_names(getattr(toolbox, "cfg", None)), 0))  # the tools this rollout is offered
     stop, answer, error, protocol, reasoning = "max_turns", None, None, None, None
     hint = AGENT.hint(seed=derive_seed(rcfg.seed, "rollout", question.question_id))
 
