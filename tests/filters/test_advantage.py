@@ -9,12 +9,9 @@ formulas (the card's group max, CAPF's ``R·ρ^{N_t}``, PiCA's ``λ·α^(t−3)`
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-import sys
 import tomllib
-import types
 from pathlib import Path
 
 import numpy as np
@@ -27,23 +24,7 @@ from filters.reward import compute_score
 from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-_STUBS: list[str] = []
-if importlib.util.find_spec("torchdata") is None:
-    # verl's trainer module imports torchdata's StatefulDataLoader for its dataloaders (a GPU environment's
-    # verl install brings it; hopforge's lock does not); compute_advantage never touches it
-    _td = types.ModuleType("torchdata.stateful_dataloader")
-    _td.StatefulDataLoader = object
-    for _name, _module in (("torchdata", types.ModuleType("torchdata")), ("torchdata.stateful_dataloader", _td)):
-        if _name not in sys.modules:
-            sys.modules[_name] = _module
-            _STUBS.append(_name)
-
-from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
-
-# the stubs go once verl has bound the name: a stub left in sys.modules (no __spec__) makes a later
-# importlib.util.find_spec("torchdata") raise, e.g. transformers' check in the SFT tests run in the same process
-for _name in _STUBS:
-    sys.modules.pop(_name, None)
+from helpers.verltrainer import compute_advantage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TURN, OBS, PAD = 3, 2, 4  # tokens of an assistant turn, of an observation, of padding after the response

@@ -11,11 +11,8 @@ unchanged by default.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -26,21 +23,7 @@ from filters.advantage import OUTCOME_STEPS, decode
 from filters.reward import DIAGNOSTIC_KEYS, REWARD_KEYS, compute_score
 from verl import DataProto
 
-_STUBS: list[str] = []
-if importlib.util.find_spec("torchdata") is None:
-    # as in tests/filters/test_advantage.py: verl's trainer module imports torchdata, which compute_advantage
-    # never touches; the stubs go once verl has bound the name
-    _td = types.ModuleType("torchdata.stateful_dataloader")
-    _td.StatefulDataLoader = object
-    for _name, _module in (("torchdata", types.ModuleType("torchdata")), ("torchdata.stateful_dataloader", _td)):
-        if _name not in sys.modules:
-            sys.modules[_name] = _module
-            _STUBS.append(_name)
-
-from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
-
-for _name in _STUBS:
-    sys.modules.pop(_name, None)
+from helpers.verltrainer import compute_advantage  # noqa: E402
 
 GT = {"target": ["Delta City", "Delta"]}
 EXTRA = {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "split": "rl"}
