@@ -137,22 +137,74 @@ def corpus_demo(out: Annotated[Path, typer.Option("--out", "-o", help="KILT-form
 
 @app.command("eval")
 @guard
-def eval_(model: Annotated[Optional[Path], typer.Option("--model", help="Checkpoint folder to evaluate (local "
-                                                             "transformers); default: the pipeline's DIR/student.")] = None,
+def eval_(model: Annotated[Optional[str], typer.Option("--model", help="Checkpoint folder to evaluate (local "
+                                                            "transformers), or MODEL@URL for a model an "
+                                                            "OpenAI-compatible server serves; default: the "
+                                                            "pipeline's DIR/student.")] = None,
           server: Annotated[bool, typer.Option("--server", help="Evaluate the model a server already serves "
                                                                 "(teacher.backend=openai, teacher.base_url, teacher.model).")] = False,
+          benchmark: Annotated[Optional[list[str]], typer.Option(
+              "--benchmark", "-b", help="FORMAT:FILE of a published benchmark (hotpotqa, 2wiki, musique, frames, "
+                                        "browsecomp, gaia, jsonl), repeatable: run the model on it in the student's "
+                                        "harness instead of the eval split.")] = None,
+          limit: Annotated[Optional[int], typer.Option("--limit", help="A seeded sample of N questions per "
+                                                                       "benchmark (the report says so).")] = None,
+          samples: Annotated[int, typer.Option("--samples", help="Trajectories per benchmark question: avg@k "
+                                                                 "with its spread.")] = 1,
+          judge: Annotated[Optional[str], typer.Option("--judge", help="MODEL@URL of an OpenAI-compatible LLM judge "
+                                                                       "graded beside the answer rule (prompt "
+                                                                       "synth/teacher/prompts/bench_judge.jinja2).")] = None,
+          judge_key_env: Annotated[Optional[str], typer.Option("--judge-key-env", help="Variable holding the judge's "
+                                                                                       "API key (default: "
+                                                                                       "teacher.api_key_env).")] = None,
+          compare: Annotated[Optional[tuple[str, str]], typer.Option("--compare", help="A B: two models (checkpoint "
+                                                                                       "folder, MODEL@URL or student) "
+                                                                                       "side by side on the same "
+                                                                                       "benchmark questions and judge.")] = None,
           config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
           force: ForceOpt = False) -> None:
-    """Run the student in the rollout harness on the eval questions; write eval_report.json."""
+    """Run the student in the rollout harness on the eval questions, or any model on published benchmarks
+    (--benchmark); write eval_report.json (and eval.md for benchmarks)."""
     cfg = load(config, set_)
+    if benchmark or compare:
+        from sft.benchmarks.run import run_benchmarks
+        from sft.benchmarks.table import COMPARE, table_rows
+        from synth.engine.progress import print_line, print_table
+
+        if not benchmark:
+            raise UsageError("--compare needs at least one --benchmark FORMAT:FILE")
+        report = run_benchmarks(out, cfg, list(benchmark), model=model, server=server, limit=limit, samples=samples,
+                                judge=judge, judge_key_env=judge_key_env, compare=compare)
+        where = report["report_dir"]
+        if compare:
+            cols = ["benchmark", "questions"] + [f"{c} {s}" for c in COMPARE[:3] for s in "AB"] + ["rule accuracy B - A"]
+            print_table(f"eval: {report['A']['model']} (A) vs {report['B']['model']} (B) -> {where}/compare.md", cols,
+                        [[r[c] for c in cols] for r in report["rows"]])
+        else:
+            cols = ["benchmark", "questions", "accuracy (rule)", "accuracy (judge)", "avg@k (rule)",
+                    "tool calls/question", "turns", "calls", "cost USD"]
+            print_table(f"eval: {report['model']} -> {where}/eval_report.json", cols,
+                        [[r[c] for c in cols] for r in table_rows(report)])
+            failed = sum((r.get("judge") or {}).get("failed", 0) + (r.get("judge") or {}).get("unparsed", 0)
+                         for r in report["benchmarks"])
+            if failed:
+                print_line(f"judge: {failed} answer(s) got no verdict (recorded per answer in verdicts.parquet); "
+                           "the rule's verdict stands for them")
+        return
     if model is None and not server:
         run_stages(["eval"], cfg, out, force)
         return
+    if model is not None and "@http" in model:  # a served model named on the command line: the eval split too
+        from sft.benchmarks.judge import parse_endpoint
+
+        served, url = parse_endpoint(model, "--model")
+        cfg.teacher = cfg.teacher.model_copy(update={"backend": "openai", "model": served, "base_url": url})
+        model = None
     from sft.evaluate import evaluate
     from synth.engine.progress import print_table
     from synth.engine.store import Store
 
-    name = model.name if model is not None else cfg.teacher.model.replace("/", "_")
+    name = Path(model).name if model is not None else cfg.teacher.model.replace("/", "_")
     target = out / "evals" / name
     report = evaluate(Store(out), cfg, str(model) if model is not None else None, target)
     rows = [[k, report["student"].get(k), report["teacher"].get(k)] for k in

@@ -184,6 +184,23 @@ def build(store: Any, min_f1: float) -> AnswerKeys:
     return AnswerKeys(keys, stats, min_f1)
 
 
+def keys_for_pages(store: Any, answers: Mapping[str, tuple[str | None, list[str]]], min_f1: float
+                   ) -> dict[str, AnswerKey]:
+    """Answer keys for questions the pipeline did not write (benchmark questions): ``answers`` maps an id to
+    ``(answer page id or None, the question's own answers)``.  A resolved page adds its names (title, the title
+    without its qualifier, its corpus aliases); the other titles are gathered as for the run's questions, so the
+    same rule (page identity first, then F1) judges both.  Not cached: the caller keeps what it needs."""
+    pages = _answer_pages(store, {p for p, _ in answers.values() if p}) if store.exists("corpus/pages") else {}
+    names = {}
+    for qid, (pid, golds) in answers.items():
+        own = [n for n in names_of(pages[pid]) if n] if pid in pages else []
+        names[qid] = tuple(dict.fromkeys(n for n in [*golds, *own] if n))
+    if not store.exists("corpus/pages"):
+        return {qid: AnswerKey(ns) for qid, ns in names.items()}
+    others, _ = _other_titles(store, {qid: (answers[qid][0] or "", ns) for qid, ns in names.items()}, min_f1)
+    return {qid: AnswerKey(ns, tuple(others.get(qid, ())), min_f1) for qid, ns in names.items()}
+
+
 def _answer_pages(store: Any, ids: set[str]) -> dict[str, dict]:
     """``page_id -> {title, aliases}`` of the answer pages."""
     if not ids:
@@ -271,4 +288,4 @@ def _other_titles(store: Any, questions: dict[str, tuple[str, tuple[str, ...]]],
     return out, capped
 
 
-__all__ = ["AnswerKeys", "MAX_OTHER_TITLES", "answer_keys", "build", "min_overlap"]
+__all__ = ["AnswerKeys", "MAX_OTHER_TITLES", "answer_keys", "build", "keys_for_pages", "min_overlap"]
