@@ -1,6 +1,6 @@
 """``hopforge serve`` and ``hopforge check``: the Prefect side of the command line.
 
-``hopforge serve`` serves the five deployments (:data:`flows.serve.DEPLOYMENTS`) from this
+``hopforge serve`` serves the six deployments (:data:`flows.serve.DEPLOYMENTS`) from this
 process, so ``prefect deployment run synth/full`` works with nothing but a Prefect server.
 ``hopforge check`` runs the preflight (:mod:`flows.preflight`) of a config and prints
 every problem, the same check the ``synth`` flow makes before its first stage.

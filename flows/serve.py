@@ -1,4 +1,4 @@
-"""Serve hopforge's five deployments from one process: ``hopforge serve``.
+"""Serve hopforge's six deployments from one process: ``hopforge serve``.
 
 ::
 

@@ -293,7 +293,7 @@ def test_artifacts_and_logs_reach_the_server(flow_run) -> None:
 
 
 # ---- 5. deployments: prefect.yaml, hopforge serve ------------------------------------------
-def test_prefect_yaml_declares_the_five_deployments(monkeypatch) -> None:
+def test_prefect_yaml_declares_the_six_deployments(monkeypatch) -> None:
     import inspect
 
     from prefect.flows import load_flow_from_entrypoint
@@ -315,8 +315,8 @@ def test_prefect_yaml_declares_the_five_deployments(monkeypatch) -> None:
         assert set(d["parameters"]) <= accepted, d["name"]
         assert d["work_pool"]["name"] == "hopforge"
         found[f"{flow.name}/{d['name']}"] = d
-    assert set(found) == {"synth/full", "synth/demo", "synth/incremental", "publish/hub", "sft/warm-start"}
-    # hopforge serve serves the same five, read from the same file.
+    assert set(found) == {"synth/full", "synth/demo", "synth/incremental", "publish/hub", "sft/warm-start", "synth/eval"}
+    # hopforge serve serves the same six, read from the same file.
     assert [spec.full_name for spec in DEPLOYMENTS] == list(found)
     for spec in DEPLOYMENTS:
         d = found[spec.full_name]
