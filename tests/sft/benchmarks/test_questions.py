@@ -1,0 +1,58 @@
+"""Benchmark questions before the harness: ``FORMAT:FILE`` specs, the seeded sample, withheld answers, ids,
+and the judge's ``MODEL@URL``."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.benchmodel import BENCHDEMO, spec
+from sft.benchmarks.judge import parse_endpoint
+from sft.benchmarks.questions import load_set, parse_spec, sample_indices
+from synth.engine.errors import InputError
+
+
+def test_a_spec_names_a_known_format_and_a_file():
+    assert parse_spec("frames:/data/test.tsv") == ("frames", __import__("pathlib").Path("/data/test.tsv"))
+    for bad, why in [("hotpot.json", "expected FORMAT:FILE"), ("hotpot:x.json", "unknown format 'hotpot'"),
+                     ("gaia:", "expected FORMAT:FILE")]:
+        with pytest.raises(InputError, match=why):
+            parse_spec(bad)
+
+
+def test_the_sample_is_seeded_sorted_and_only_a_sample_when_smaller():
+    a = sample_indices(100, 10, seed=7, sha256="abc")
+    assert a == sorted(a) and len(set(a)) == 10 and all(0 <= i < 100 for i in a)
+    assert sample_indices(100, 10, seed=7, sha256="abc") == a  # the same file and seed: the same questions
+    assert sample_indices(100, 10, seed=8, sha256="abc") != a and sample_indices(100, 10, 7, "abd") != a
+    assert sample_indices(5, 10, 7, "abc") == sample_indices(5, None, 7, "abc") == [0, 1, 2, 3, 4]
+
+
+def test_withheld_answers_are_counted_not_asked(tmp_path):
+    gaia = load_set(spec("gaia"), None, 0)
+    assert (gaia.read, gaia.withheld, len(gaia.questions), gaia.sample) == (3, 1, 2, None)
+    assert [q.answer for q in gaia.questions] == ["1957", "Augsburg"]
+    assert gaia.questions[0].question_id == "gaia_validation_metadata.jsonl:9d0a1b2c-0000-4000-8000-000000000001"
+    only = tmp_path / "metadata.jsonl"
+    only.write_text('{"task_id": "t1", "Question": "q?", "Final answer": "?"}\n')
+    with pytest.raises(InputError, match="no question with a published answer"):
+        load_set(f"gaia:{only}", None, 0)
+
+
+def test_a_limit_records_the_sample_and_repeated_ids_stay_apart(tmp_path):
+    hp = load_set(spec("hotpotqa"), 2, 0)
+    assert len(hp.questions) == 2 and hp.sample == {"limit": 2, "seed": 0, "of": 3}
+    twice = tmp_path / "own.jsonl"
+    twice.write_text('{"id": "a", "question": "one?", "answer": "x"}\n{"id": "a", "question": "two?", "answer": "y"}\n')
+    ids = [q.question_id for q in load_set(f"jsonl:{twice}", None, 0).questions]
+    assert ids == ["own.jsonl:a", "own.jsonl:a#2"]
+    musique = load_set(f"musique:{BENCHDEMO / 'musique_ans_v1.0_dev.jsonl'}", None, 0)
+    assert musique.questions[0].golds == ["Moscow", "Moskva"]
+
+
+def test_model_at_url():
+    assert parse_endpoint("Qwen/Qwen3-32B@http://localhost:8000/v1", "--judge") == \
+        ("Qwen/Qwen3-32B", "http://localhost:8000/v1")
+    assert parse_endpoint("m@https://api.example.com/v1", "--judge") == ("m", "https://api.example.com/v1")
+    for bad in ["Qwen3-32B", "@http://x/v1", "m@localhost:8000"]:
+        with pytest.raises(InputError, match="expected MODEL@URL"):
+            parse_endpoint(bad, "--judge")
