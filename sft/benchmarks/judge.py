@@ -47,7 +47,7 @@ def judge_config(teacher_cfg: Any, model: str, url: str, key_env: str | None) ->
     """The judge's teacher config: the run's teacher settings with the judge's endpoint and model, greedy,
     no call cache (a judge's verdict is part of the measurement), the key from ``key_env`` (default: the
     teacher's variable)."""
-    update = {"backend": "openai", "model": model, "base_url": url, "temperature": 0.0, "max_tokens": 256,
+    update = {"backend": "openai", "model": model, "base_url": url, "temperature": 0.0, "max_tokens": 1024,
               "tool_protocol": "native"}
     if key_env:
         update["api_key_env"] = key_env

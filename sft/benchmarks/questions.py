@@ -154,31 +154,40 @@ def resolve(store: Any, benches: list[BenchSet], min_f1: float) -> None:
 
 def _folded_pages(store: Any, forms: set[str]) -> dict[str, str]:
     """Answer form -> the page whose title (or, when only one page holds it, alias) has that folded form.  Titles
-    are prefiltered in Arrow by :func:`~synth.decontam.index.coarse_key` and checked exactly in Python."""
+    and aliases are prefiltered in Arrow by :func:`_key` and checked exactly in Python."""
     if not forms or not store.exists("corpus/pages"):
         return {}
     import pyarrow as pa
 
-    coarse = pc.unique(coarse_key(pa.array(sorted(forms), pa.string())))
+    coarse = pc.unique(_key(pa.array(sorted(forms), pa.string())))
     by_title: dict[str, list[str]] = {}
     by_alias: dict[str, set[str]] = {}
     pages = store.dataset("corpus/pages", hint="ingest")
     cols = ["page_id", "title"] + (["aliases"] if "aliases" in pages.schema.names else [])
     for batch in pages.to_batches(columns=cols, batch_size=65_536):
-        hit = pc.is_in(coarse_key(batch.column("title")), value_set=coarse)
+        hit = pc.is_in(_key(batch.column("title")), value_set=coarse)
         for pid, t in zip(batch.column("page_id").filter(hit).to_pylist(), batch.column("title").filter(hit).to_pylist()):
             f = answer_text(t or "")
             if f in forms:
                 by_title.setdefault(f, []).append(pid)
-        if "aliases" in cols:
-            for pid, aliases in zip(batch.column("page_id").to_pylist(), batch.column("aliases").to_pylist()):
-                for a in aliases or ():
-                    f = answer_text(a or "")
-                    if f in forms:
-                        by_alias.setdefault(f, set()).add(pid)
+        if "aliases" in cols:  # flattened, prefiltered the same way: only candidate aliases reach Python
+            lists = batch.column("aliases")
+            flat, owner = pc.list_flatten(lists), pc.list_parent_indices(lists)
+            hit = pc.is_in(_key(flat), value_set=coarse)
+            owners = batch.column("page_id").take(owner.filter(hit)).to_pylist()
+            for pid, a in zip(owners, flat.filter(hit).to_pylist()):
+                f = answer_text(a or "")
+                if f in forms:
+                    by_alias.setdefault(f, set()).add(pid)
     out = {f: next(iter(ids)) for f, ids in by_alias.items() if len(ids) == 1}
     out.update({f: min(ids, key=_page_order) for f, ids in by_title.items()})  # a title beats an alias
     return out
+
+
+def _key(names: Any) -> Any:
+    """:func:`~synth.decontam.index.coarse_key` of the names decomposed first (NFKD, "ß" as "ss"), so a name and its
+    folded form (:func:`~synth.text.answers.answer_text`: "Zürich", "zurich") share a key."""
+    return coarse_key(pc.replace_substring(pc.utf8_normalize(names, "NFKD"), "ß", "ss"))
 
 
 def _page_order(pid: str) -> tuple[int, int | str]:

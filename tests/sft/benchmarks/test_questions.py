@@ -56,3 +56,32 @@ def test_model_at_url():
     for bad in ["Qwen3-32B", "@http://x/v1", "m@localhost:8000"]:
         with pytest.raises(InputError, match="expected MODEL@URL"):
             parse_endpoint(bad, "--judge")
+
+
+class _Pages:
+    """A store holding only ``corpus/pages``."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def exists(self, rel):
+        return rel == "corpus/pages"
+
+    def dataset(self, rel, hint=None):
+        import pyarrow.dataset as ds
+
+        return ds.dataset(self.folder)
+
+
+def test_answers_resolve_to_pages_after_folding_and_by_an_alias_only_one_page_holds(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sft.benchmarks.questions import _folded_pages
+
+    pq.write_table(pa.table({"page_id": ["1", "2", "3", "10", "4"],
+                             "title": ["Zürich", "Moscow", "Paris", "Zurich", "Straße"],
+                             "aliases": [None, ["Moskva", "Moscou"], ["Moskva"], ["Züri"], None]}), tmp_path / "p.parquet")
+    found = _folded_pages(_Pages(tmp_path), {"zurich", "moskva", "moscou", "zuri", "strasse", "nowhere"})
+    # A title that two pages share after folding names the first by id; "Moskva" is held by two pages: unresolved.
+    assert found == {"zurich": "1", "moscou": "2", "zuri": "10", "strasse": "4"}
