@@ -190,6 +190,12 @@ def eval_(model: Annotated[Optional[str], typer.Option("--model", help="Checkpoi
             if failed:
                 print_line(f"judge: {failed} answer(s) got no verdict (recorded per answer in verdicts.parquet); "
                            "the rule's verdict stands for them")
+            from synth.engine.records import TEACHER_FAILED
+
+            lost = sum(r["stop_reasons"].get(TEACHER_FAILED, 0) for r in report["benchmarks"])
+            if lost:
+                print_line(f"model: {lost} trajectory(ies) ended on a model call that failed for good (counted as "
+                           f"wrong; stop_reasons.{TEACHER_FAILED} in eval_report.json)")
         return
     if model is None and not server:
         run_stages(["eval"], cfg, out, force)

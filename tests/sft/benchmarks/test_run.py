@@ -227,6 +227,26 @@ def test_hostile_input_leaves_the_rule_standing(world, key, tmp_path):
     _no_secret(Path(report["report_dir"]))
 
 
+def test_a_model_call_that_fails_is_counted_and_never_judged(world, key):
+    from helpers.openai_server import Status
+
+    out, cfg = world
+    model = model_handler(plays())
+    asked: list = []
+
+    def handler(req):
+        if "Angel Falls" in req["messages"][1]["content"]:
+            return Status(400, message="maximum context length exceeded")
+        return model.handler()(req)
+
+    with serve(handler=handler) as srv, serve(handler=judge_handler(ACCEPT, asked=asked)) as judge:
+        r = run_benchmarks(out, cfg, [spec("hotpotqa")], model=f"m@{srv.base_url}", judge=f"j@{judge.base_url}",
+                           progress=False)["benchmarks"][0]
+    assert r["stop_reasons"] == {"answer": 2, "teacher_failed": 1} and r["answer_rate"] == round(2 / 3, 4)
+    assert r["accuracy"] == {"rule": 0.0, "judge": round(1 / 3, 4)}  # Caracas was never given; the Pacific by the judge
+    assert r["judge"]["asked"] == 2 and sorted(p for _, p in asked) == ["the Pacific", "yes"]
+
+
 def _cli(*args, env=None):
     return subprocess.run([sys.executable, "-m", "flows.cli", "eval", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, env=dict(os.environ, COLUMNS="250", **(env or {})))
