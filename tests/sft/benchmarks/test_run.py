@@ -274,3 +274,28 @@ def test_cli_writes_the_table_and_refuses_bad_input_in_one_line(world, tmp_path)
     assert [b["benchmark"] for b in report["benchmarks"]] == ["browsecomp", "gaia"] and report["judge"] is None
     printed = r.stdout + r.stderr
     assert "browsecomp" in printed and "gaia" in printed and SECRET not in printed
+
+
+def test_the_pipelines_student_is_the_default_model(world, tmp_path):
+    from helpers.coinstudent import save_coin_student
+
+    out, cfg = world
+    # A real transformers checkpoint at DIR/student that answers Caracas or a wrong name by a coin toss.
+    save_coin_student(tmp_path / "student", "Caracas")
+    target = tmp_path / "report"
+    (out / "student").symlink_to(tmp_path / "student")
+    try:
+        report = run_benchmarks(out, demo_config(*SETTINGS, "eval.temperature=1.0"), [spec("hotpotqa")], samples=4,
+                                progress=False, report_dir=target)
+    finally:
+        (out / "student").unlink()
+    r = report["benchmarks"][0]
+    assert report["model"] == "student" and report["backend"] == "hf" and r["traces"] == 12
+    verdicts = pq.read_table(target / r["folder"] / "verdicts.parquet").to_pylist()
+    assert {v["prediction"] for v in verdicts} <= {"Caracas", "nobody at all"}
+    right = [v["sample_index"] for v in verdicts if v["rule_correct"]]
+    assert all(v["question_id"].endswith("5a7a06935542990198eaf050") for v in verdicts if v["rule_correct"])
+    per_sample = [right.count(k) / 3 for k in range(4)]
+    assert r["avg_at_k"]["rule"]["mean"] == round(statistics.fmean(per_sample), 4) == r["accuracy"]["rule"]
+    assert r["avg_at_k"]["rule"]["std"] == round(statistics.pstdev(per_sample), 4)
+    assert r["cost"]["model"]["calls"] == 12 and r["tool_calls_per_question"] == 0
