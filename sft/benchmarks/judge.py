@@ -43,6 +43,17 @@ def prompt_sha256() -> str:
     return hashlib.sha256((PROMPT_DIR / PROMPT).read_bytes()).hexdigest()
 
 
+def endpoint_config(teacher_cfg: Any, update: dict[str, Any], option: str) -> Any:
+    """``teacher_cfg`` with ``update``, validated again (a URL carrying ``user:password@`` is refused in one line
+    that never repeats it)."""
+    from pydantic import ValidationError
+
+    try:
+        return type(teacher_cfg).model_validate({**teacher_cfg.model_dump(), **update})
+    except ValidationError as e:
+        raise InputError(f"{option}: " + "; ".join(err["msg"] for err in e.errors())) from None
+
+
 def judge_config(teacher_cfg: Any, model: str, url: str, key_env: str | None) -> Any:
     """The judge's teacher config: the run's teacher settings with the judge's endpoint and model, greedy,
     no call cache (a judge's verdict is part of the measurement), the key from ``key_env`` (default: the
@@ -51,7 +62,7 @@ def judge_config(teacher_cfg: Any, model: str, url: str, key_env: str | None) ->
               "tool_protocol": "native"}
     if key_env:
         update["api_key_env"] = key_env
-    return teacher_cfg.model_copy(update=update)
+    return endpoint_config(teacher_cfg, update, "--judge")
 
 
 @dataclass(slots=True)
@@ -94,4 +105,4 @@ def judge_answers(teacher: Any, items: list[tuple[str, list[str], str | None]], 
     return out
 
 
-__all__ = ["BENCH_JUDGE", "PROMPT", "Verdict", "judge_answers", "judge_config", "parse_endpoint", "prompt_sha256"]
+__all__ = ["BENCH_JUDGE", "PROMPT", "Verdict", "endpoint_config", "judge_answers", "judge_config", "parse_endpoint", "prompt_sha256"]

@@ -22,7 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from sft.benchmarks.judge import PROMPT, Verdict, judge_answers, judge_config, parse_endpoint, prompt_sha256
+from sft.benchmarks.judge import (PROMPT, Verdict, endpoint_config, judge_answers, judge_config, parse_endpoint,
+                                   prompt_sha256)
 from sft.benchmarks.questions import BenchSet, load_set, resolve
 from sft.evaluate import CountedTurns, TurnCounter, harness_settings, metrics
 from synth.engine.errors import InputError
@@ -48,7 +49,8 @@ def model_config(cfg: Any, root: Path, spec: str | None, server: bool = False) -
         return cfg.teacher.model, cfg.teacher.model_copy(update=sampling)
     if spec is not None and "@http" in spec:
         model, url = parse_endpoint(spec, "model")
-        return model, cfg.teacher.model_copy(update={**sampling, "backend": "openai", "model": model, "base_url": url})
+        return model, endpoint_config(cfg.teacher, {**sampling, "backend": "openai", "model": model, "base_url": url},
+                                      "--model")
     path = Path(spec) if spec is not None else root / "student"
     if not (path / "config.json").exists():
         raise InputError(f"{path} is not a transformers checkpoint (no config.json); give a checkpoint folder or "
@@ -75,10 +77,12 @@ class Judge:
         self.teacher = Teacher(self.cfg, None)
 
     def describe(self) -> dict[str, Any]:
+        """What the report records of the judge: model, endpoint (no userinfo or query), prompt and its sha256."""
         return {"model": self.cfg.model, "endpoint": self.cfg.display_url(),
                 "prompt": f"synth/teacher/prompts/{PROMPT}", "prompt_sha256": prompt_sha256(), "temperature": 0.0}
 
     def close(self) -> None:
+        """Close the judge's client."""
         self.teacher.close()
 
 

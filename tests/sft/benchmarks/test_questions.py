@@ -85,3 +85,19 @@ def test_answers_resolve_to_pages_after_folding_and_by_an_alias_only_one_page_ho
     found = _folded_pages(_Pages(tmp_path), {"zurich", "moskva", "moscou", "zuri", "strasse", "nowhere"})
     # A title that two pages share after folding names the first by id; "Moskva" is held by two pages: unresolved.
     assert found == {"zurich": "1", "moscou": "2", "zuri": "10", "strasse": "4"}
+
+
+def test_an_endpoint_with_credentials_is_refused_without_repeating_them():
+    from helpers.demostore import demo_config
+    from sft.benchmarks.judge import judge_config
+    from sft.benchmarks.run import model_config
+
+    cfg = demo_config()
+    with pytest.raises(InputError) as e:
+        judge_config(cfg.teacher, *parse_endpoint("j@http://user:hunter2@judge.example/v1", "--judge"), None)
+    assert "--judge" in str(e.value) and "credentials" in str(e.value) and "hunter2" not in str(e.value)
+    with pytest.raises(InputError) as e:
+        model_config(cfg, __import__("pathlib").Path("."), "m@http://user:hunter2@model.example/v1")
+    assert "--model" in str(e.value) and "hunter2" not in str(e.value)
+    label, tcfg = model_config(cfg, __import__("pathlib").Path("."), "m@http://model.example/v1?token=abc")
+    assert (label, tcfg.backend, tcfg.model) == ("m", "openai", "m") and "abc" not in tcfg.display_url()
