@@ -146,7 +146,7 @@ def eval_(model: Annotated[Optional[str], typer.Option("--model", help="Checkpoi
           benchmark: Annotated[Optional[list[str]], typer.Option(
               "--benchmark", "-b", help="FORMAT:FILE of a published benchmark (hotpotqa, 2wiki, musique, frames, "
                                         "browsecomp, gaia, jsonl), repeatable: run the model on it in the student's "
-                                        "harness instead of the eval split.")] = None,
+                                        "harness; `eval` adds the run's own eval split as a row of the same table.")] = None,
           limit: Annotated[Optional[int], typer.Option("--limit", help="A seeded sample of N questions per "
                                                                        "benchmark (the report says so).")] = None,
           samples: Annotated[int, typer.Option("--samples", help="Trajectories per benchmark question: avg@k "

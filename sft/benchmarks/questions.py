@@ -17,7 +17,9 @@ Each question becomes a :class:`~synth.engine.records.Question` for :func:`synth
   an answer that names no page (a year, "yes", a phrase) is judged by token F1 alone.
 
 Nothing is masked: a benchmark's answer page is part of the world the model searches, as in the published
-setups (the pipeline's own eval masks the answer page because its questions were written from that page).
+setups.  ``--benchmark eval`` adds the run's own eval split as a row of the same table (:func:`eval_split_set`):
+there the answer page is masked, as in training and the plain ``hopforge eval``, because those questions were
+written from that page.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class BenchSet:
     supporting_resolved: int = 0
     supporting_unresolved: int = 0
     raw: dict[str, BenchQuestion] = field(default_factory=dict, repr=False)  # question_id -> the record as read
+    own: bool = False  # the run's own eval split: keys from the run, the answer page masked as in training
 
     @property
     def name(self) -> str:
@@ -66,6 +69,7 @@ class BenchSet:
     def summary(self) -> dict[str, Any]:
         """The facts of the file itself, for the report."""
         return {"benchmark": self.format, "file": self.path.name, "sha256": self.sha256, "read": self.read,
+                "answer_page_masked": self.own,
                 "withheld": self.withheld, "asked": len(self.questions), "sample": self.sample,
                 "answers_resolved_to_pages": self.answer_pages,
                 "supporting_titles": {"resolved": self.supporting_resolved, "unresolved": self.supporting_unresolved},
@@ -89,6 +93,29 @@ def sample_indices(n: int, limit: int | None, seed: int, sha256: str) -> list[in
         return list(range(n))
     rng = random.Random(derive_seed(seed, "benchmark-sample", sha256))
     return sorted(rng.sample(range(n), limit))
+
+
+EVAL_SPLIT = "eval"  # ``--benchmark eval``: the run's own eval split, as a row of the same table
+
+
+def eval_split_set(store: Any, cfg: Any, limit: int | None) -> BenchSet:
+    """The run's own eval split (:func:`sft.evaluate.eval_questions`) as a benchmark: its questions' answer keys
+    are the run's (:func:`synth.corpus.answerkeys.answer_keys`), their gold chains the supporting pages, and the
+    answer page is masked from search as in the teacher's rollouts and the plain ``hopforge eval``."""
+    from sft.evaluate import eval_questions
+    from synth.corpus.answerkeys import answer_keys
+
+    held = eval_questions(store)
+    key = (store.stage_entry("questions") or {}).get("key") or "questions"
+    keep = sample_indices(len(held), limit, cfg.seed, key)
+    bench = BenchSet("hopforge", Path("eval split"), key, len(held), 0, [held[i] for i in keep], own=True)
+    if len(keep) < len(held):
+        bench.sample = {"limit": limit, "seed": cfg.seed, "of": len(held)}
+    keys = answer_keys(store, cfg.filters.min_f1)
+    bench.keys = {q.question_id: keys.key_for(q) for q in bench.questions}
+    bench.answer_pages = len(bench.questions)
+    bench.supporting_resolved = sum(len(q.path) for q in bench.questions)
+    return bench
 
 
 def load_set(spec: str, limit: int | None, seed: int) -> BenchSet:
@@ -130,7 +157,7 @@ def resolve(store: Any, benches: list[BenchSet], min_f1: float) -> None:
     folded = _folded_pages(store, {answer_text(a) for r in raws.values() for a in r.answers} - {""})
     wanted: dict[str, tuple[str | None, list[str]]] = {}
     for b in benches:
-        for q in b.questions:
+        for q in b.questions if not b.own else ():
             r = raws[q.question_id]
             page = next((exact[title_from_href(a)] for a in r.answers if title_from_href(a) in exact), None)
             if page is None:
@@ -147,9 +174,10 @@ def resolve(store: Any, benches: list[BenchSet], min_f1: float) -> None:
             q.answer_page_id = page or ""
             b.answer_pages += page is not None
             wanted[q.question_id] = (page, list(r.answers))
-    keys = keys_for_pages(store, wanted, min_f1)
+    keys = keys_for_pages(store, wanted, min_f1) if wanted else {}
     for b in benches:
-        b.keys = {q.question_id: keys[q.question_id] for q in b.questions}
+        if not b.own:
+            b.keys = {q.question_id: keys[q.question_id] for q in b.questions}
 
 
 def _folded_pages(store: Any, forms: set[str]) -> dict[str, str]:
@@ -195,4 +223,4 @@ def _page_order(pid: str) -> tuple[int, int | str]:
     return (0, int(pid)) if pid.isdigit() else (1, pid)
 
 
-__all__ = ["BENCH_FORMATS", "BenchSet", "load_set", "parse_spec", "resolve", "sample_indices"]
+__all__ = ["BENCH_FORMATS", "BenchSet", "EVAL_SPLIT", "eval_split_set", "load_set", "parse_spec", "resolve", "sample_indices"]

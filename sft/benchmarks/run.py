@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from sft.benchmarks.judge import (PROMPT, Verdict, endpoint_config, judge_answers, judge_config, parse_endpoint,
                                    prompt_sha256)
-from sft.benchmarks.questions import BenchSet, load_set, resolve
+from sft.benchmarks.questions import EVAL_SPLIT, BenchSet, eval_split_set, load_set, resolve
 from sft.evaluate import CountedTurns, TurnCounter, harness_settings, metrics
 from synth.engine.errors import InputError
 from synth.engine.records import Question, Trace
@@ -63,7 +63,7 @@ def load_benchmarks(store: Any, cfg: Any, specs: list[str], limit: int | None) -
     """Every ``FORMAT:FILE``, read, sampled and resolved against the run's corpus."""
     if not specs:
         raise InputError("--benchmark: give at least one FORMAT:FILE")
-    benches = [load_set(s, limit, cfg.seed) for s in specs]
+    benches = [eval_split_set(store, cfg, limit) if s == EVAL_SPLIT else load_set(s, limit, cfg.seed) for s in specs]
     resolve(store, benches, cfg.filters.min_f1)
     return benches
 
@@ -103,11 +103,12 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
         for i, bench in enumerate(benches):
             counter = TurnCounter(cfg.eval.max_new_tokens)
             counted = CountedTurns(teacher, counter)
-            toolbox = Toolbox(index, cfg.tools)  # nothing masked: see sft.benchmarks.questions
+            toolbox = Toolbox(index, cfg.tools)  # nothing masked but on the run's own split: sft.benchmarks.questions
 
-            async def one(item: tuple[Question, int]) -> Trace:
+            async def one(item: tuple[Question, int], bench: BenchSet = bench) -> Trace:
                 q, s = item
-                return await rollout_one(counted, toolbox, q, s, settings)
+                box = Toolbox(index, cfg.tools, mask_page_ids=[q.answer_page_id]) if bench.own else toolbox
+                return await rollout_one(counted, box, q, s, settings)
 
             items = [(q, s) for q in bench.questions for s in range(samples)]
             before = teacher.stats.snapshot()
@@ -133,7 +134,8 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
         "harness": {"max_turns": settings.max_turns, "max_new_tokens": cfg.eval.max_new_tokens,
                     "temperature": cfg.eval.temperature, "context": cfg.sft.context,
                     "compress_observations": settings.compress_observations,
-                    "keep_observations": settings.keep_observations, "answer_page_masked": False},
+                    "keep_observations": settings.keep_observations,
+                    "answer_page_masked": [b.name for b in benches if b.own]},
         "samples": samples, "limit": limit, "seed": cfg.seed,
         "grading": {"rule": "page identity first (the answer resolved to a corpus page by title or alias), then "
                             "token F1 >= min_f1", "min_f1": cfg.filters.min_f1},

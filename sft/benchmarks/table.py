@@ -68,7 +68,8 @@ def report_markdown(report: dict) -> str:
              f"- model: {md_code(report['model'])} ({md_text(report['backend'])}"
              + (f", {md_code(report['endpoint'])}" if report.get("endpoint") else "") + ")",
              f"- harness: {h['max_turns']} turns, {h['max_new_tokens']} new tokens a turn, temperature "
-             f"{h['temperature']}, context {md_code(h['context'])}; the answer page is not masked",
+             f"{h['temperature']}, context {md_code(h['context'])}; the answer page is not masked"
+             + (" (but on the run's own eval split, as in training)" if h.get("answer_page_masked") else ""),
              f"- grading: the rule (page identity first, then token F1 >= {report['grading']['min_f1']})"]
     j = report.get("judge")
     if j:

@@ -299,3 +299,42 @@ def test_the_pipelines_student_is_the_default_model(world, tmp_path):
     assert r["avg_at_k"]["rule"]["mean"] == round(statistics.fmean(per_sample), 4) == r["accuracy"]["rule"]
     assert r["avg_at_k"]["rule"]["std"] == round(statistics.pstdev(per_sample), 4)
     assert r["cost"]["model"]["calls"] == 12 and r["tool_calls_per_question"] == 0
+
+
+def test_the_runs_own_eval_split_is_a_row_of_the_same_table(world, key, tmp_path):
+    import shutil
+
+    from helpers.walkstore import commit_stage
+    from synth.engine.records import Hop, Question
+
+    out, cfg = world
+    own = tmp_path / "own"
+    shutil.copytree(out, own, symlinks=True)
+
+    def q(qid, path, titles, text, split):
+        hops = [Hop(f"hop {i}", titles[i + 1], path[i + 1]) for i in range(len(path) - 1)]
+        return Question(qid, "walk", f"w-{qid}", path, titles, text, titles[-1], [], path[-1], hops, "oracle", "x", 0,
+                        split)
+
+    questions = [q("q1", ["10475", "19534"], ["Angel Falls", "Venezuela"], "Which country holds the tallest waterfall?",
+                   "eval"),
+                 q("q2", ["13782", "15525"], ["Gustave Flaubert", "Madame Bovary"], "Which novel of a Rouen-born writer "
+                   "was tried for obscenity?", "eval"),
+                 q("q3", ["16824", "13238"], ["Paris", "France"], "Which country has Paris?", "sft")]
+    from synth.engine.store import Store
+
+    commit_stage(Store(own), "questions", "questions", Question.to_table(questions))
+    model = model_handler({"tallest waterfall": Play((s("Venezuela waterfall"), o("Angel Falls")), "Venezuela"),
+                           "tried for obscenity": Play((o("Gustave Flaubert"),), "Salammbô"), **plays()})
+    with serve(handler=model.handler()) as srv:
+        report = run_benchmarks(own, cfg, ["eval", spec("hotpotqa")], model=f"m@{srv.base_url}", progress=False)
+    mine, hotpot = report["benchmarks"]
+    assert (mine["benchmark"], mine["asked"], mine["answer_page_masked"]) == ("hopforge", 2, True)
+    assert mine["accuracy"]["rule"] == 0.5 and hotpot["accuracy"]["rule"] == round(1 / 3, 4)
+    assert report["harness"]["answer_page_masked"] == ["hopforge:eval split"]
+    traces = pq.read_table(Path(report["report_dir"]) / mine["folder"] / "traces.parquet").to_pylist()
+    first = next(t for t in traces if t["question_id"] == "q1")
+    assert first["searched_page_ids"] and "19534" not in first["searched_page_ids"]  # the answer page is masked
+    # q1 saw Angel Falls by opening it, never Venezuela, and answered right: recovered by its answer, early.
+    assert mine["evidence"]["answered_before_all_evidence"] == 1.0 and mine["evidence"]["recovered"] == 0.5
+    assert "but on the run's own eval split" in (Path(report["report_dir"]) / "eval.md").read_text()
