@@ -168,7 +168,7 @@ def eval_(model: Annotated[Optional[str], typer.Option("--model", help="Checkpoi
     cfg = load(config, set_)
     if benchmark or compare:
         from sft.benchmarks.run import run_benchmarks
-        from sft.benchmarks.table import COMPARE, table_rows
+        from sft.benchmarks.table import COMPARE, judge_without_verdict, table_rows
         from synth.engine.progress import print_line, print_table
 
         if not benchmark:
@@ -185,8 +185,7 @@ def eval_(model: Annotated[Optional[str], typer.Option("--model", help="Checkpoi
                     "tool calls/question", "turns", "calls", "cost USD"]
             print_table(f"eval: {report['model']} -> {where}/eval_report.json", cols,
                         [[r[c] for c in cols] for r in table_rows(report)])
-            failed = sum((r.get("judge") or {}).get("failed", 0) + (r.get("judge") or {}).get("unparsed", 0)
-                         for r in report["benchmarks"])
+            failed = judge_without_verdict(report)
             if failed:
                 print_line(f"judge: {failed} answer(s) got no verdict (recorded per answer in verdicts.parquet); "
                            "the rule's verdict stands for them")

@@ -55,6 +55,13 @@ def table_rows(report: dict) -> list[dict[str, Any]]:
     return out
 
 
+def judge_without_verdict(report: dict) -> int:
+    """How many answers of a benchmark eval the judge gave no verdict on (its call failed, or its reply was
+    unreadable), over every benchmark of ``report``; the rule's verdict stands for each of them."""
+    return sum(int((r.get("judge") or {}).get("failed", 0)) + int((r.get("judge") or {}).get("unparsed", 0))
+               for r in report["benchmarks"])
+
+
 def _md_table(columns: list[str], rows: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(md_text(c) for c in columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(md_text(r[c]) for c in columns) + " |" for r in rows]

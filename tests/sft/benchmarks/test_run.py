@@ -24,6 +24,7 @@ from helpers.benchmodel import BENCHDEMO, Play, judge_handler, model_handler, sp
 from helpers.demostore import ROOT, demo_config
 from helpers.openai_server import serve
 from sft.benchmarks.run import run_benchmarks
+from sft.benchmarks.table import judge_without_verdict
 
 SECRET = "sk-bench-secret-0123456789abcdef"
 SETTINGS = ["teacher.tool_protocol=native", "teacher.max_retries=0", "teacher.price_per_mtok={prompt: 2.0, completion: 8.0}"]
@@ -214,6 +215,7 @@ def test_hostile_input_leaves_the_rule_standing(world, key, tmp_path):
         for r in (np_row, hp_row):
             assert r["judge"]["unparsed"] == r["judge"]["asked"] == r["traces"] and r["judge"]["agreement"] is None
             assert r["accuracy"]["judge"] == r["accuracy"]["rule"]
+        assert judge_without_verdict(report) == np_row["traces"] + hp_row["traces"]
         verdicts = pq.read_table(Path(report["report_dir"]) / hp_row["folder"] / "verdicts.parquet").to_pylist()
         assert {v["judge_error"] for v in verdicts} == {"unparsed: prose"}
         assert [v["judged_correct"] for v in verdicts] == [v["rule_correct"] for v in verdicts]
@@ -224,6 +226,7 @@ def test_hostile_input_leaves_the_rule_standing(world, key, tmp_path):
                                 progress=False)
     r = report["benchmarks"][0]
     assert r["judge"]["failed"] == r["traces"] == 3 and r["accuracy"]["judge"] == r["accuracy"]["rule"] == round(1 / 3, 4)
+    assert judge_without_verdict(report) == 3
     _no_secret(Path(report["report_dir"]))
 
 
