@@ -137,35 +137,236 @@ def test_check_answer_runs_through_verls_tool_registry(rl_run, rl_rows, rl_quest
     assert "error" in json.loads(call_tool(loop, "check_answer", {"candidate": "x"}, first["extra_info"]["tools_kwargs"]))
 
 
-def test_the_readme_command_lines_compose_into_the_modes_and_the_capf_tools(tmp_path) -> None:
-    """The README's shell lines for rubric, gain and CAPF, run by bash as written (``python`` and
-    ``hopforge`` record their arguments), compose over the RL config into what they claim."""
+# ---- the README's RL section: one verl command line per seed method ----------------------------------------
+
+RL_CONFIG_DIR = ROOT / "configs" / "rl"
+TOOLS, CAPF, MULTI = "tools.yaml", "tools-capf.yaml", "tools-multisearch.yaml"
+HOPFORGE_EST = {"algorithm.adv_estimator": "hopforge", "algorithm.use_kl_in_reward": False}
+
+# What each labelled README line (``# [label]``) must set: ``cfg`` (dotted keys of the composed config), ``kw`` (the
+# reward_kwargs verl hands filters/reward.py), ``tools`` (the rollouts' tool config), ``rl`` (the RL settings of the
+# data step that precedes the line: its own ``hopforge run``, else the [grpo] block's), ``judge`` (a judge endpoint
+# whose key variable the block exports).  A label in the README without an entry here, or an entry without a README
+# line, fails the test.
+SEED_LINES: dict[str, dict] = {
+    "grpo": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "em", "evidence_weight": 0.0,
+             "step_weight": 0.0}, "tools": TOOLS, "rl": {"band_by": "teacher", "baselines": False, "guidance": False}},
+    "rubric": {"cfg": {**HOPFORGE_EST, "algorithm.hopforge.rubric": True, "algorithm.hopforge.capf": False,
+                       "algorithm.hopforge.pica": False},
+               "kw": {"mode": "rubric", "advantage": "hopforge"}, "tools": TOOLS},
+    "evidence": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "em", "evidence_weight": 0.25},
+                 "tools": TOOLS},
+    "gain": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "gain"}, "tools": TOOLS,
+             "rl": {"baselines": True}},
+    "dual": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "gain", "process_max": 0.5, "cost_alpha": 0.1},
+             "tools": TOOLS, "rl": {"baselines": True}, "judge": True},
+    "capf": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "em", "rho_pf": 0.8}, "tools": CAPF},
+    "capf-step": {"cfg": {**HOPFORGE_EST, "algorithm.hopforge.rubric": False, "algorithm.hopforge.capf": True,
+                          "algorithm.hopforge.pica": False},
+                  "kw": {"mode": "em", "advantage": "hopforge"}, "tools": CAPF},
+    "pica": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "em", "step_weight": 0.05, "step_alpha": 1.2},
+             "tools": TOOLS},
+    "pica-step": {"cfg": {**HOPFORGE_EST, "algorithm.hopforge.rubric": False, "algorithm.hopforge.capf": False,
+                          "algorithm.hopforge.pica": True},
+                  "kw": {"mode": "em", "advantage": "hopforge", "step_weight": 0.0}, "tools": TOOLS},
+    "hopforge": {"cfg": {**HOPFORGE_EST, "algorithm.hopforge.rubric": True, "algorithm.hopforge.capf": True,
+                         "algorithm.hopforge.pica": True, "algorithm.hopforge.step_alpha": 1.5},
+                 "kw": {"mode": "rubric", "advantage": "hopforge"}, "tools": CAPF},
+    "actguide": {"cfg": {"algorithm.adv_estimator": "grpo",
+                         "actor_rollout_ref.rollout.agent.default_agent_loop": "tool_agent"},
+                 "kw": {"mode": "em"}, "tools": TOOLS, "rl": {"band_by": "student", "guidance": True}},
+    "curriculum": {"cfg": {"algorithm.adv_estimator": "grpo", "data.shuffle": False}, "kw": {"mode": "em"},
+                   "tools": TOOLS, "rl": {"band_by": "student"}, "stages": True},
+    "multisearch": {"cfg": {"algorithm.adv_estimator": "gdpo", "algorithm.gdpo_reward_keys": ["f1", "multi_query", "merge"]},
+                    "kw": {"mode": "f1"}, "tools": MULTI},
+    "rltr": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "em", "rltr_weight": 0.5}, "tools": TOOLS,
+             "judge": True},
+}
+
+MAIN_PPO = "python -m verl.trainer.main_ppo"
+
+
+def _rl_section() -> str:
+    readme = (ROOT / "README.md").read_text()
+    return readme.split("\n## RL with verl\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _labelled_blocks(section: str) -> tuple[dict[str, str], list[str]]:
+    """The section's bash blocks cut at ``# [label]`` lines -> ({label: its lines}, the table's labels)."""
+    import re
+
+    chunks: dict[str, str] = {}
+    for block in section.split("```bash\n")[1:]:
+        label, lines = None, []
+        for line in block.split("```", 1)[0].splitlines():
+            m = re.match(r"# \[([a-z0-9-]+)\]", line)
+            if m:
+                label, lines = m.group(1), []
+                assert label not in chunks, f"two README blocks are labelled [{label}]"
+                chunks[label] = ""
+            elif label is None:
+                assert MAIN_PPO not in line, f"a verl line outside a labelled block: {line}"
+            if label is not None:
+                lines.append(line)
+                chunks[label] = "\n".join(lines) + "\n"
+    for label, text in chunks.items():
+        assert text.count(MAIN_PPO) == 1, f"[{label}] holds {text.count(MAIN_PPO)} verl lines, not one"
+    header = section.index("| method | seed |")
+    table = section[header:].split("\n\n", 1)[0].splitlines()[2:]
+    labels = [re.match(r"\| `([a-z0-9-]+)` \|", row).group(1) for row in table]
+    return chunks, labels
+
+
+def _run_recorded(script: str, tmp: Path) -> tuple[list[str], list[list[str]], set[str]]:
+    """``script`` run by bash as written, ``python`` and ``hopforge`` recording their arguments ->
+    (python's argv, each hopforge call's argv, the variables exported when python ran)."""
+    import os
     import subprocess
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    py, hf, env = tmp / "python", tmp / "hopforge", tmp / "env"
+    prelude = ("set -eu\n"
+               f'python() {{ printf "%s\\0" "$@" >> {py}; printf "\\1" >> {py}; env -0 > {env}; }}\n'
+               f'hopforge() {{ printf "%s\\0" "$@" >> {hf}; printf "\\1" >> {hf}; }}\n')
+    clean = {k: v for k, v in os.environ.items() if k != "JUDGE_API_KEY"}
+    r = subprocess.run(["bash", "-c", prelude + script + "\nwait\n"], capture_output=True, text=True, cwd=ROOT,
+                       env=clean, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+    def calls(f: Path) -> list[list[str]]:
+        return [[a for a in c.split("\0") if a] for c in (f.read_text().split("\1") if f.exists() else []) if c]
+
+    runs = calls(py)
+    assert len(runs) == 1, runs
+    exported = {kv.split("=", 1)[0] for kv in env.read_text().split("\0") if "=" in kv}
+    return runs[0], calls(hf), exported
+
+
+def _hopforge_call(argv: list[str]):
+    """A recorded ``hopforge`` call parsed by the CLI itself (an unknown command or option fails) -> (command, params)."""
+    import typer
+
+    from flows.cli import app
+
+    cmd, i = typer.main.get_command(app), 0
+    while hasattr(cmd, "commands"):  # a group (typer's own click)
+        assert argv[i] in cmd.commands, f"hopforge has no command {argv[i]!r}: {argv}"
+        cmd, i = cmd.commands[argv[i]], i + 1
+    return " ".join(argv[:i]), cmd.make_context(" ".join(argv[:i]), list(argv[i:])).params
+
+
+def _at(cfg, dotted: str):
+    from omegaconf import ListConfig
+
+    v = OmegaConf.select(cfg, dotted, throw_on_missing=True)
+    return list(v) if isinstance(v, ListConfig) else v
+
+
+def test_every_seed_method_has_a_readme_line_that_verl_composes_into_what_its_label_claims(tmp_path,
+                                                                                          monkeypatch) -> None:
+    """Every ``python -m verl.trainer.main_ppo`` line of the README's RL section, with the ``hopforge`` data lines
+    before it, run by bash as written (``python`` and ``hopforge`` record their arguments): the hopforge calls parse
+    by the CLI into the RL settings the method needs; the verl line composes through Hydra over
+    ``configs/rl/qwen2.5-7b-lora.yaml`` (and verl's ``ppo_trainer``), passes verl's start-up checks, loads
+    ``filters/reward.py`` with kwargs it accepts, names a registered estimator, and sets what ``SEED_LINES`` says."""
+    import dataclasses
+    import re
     from functools import partial
 
+    import verl
     from hydra import compose, initialize_config_dir
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
     from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### The seeds' rewards", 1)[1].split("\n## ", 1)[0]
-    script = section.split("```bash\n", 1)[1].split("```", 1)[0]
-    record = tmp_path / "args"
-    prelude = f'python() {{ printf "%s\\0" "$@" >> {record}; printf "\\1" >> {record}; }}\nhopforge() {{ :; }}\n'
-    r = subprocess.run(["bash", "-c", prelude + script], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode == 0, r.stderr
-    runs = [[a for a in chunk.split("\0") if a] for chunk in record.read_text().split("\1") if chunk]
-    assert len(runs) == 3 and all(argv[:2] == ["-m", "verl.trainer.main_ppo"] for argv in runs)
-    got = []
-    for argv in runs:
+    import filters.advantage  # noqa: F401  (registers the `hopforge` estimator, as the verl.plugins entry point does)
+    from filters.advantage import knobs
+    from filters.reward import compute_score
+    from flows.config import load_config
+
+    monkeypatch.chdir(ROOT)
+    chunks, table = _labelled_blocks(_rl_section())
+    assert sorted(chunks) == sorted(SEED_LINES), "README labels and the test's expectations differ"
+    assert sorted(table) == sorted(SEED_LINES), "the README table's methods and its labelled lines differ"
+    # the reward managers verl 0.9.1's reward loop registers (its package imports aiohttp, absent here: read them)
+    managers = set(re.findall(r'register\(\s*"([a-z_]+)"', "".join(
+        f.read_text() for f in (Path(verl.__file__).parent / "experimental" / "reward_loop" / "reward_manager")
+        .glob("*.py"))))
+    assert "naive" in managers
+
+    def data_step(calls: list[list[str]]) -> dict:
+        """{command: the flows config its --config and --set give} for the block's hopforge calls."""
+        out = {}
+        for argv in calls:
+            name, params = _hopforge_call(argv)
+            if name in ("run", "rl-band", "tools serve"):
+                out[name] = load_config(params.get("config"), list(params.get("set_") or []))
+        return out
+
+    recorded = {label: _run_recorded(chunks[label], tmp_path / label) for label in SEED_LINES}
+    base_steps = data_step(recorded["grpo"][1])
+    assert {"run", "tools serve"} <= set(base_steps)
+    out = tmp_path / "full"
+    for label, want in SEED_LINES.items():
+        argv, hf_calls, exported = recorded[label]
+        steps = {**base_steps, **data_step(hf_calls)}
+        assert argv[:2] == ["-m", "verl.trainer.main_ppo"], (label, argv)
+        flags = dict(a.split("=", 1) for a in argv[2:] if a.startswith("--"))
+        assert Path(flags["--config-path"]) == RL_CONFIG_DIR and flags["--config-name"] == "qwen2.5-7b-lora", label
         overrides = [a for a in argv[2:] if not a.startswith("--")]
-        with initialize_config_dir(config_dir=str(ROOT / "configs" / "rl"), version_base=None):
-            cfg = compose(config_name="qwen2.5-7b-lora", overrides=overrides)
+        assert f"hopforge.root={ROOT}" in overrides and f"hopforge.out={ROOT}/data/full" in overrides, label
+        overrides = [o for o in overrides if not o.startswith("hopforge.out=")] + [f"hopforge.out={out}"]
+        with initialize_config_dir(config_dir=flags["--config-path"], version_base=None):
+            cfg = compose(config_name=flags["--config-name"],
+                          overrides=overrides + ["actor_rollout_ref.rollout.name=sglang"])  # vLLM is absent here
+        OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        # what main_ppo's reward loop reads: no legacy key that would replace the reward or its manager
+        assert cfg.reward_model.reward_manager is None and all(v is None for v in cfg.custom_reward_function.values())
+        assert cfg.reward.reward_manager.name in managers, label
+        algo = OmegaConf.to_container(cfg.algorithm)
+        extra = algo.pop("hopforge", None)
+        assert (extra is not None) == (cfg.algorithm.adv_estimator == "hopforge"), label
+        assert set(algo) <= {f.name for f in dataclasses.fields(AlgoConfig)}, label
+        omega_conf_to_dataclass(OmegaConf.create(algo), dataclass_type=AlgoConfig)
+        get_adv_estimator_fn(cfg.algorithm.adv_estimator)
+        if extra is not None:
+            knobs(cfg.algorithm)  # unknown algorithm.hopforge keys are refused
+        for key, value in want["cfg"].items():
+            assert _at(cfg, key) == value, (label, key)
         fn = get_custom_reward_fn(cfg)
-        assert isinstance(fn, partial) and fn.args[0].__module__ == "filters.reward"
-        got.append((fn.args[1], cfg))
-    (rubric, rubric_cfg), (gain, _), (capf, capf_cfg) = got
-    assert rubric["mode"] == "rubric" and rubric_cfg.reward_model.reward_manager == "batch"
-    assert gain["mode"] == "gain"
-    assert capf["mode"] == "em" and capf["rho_pf"] == 0.8
-    turn = capf_cfg.actor_rollout_ref.rollout.multi_turn
-    assert Path(turn.tool_config_path) == CAPF_YAML and capf_cfg.data.tool_config_path == turn.tool_config_path
+        assert isinstance(fn, partial) and fn.args[0].__module__ == "filters.reward", label
+        kwargs = dict(fn.args[1])
+        for key, value in want["kw"].items():
+            assert kwargs.get(key) == value, (label, key, kwargs.get(key))
+        turn = cfg.actor_rollout_ref.rollout.multi_turn
+        assert Path(turn.tool_config_path) == RL_CONFIG_DIR / want["tools"], label
+        assert cfg.data.tool_config_path == turn.tool_config_path, label
+        # the tool server the block starts serves the tools the rollouts call
+        served = OmegaConf.load(turn.tool_config_path).server.tools
+        assert steps["tools serve"].tools.extra_tools == list(served.get("extra_tools", [])), label
+        # the data step gives the rows the method reads
+        for key, value in want.get("rl", {}).items():
+            assert getattr(steps["run"].rl, key) == value, (label, key)
+        if want.get("judge"):
+            judge = kwargs["judge"]
+            assert judge["base_url"] and judge["model"] and judge["api_key_env"] in exported, label
+        else:
+            assert "judge" not in kwargs, label
+            row = {"question_id": "q", "path": ["A", "x"], "titles": ["A", "x"],
+                   "baselines": {"closed_book": {"answer": "y", "acc": 0.0, "f1": 0.0},
+                                 "rag": {"answer": "y", "acc": 0.0, "f1": 0.0}}}
+            scored = compute_score("hopforge", "<answer>x</answer>", {"target": ["x"]}, row, **kwargs)
+            assert scored["acc"] == 1.0 and scored["format_ok"] == 1.0, label
+        if want.get("stages"):
+            stages = steps["run"].rl.curriculum
+            assert len(stages) >= 2, label
+            by_name = {s.name: s for s in stages}
+            files = _at(cfg, "data.train_files")
+            names = [Path(f).parent.name for f in files]
+            assert files == [f"{out}/rl_curriculum/{n}/part-00000.parquet" for n in names], label
+            assert sorted(names) == sorted(by_name), label
+            # the easier stage (higher pass rates) first
+            assert [by_name[n].min_pass for n in names] == sorted((by_name[n].min_pass for n in names), reverse=True)
