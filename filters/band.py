@@ -131,7 +131,7 @@ def rl_row(question: Question, prompt: list[dict], tools: str, n: int, c: int, i
         "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": key.ground_truth()},
-        "extra_info": {"question_id": question.question_id, "index": index, "path": list(question.path),
+        "extra_info": {"question_id": question.question_id, "question": question.question, "index": index, "path": list(question.path),
                        "titles": list(question.titles), "n": n, "c": c, "band_model": band_model,
                        "split": question.split, "tools_kwargs": tools_kwargs(question, key),
                        "need_tools_kwargs": True,

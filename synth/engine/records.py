@@ -490,6 +490,8 @@ RL_SCHEMA = pa.schema(
         ]), nullable=False),
         pa.field("extra_info", pa.struct([
             pa.field("question_id", pa.string()),
+            # The question's text, for a reward that asks a judge about it (filters/judge_reward.py).
+            pa.field("question", pa.string()),
             pa.field("index", pa.int64()),
             pa.field("path", pa.list_(pa.string())),
             pa.field("n", pa.int32()),
