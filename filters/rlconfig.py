@@ -52,6 +52,12 @@ class RLConfig(Section):
     base_url: str | None = Field(None, description="An OpenAI-compatible server serving the student (e.g. vLLM "
                                  "serving DIR/student); None: load DIR/student in-process with transformers.")
     model: str = Field("student", min_length=1, description="The model name the server at `base_url` serves.")
+    policy: Literal["student", "oracle"] = Field(
+        "student", description="Who rolls out under `band_by: student`. `student`: the warm-start student (DIR/student, "
+        "or the model at `base_url`). `oracle`: the offline oracle agent in the student's harness (`eval.max_turns` "
+        "turns, the student's context), a stand-in policy with no checkpoint or server, so a demo or a test can show "
+        "the band, ACTGUIDE's guidance and k* end to end where the tiny demo student answers nothing. Its band is the "
+        "oracle's under the student's turn limit, not the student's: never train on a pool it measured.")
     curriculum: list[CurriculumStage] = Field(
         default_factory=list, description="Optional curriculum stages (LiteResearcher's two stages): each band row "
         "goes to the first stage whose hops and c/n bounds it fits, written to DIR/rl_curriculum/<name>; rows that fit "
@@ -83,6 +89,9 @@ class RLConfig(Section):
 
     @model_validator(mode="after")
     def _stages(self) -> "RLConfig":
+        if self.policy == "oracle" and self.base_url:
+            raise ValueError("policy: oracle rolls out the offline oracle agent, so base_url must be unset "
+                             f"(it is {self.base_url!r})")
         if self.guidance_min_correct > self.n:
             raise ValueError(f"guidance_min_correct {self.guidance_min_correct} is above n {self.n}")
         names = [s.name for s in self.curriculum]

@@ -12,6 +12,9 @@ how that teacher is made:
   ``DIR/student``); the key is read from ``teacher.api_key_env``, tool calls travel as
   ``teacher.tool_protocol`` says, and the request's ``seed`` is derived from the prompt and the sample index.
 
+- **oracle** (``rl.policy: oracle``): the offline oracle agent, rolled out in the student's harness (its turn
+  limit and context), as a stand-in policy where no checkpoint can answer (the demo's tiny student).
+
 There is no call cache: a checkpoint retrained at the same path must never be answered from stale calls.
 """
 
@@ -66,4 +69,13 @@ def student_teacher(cfg: Any, student_dir: str | Path | None, *, temperature: fl
     return Teacher(tcfg, None)
 
 
-__all__ = ["local_student", "student_teacher"]
+def oracle_student(cfg: Any, *, seed: int = 0) -> Teacher:
+    """The offline oracle agent as the band's policy (``rl.policy: oracle``): the teacher's oracle backend, with no
+    network, key or checkpoint; the student's harness (``eval.max_turns``) is what limits it.  ``seed`` names the
+    stand-in in the teacher's stats only: the oracle's draws are seeded by the rollout's own hint."""
+    tcfg = cfg.teacher.model_copy(update={"backend": "oracle", "base_url": None, "model": f"oracle-student-{seed}",
+                                          "concurrency": max(1, cfg.rl.concurrency)})
+    return Teacher(tcfg, None)
+
+
+__all__ = ["local_student", "oracle_student", "student_teacher"]

@@ -52,7 +52,7 @@ from filters.guidance import load_references
 from filters.pool import add_baselines
 from filters.rlconfig import STUDENT
 from sft.evaluate import CountedTurns, TurnCounter, harness_settings
-from sft.policy import student_teacher
+from sft.policy import oracle_student, student_teacher
 from synth.engine.records import RL_SCHEMA, TEACHER_FAILED, Question, Split, Trace
 from synth.engine.seeding import derive_seed
 from synth.engine.stage import FailedItem, Shards, ShardSummary, StageContext, StageResult, failed_item
@@ -91,6 +91,8 @@ def _student(ctx: StageContext):
     cfg = ctx.cfg
     seed = derive_seed(cfg.seed, "rl_band", STUDENT) % (1 << 31)
     common = dict(temperature=cfg.rl.temperature, max_new_tokens=cfg.eval.max_new_tokens, seed=seed, shared=ctx.shared)
+    if cfg.rl.policy == "oracle":
+        return oracle_student(cfg, seed=seed), band_model_name(STUDENT, [f"oracle@{cfg.eval.max_turns}-turns"])
     if cfg.rl.base_url:
         return student_teacher(cfg, None, **common), band_model_name(STUDENT, [cfg.rl.model])
     sft_key = (ctx.store.stage_entry("sft") or {}).get("key", "")
@@ -176,12 +178,15 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> RlBandShard:
             return await rollout_one(counted, box, q, guided_sample(k, n, s), run_cfg, prefix=prefix)
 
         broken: dict[str, str] = {}
+        # The binary search plans one round at a time, so the bar's total grows by each round's rollouts.
+        gbar = ctx.shared_bar("guided rollouts (k* search)", None, "traces") if searches else None
         while True:
             probes = {qid: k for qid, srch in searches.items() if qid not in broken and (k := srch.next()) is not None}
             if not probes:
                 break
             items = [(by_id[qid], k, s) for qid, k in sorted(probes.items()) for s in range(n)]
-            out = [t for t in teacher.map(guided_one, items) if isinstance(t, Trace)]
+            gbar.set_total((gbar.total or 0) + len(items))
+            out = [t for t in teacher.map(guided_one, items, progress=gbar) if isinstance(t, Trace)]
             got: dict[str, list[Trace]] = {}
             for t in out:
                 got.setdefault(t.question_id, []).append(t)

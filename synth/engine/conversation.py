@@ -15,6 +15,11 @@ from functools import lru_cache
 from typing import Any, Iterator
 
 
+# The id prefix of a tool call the harness played for the model (ACTGUIDE's guidance prefix,
+# synth.rollout.loop.rollout_one): a turn of the trace that is not the model's own.
+GUIDED_CALL = "guide_"
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One tool call of an assistant turn; ``arguments`` is the JSON text the model wrote."""
@@ -162,4 +167,4 @@ def parse_conversation(messages_json: str) -> Conversation:
     return Conversation.from_json(messages_json)
 
 
-__all__ = ["ToolCall", "Message", "Conversation", "parse_conversation"]
+__all__ = ["GUIDED_CALL", "ToolCall", "Message", "Conversation", "parse_conversation"]

@@ -25,7 +25,7 @@ from typing import Any
 from synth.teacher.prompting import extract_answer
 from synth.teacher.tasks import AGENT
 from synth.engine.records import TEACHER_FAILED as FAILED, Question, ToolCount, Trace
-from synth.engine.conversation import ToolCall, parse_conversation
+from synth.engine.conversation import GUIDED_CALL, ToolCall, parse_conversation
 from synth.engine.seeding import derive_seed, short_hash
 from synth.rollout.labels import step_labels
 from synth.teacher.client import Teacher, TeacherError
@@ -148,7 +148,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
     for i, step in enumerate(prefix or []):
         t.n_turns += 1
         args = step.get("arguments")
-        tc = ToolCall(f"guide_{i + 1}", str(step.get("name") or ""),
+        tc = ToolCall(f"{GUIDED_CALL}{i + 1}", str(step.get("name") or ""),
                       args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False))
         messages.append({"role": "assistant", "content": "", "tool_calls": [tc.to_openai()]})
         act([tc])

@@ -309,3 +309,53 @@ def test_guidance_min_correct_cannot_exceed_the_rollouts():
     with pytest.raises(Exception, match="guidance_min_correct 9 is above n 8"):
         load_config(None, ["rl.n=8", "rl.guidance_min_correct=9"])
     assert load_config(None, ["rl.n=8", "rl.guidance_min_correct=8"]).rl.guidance_min_correct == 8
+
+
+
+def test_the_oracle_stand_in_writes_guided_rows_each_with_its_minimal_prefix(world):
+    """``rl.policy: oracle``: the offline oracle agent in the student's harness measures the band.  Under a
+    four-turn limit it answers no question unguided (an 8-hop question needs more turns), so every question
+    is all-wrong; the teacher's reference, played as a prefix, lets it finish, and each question enters
+    ``rl_pool`` guided, with the k* the binary search found: its guided rollouts at k* answer, those at every
+    probed k < k* do not.  The guided turns do not spend its own budget (it still gets four turns after them)."""
+    from filters.guidance import load_references
+    from sft.rlband import GUIDED
+
+    store, _, _ = world
+    publish(store, "sft", {"student": store.root / "questions"})  # the band's stage reads sft; the oracle needs no checkpoint
+    n, turns = 4, 4
+    cfg = load_config(None, [b for b in BASE if not b.startswith(("rl.n=", "eval.max_turns="))]
+                      + ["rl.policy=oracle", "rl.guidance=true", f"rl.n={n}", f"eval.max_turns={turns}"])
+    questions = pool_questions(store, cfg)
+    run_stage(RL_BAND, cfg, store)
+    report = json.loads((store.root / "reports" / "rl_band.json").read_text())
+    rows = {r["extra_info"]["question_id"]: r["extra_info"] for r in _rows(store.root, "rl_pool")}
+    golds = {q.question_id: q.golds for q in questions}
+    unguided = _rows(store.root, "rl_band/traces")
+    assert {t["question_id"] for t in unguided} == set(golds) and all(t["n_turns"] <= turns for t in unguided)
+    assert not any(is_correct(t["final_answer"], golds[t["question_id"]], cfg.filters.min_f1) for t in unguided)
+    assert report["band_model"] == f"student:oracle@{turns}-turns"
+    guided = defaultdict(lambda: defaultdict(list))
+    for t in _rows(store.root, GUIDED):
+        guided[t["question_id"]][t["sample_index"] // n].append(t)
+    refs = load_references(store, list(golds))
+    assert len(rows) >= 1 and report["guidance"]["rows"] == len(rows)
+    for qid, info in rows.items():
+        k = info["guidance_k"]
+        assert info["c"] == 0 and info["band_model"] == report["band_model"] and info["guidance"] == refs[qid].calls
+        assert 1 <= k <= refs[qid].n_actions and info["question"] == next(q.question for q in questions
+                                                                           if q.question_id == qid)
+        for probed, ts in guided[qid].items():
+            assert len(ts) == n
+            right = sum(is_correct(t["final_answer"], golds[qid], cfg.filters.min_f1) for t in ts)
+            assert (right >= cfg.rl.guidance_min_correct) == (probed >= k), (qid, probed, k, right)
+            # k guided turns, then at most the harness's turns of the oracle's own
+            assert all(probed < t["n_turns"] <= probed + turns for t in ts)
+        assert k in guided[qid] and (k == 1 or k - 1 in guided[qid]), qid  # k* worked, k* - 1 was probed and failed
+    assert sum(report["guidance"]["k"].values()) == len(rows)
+
+
+def test_the_oracle_stand_in_takes_no_server():
+    with pytest.raises(Exception, match="base_url must be unset"):
+        load_config(None, ["rl.policy=oracle", "rl.base_url=http://127.0.0.1:9/v1"])
+    assert load_config(None, ["rl.policy=oracle"]).rl.policy == "oracle"

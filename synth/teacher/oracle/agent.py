@@ -28,6 +28,7 @@ import json
 import random
 import re
 
+from synth.engine.conversation import GUIDED_CALL
 from synth.engine.seeding import derive_seed
 from synth.teacher.oracle.memory import (FLOOR, STRONG, TITLES_K, Cand, Memory, Persona, Replays, note, read_notes,
                                          read_steps, remembered, stated, stated_closest, stated_links, stated_out)
@@ -72,6 +73,13 @@ def _max_turns(messages: list[dict]) -> int:
     return int(m.group(1)) if m else 40
 
 
+def _own_turns(messages: list[dict]) -> int:
+    """The agent's own assistant turns so far: every one but those the harness played as guidance."""
+    return sum(1 for m in messages if m.get("role") == "assistant"
+               and not (m.get("tool_calls") and all(str(c.get("id", "")).startswith(GUIDED_CALL)
+                                                    for c in m["tool_calls"])))
+
+
 def next_turn(messages: list[dict], sample_index: int, seed: int, replays: Replays | None = None) -> dict:
     """The oracle agent's next assistant message for the conversation so far.
 
@@ -84,7 +92,10 @@ def next_turn(messages: list[dict], sample_index: int, seed: int, replays: Repla
     notes = read_notes(messages)
     mem = remembered(question, me, read_steps(messages), notes, replays)
     rnd = random.Random(derive_seed(seed, "turn", sample_index, turn))
-    return _Turn(mem, me, rnd, turn, _max_turns(messages), notes).decide()
+    # The stated budget counts its own turns: guided turns are played before them (the harness still gives it
+    # max_turns of its own after a guidance prefix).
+    budget = _max_turns(messages) + (turn - 1 - _own_turns(messages))
+    return _Turn(mem, me, rnd, turn, budget, notes).decide()
 
 
 class _Turn:
