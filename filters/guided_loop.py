@@ -154,14 +154,14 @@ class GuidedToolAgentLoop(ToolAgentLoop):
         super().__init__(*args, **kwargs)
         self.max_guided = max_guided_of(self.config)
         self._extra_info: Mapping = {}
-        self._played = 0
+        self._played = self._turns = 0
         self._error: str | None = None
 
     async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs):
         # verl builds one loop per trajectory (AgentLoopWorker._run_agent_loop), so the row's state lives here
-        self._extra_info, self._played, self._error = kwargs.get("extra_info") or {}, 0, None
+        self._extra_info, self._played, self._turns, self._error = kwargs.get("extra_info") or {}, 0, 0, None
         output = await super().run(sampling_params, priority, **kwargs)
-        output.num_turns += 2 * self._played
+        output.num_turns += self._turns
         output.extra_fields.update({GUIDED_K: self._played, GUIDANCE_ERROR: self._error})
         return output
 
@@ -192,16 +192,17 @@ class GuidedToolAgentLoop(ToolAgentLoop):
             agent_data.prompt_ids = merged.token_ids
             agent_data.response_mask = [0] * len(mask)  # the whole prefix so far is guidance, none of it the policy's
             agent_data.messages.append(message)
-            if len(agent_data.response_mask) >= self.response_length:
-                self._played = i + 1
-                self._error = f"the guidance filled rollout.response_length after {i + 1} of {len(actions)} actions"
+            self._played, self._turns = i + 1, self._turns + 1
+            full = f"the guidance filled rollout.response_length at action {i + 1} of {len(actions)}"
+            if len(agent_data.response_mask) >= self.response_length:  # as tool_agent ends after a turn that fills it
+                self._error = full
                 return AgentState.TERMINATED
             state = await self._handle_processing_tools_state(agent_data)  # _call_tool with the row's tools_kwargs
-            agent_data.user_turns -= 1  # the policy's own turn budget starts after the guidance
-            self._played = i + 1
-            if state == AgentState.TERMINATED:
-                self._error = f"the guidance filled rollout.response_length after {i + 1} of {len(actions)} actions"
+            if state == AgentState.TERMINATED:  # the observation did not fit: verl ends the trajectory without it
+                self._error = full
                 return state
+            agent_data.user_turns -= 1  # the policy's own turn budget starts after the guidance
+            self._turns += 1
         agent_data.tool_calls = []
         return AgentState.GENERATING
 

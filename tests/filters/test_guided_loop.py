@@ -285,6 +285,8 @@ def test_a_prefix_that_fills_the_response_budget_ends_the_trajectory(guided_row,
     assert llm.prompts == []  # no room left for the policy
     assert "response_length" in out.extra_fields["guidance_error"] and out.extra_fields["guided_k"] >= 1
     assert out.response_ids.shape[1] == 64 and set(out.response_mask[0].tolist()) == {0}
+    # the turns written: the played calls, the observations of all but the last (which did not fit), the prompt
+    assert out.num_turns == 2 * out.extra_fields["guided_k"]
 
 
 # ---- rows without guidance, and guidance that cannot be played ------------------------------------------
