@@ -204,7 +204,7 @@ def test_rl_pool_in_the_verl_layout(run) -> None:
     q1 = make_question("q1")
     # the reference: the best correct rollout that passed the chain (t1a names both bridges, t1b one)
     t1a = next(tr for tr in traces if tr.trace_id == "t1a")
-    assert row["extra_info"] == {"question_id": "q1", "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 6, "c": 5,
+    assert row["extra_info"] == {"question_id": "q1", "question": make_question("q1").question, "index": 0, "path": ["p0", "p1", "p2", "p3"], "n": 6, "c": 5,
                                  "band_model": f"teacher:{teachers}",  # whose rollouts measured the band
                                  "split": "sft",
                                  # verl's tool rollout: the search masks the answer page, as the rollout did;
