@@ -26,8 +26,8 @@ from sft.benchmarks.judge import (PROMPT, Verdict, endpoint_config, judge_answer
                                    prompt_sha256)
 from sft.benchmarks.questions import EVAL_SPLIT, BenchSet, eval_split_set, load_set, resolve
 from sft.evaluate import CountedTurns, TurnCounter, harness_settings, metrics
-from synth.engine.errors import InputError
-from synth.engine.records import Question, Trace
+from synth.engine.errors import InputError, StageFailed
+from synth.engine.records import TEACHER_FAILED, Question, Trace
 from synth.engine.store import atomic_write_bytes, atomic_write_json, write_parquet_atomic
 from synth.report.stage import calibration_of
 from synth.rollout.loop import rollout_one
@@ -98,7 +98,7 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
     index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     teacher = Teacher(teacher_cfg, None)  # no call cache: a retrained checkpoint must never be answered from old calls
     price = cfg.teacher.price_per_mtok
-    rows = []
+    rows, failures = [], []
     try:
         for i, bench in enumerate(benches):
             counter = TurnCounter(cfg.eval.max_new_tokens)
@@ -115,6 +115,7 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
             with Bar(f"{label} on {bench.name}", len(items), "trajectories", enabled=progress) as bar:
                 traces = list(teacher.map(one, items, progress=bar))
             used = teacher.stats.snapshot().minus(before)
+            failures += [t.error for t in traces if isinstance(t, Trace) and t.stop_reason == TEACHER_FAILED]
             verdicts, judged_usage = _judge(judge, bench, traces, progress)
             row = benchmark_row(bench, traces, verdicts, cfg, samples)
             row["truncation"] = counter.report()
@@ -146,6 +147,15 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out_dir / REPORT, report)
     atomic_write_bytes(out_dir / TABLE, report_markdown(report).encode())
+    total = sum(r["traces"] for r in rows)
+    lost = sum(r["stop_reasons"].get(TEACHER_FAILED, 0) for r in rows)
+    if total and lost == total:
+        # A dead endpoint or a refused key: a table of zeros would read as a weak model.
+        why = next((e for e in failures if e), "no reason given")
+        where = f" at {report['endpoint']}" if report["endpoint"] else ""
+        raise StageFailed(f"model {label}{where}: every one of its {total} trajectories ended on a model call that "
+                          f"failed ({why}), so nothing was measured; the report is kept in {out_dir}; check the "
+                          "endpoint and the key, then run again")
     return report
 
 

@@ -268,6 +268,15 @@ def test_cli_writes_the_table_and_refuses_bad_input_in_one_line(world, tmp_path)
     assert r.returncode == 2 and "unknown format 'nosuchformat'" in r.stdout + r.stderr
     r = _cli("--out", str(out), "-b", spec("gaia"), "--judge", "no-url-here", "--model", "m@http://127.0.0.1:9/v1", *sets)
     assert r.returncode == 2 and "expected MODEL@URL" in r.stdout + r.stderr
+    # A dead model endpoint: not a table of zeros but one line and exit 1, the report kept for a look.
+    with serve() as dead:
+        url = dead.base_url
+    r = _cli("--out", str(out), "-b", spec("gaia"), "--model", f"deadm@{url}", *sets, env={"OPENAI_API_KEY": SECRET})
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("error:")]
+    assert r.returncode == 1 and len(lines) == 1, r.stdout + r.stderr
+    assert "every one of its" in lines[0] and "deadm" in lines[0] and SECRET not in r.stdout + r.stderr
+    kept = json.loads((out / "evals" / "deadm" / "benchmarks" / "eval_report.json").read_text())
+    assert kept["benchmarks"][0]["stop_reasons"] == {"teacher_failed": kept["benchmarks"][0]["traces"]}
     model = model_handler(plays())
     with serve(handler=model.handler()) as srv:
         r = _cli("--out", str(out), "-b", spec("browsecomp"), "-b", spec("gaia"), "--model", f"cli-model@{srv.base_url}",
