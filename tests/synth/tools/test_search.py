@@ -377,6 +377,29 @@ def test_the_body_ranking_has_its_own_index_that_the_tools_never_read(countries,
         bare.search_ids("Europe", 3, ranking="body")
 
 
+def test_text_is_the_only_analysed_field_of_the_agents_index(countries, tmp_path):
+    import orjson
+    import tantivy
+
+    from synth.tools.build import FORMAT, META_FILE
+
+    # The stored title is what results show; as an indexed field it is one raw term, never stemmed (the tool
+    # ranks the title through ``text``, and looks it up through ``title_key``), so a page costs one stemmed field.
+    searcher, schema = countries._searcher, countries._schema
+    assert searcher.doc_freq("title", "europ") == searcher.doc_freq("title", "europe") == 0
+    assert searcher.doc_freq("title", "Eastern Europe") == 1 and searcher.doc_freq("text", "europ") == 3
+    q = tantivy.Query.term_query(schema, "title", "Eastern Europe", index_option="basic")
+    assert [countries._main.page_id(a) for _, a in searcher.search(q, 3).hits] == ["9"]
+    assert countries.get_page("9")["title"] == "Eastern Europe"
+    # An index of the layout before (the title analysed) is refused and names the rebuild, never read.
+    old = tmp_path / "old"
+    build_index(countries.index_dir.parent / "pages", old, threads=1, heap_mb=32, body=False)
+    meta = orjson.loads((old / META_FILE).read_bytes())
+    (old / META_FILE).write_bytes(orjson.dumps({**meta, "format": FORMAT - 1}))
+    with pytest.raises(IndexNotFound, match="--force"):
+        SearchIndex.open(old)
+
+
 def test_a_registered_ranking_serves_search_with_snippets_and_fusion(countries):
     from synth.tools.search import FusedRanking, reciprocal_rank_fusion
 
