@@ -31,6 +31,14 @@ verl calls ``compute_score`` from ``reward.custom_reward_function`` (``path: pkg
    - ``gain``: ``½ + S(a) − ½·max(S(a_closed), S(a_rag))`` with the closed-book and naive-RAG answers
      of ``extra_info.baselines``; ``S`` is ``acc`` (``gain_score: em``, default) or the token F1
      (``gain_score: f1``), the same function for the three answers.
+   - ``sarl``: SARL's ``r_final · sarl_alpha^(n−1) + sarl_lam · r_assess`` (defaults 0.8 and 0.5) over the rounds the
+     ``hopforge_sarl`` agent loop (:mod:`filters.sarl`) records in ``extra_info`` (verl's reward loop merges the
+     loop's ``extra_fields`` into it): ``sarl_answers``, the answer of each round, and ``sarl_verdicts``, the verdict
+     of each assessment.  ``r_final`` is ``acc``, n the answer rounds, ``r_assess`` the mean transition score of the
+     assessment rounds (:func:`filters.reward_modes.sarl_assess_reward`).  A row without ``sarl_answers`` (not run
+     through that loop) falls back, explicitly, to one round and no assessment (R = ``acc``), with
+     ``raw_sarl_missing`` 1 and a warning, so a misconfigured run shows in verl's logs.  Refused with
+     ``advantage: hopforge`` (its code carries no negative outcome).
 3. **Evidence** (optional, ``evidence_weight``, default 0): plus that weight times the share of the
    gold path's pages (``extra_info.path``) the student read with ``open`` or ``find``, when the answer is
    right (``acc > 0``): positive-only like the rubric, so a wrong answer gets no evidence credit
@@ -84,19 +92,23 @@ return value is verl's dict form, which verl logs as reward metrics and from whi
   - ``rltr``: RLTR's reward (0 when off); −1 for a malformed response (RLTR's format term, the one component a
     malformed response does not zero), not gated on the answer (a process reward);
   - ``process``: ``R_process`` (0 when off); format only; ``cost``: ``α·R_cost`` charged (0 when off); format.
+  - ``sarl_rounds``, ``sarl_assess``: SARL's answer rounds n and ``r_assess`` (0 outside the ``sarl`` mode); format.
 
 - **Diagnostics** (:data:`DIAGNOSTIC_KEYS`, all named ``raw_*``), ungated, for logs only and never a
   reward key: ``raw_f1``, ``raw_evidence``, ``raw_rubric`` and ``raw_tool_calls`` (the values above before
   their gates), ``raw_bad_tool_calls`` (the calls the format gate rejected), ``raw_queries`` (the most distinct
   queries of one step) and ``raw_merge`` (1 when a ``<merge>`` block holds the answer, right or wrong); the judge
   terms' ``raw_completeness``, ``raw_repeat_calls``, ``raw_error_calls``, ``raw_process``, ``raw_cost`` and
-  ``raw_judge_failed`` (:mod:`filters.judge_reward`).
+  ``raw_judge_failed`` (:mod:`filters.judge_reward`); SARL's ``raw_sarl_assess`` (``r_assess`` ungated),
+  ``raw_sarl_unparsed`` (assessments whose verdict could not be read) and ``raw_sarl_missing`` (1 when the ``sarl``
+  mode found no rounds in the row).
 
 Rows of another ``data_source`` (a mixed dataset) go to verl's own ``default_compute_score``.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 from filters.band import DATA_SOURCE
@@ -104,8 +116,9 @@ from filters.config import FiltersConfig
 from filters.correctness import grade_answer
 from filters.judge_reward import JUDGE_DIAGNOSTIC_KEYS, JUDGE_KEYS, Settings as JudgeSettings
 from filters.judge_reward import apply as apply_judge, settings as judge_settings
-from filters.reward_modes import (MODES, answer_f1, entity_share, evidence_reward, feedback_factor, gain_reward,
-                                  group_ids, merge_holds_answer, merge_reward, multi_query_reward, rubric_rewards,
+from filters.reward_modes import (MODES, SARL_ALPHA, SARL_LAM, UNPARSED, answer_f1, entity_share, evidence_reward,
+                                  feedback_factor, gain_reward, group_ids, merge_holds_answer, merge_reward,
+                                  multi_query_reward, rubric_rewards, sarl_assess_reward, sarl_reward, sarl_rounds,
                                   step_penalty, step_queries)
 from filters.solution import Solution, _as_list, evidence_share, gold_answers, parse_solution
 from synth.text.answers import AnswerKey
@@ -119,15 +132,18 @@ MAX_QUERIES = ToolsConfig.model_fields["multi_search_max_queries"].default
 # The keys of the returned dict (see the module docstring): the reward components, each 0 for a malformed
 # response (and the positive-only ones for a wrong answer), and the ungated diagnostics, never reward keys.
 REWARD_KEYS = ("score", "acc", "em", "f1", "format_ok", "evidence", "rubric", "tool_calls", "check_calls", "penalty",
-               "multi_query", "merge", *JUDGE_KEYS)
+               "multi_query", "merge", "sarl_rounds", "sarl_assess", *JUDGE_KEYS)
 DIAGNOSTIC_KEYS = ("raw_f1", "raw_evidence", "raw_rubric", "raw_tool_calls", "raw_bad_tool_calls", "raw_queries",
-                   "raw_merge", *JUDGE_DIAGNOSTIC_KEYS)
+                   "raw_merge", "raw_sarl_assess", "raw_sarl_unparsed", "raw_sarl_missing", *JUDGE_DIAGNOSTIC_KEYS)
+
+_log = logging.getLogger(__name__)
+_warned_sarl_missing = False
 
 
 class _Scored:
     """One response graded, before the group-level rubric normalisation (a plain class: see Solution)."""
 
-    __slots__ = ("sol", "acc", "em", "f1", "evidence", "share", "base", "mine")
+    __slots__ = ("sol", "acc", "em", "f1", "evidence", "share", "base", "mine", "sarl")
 
     def __init__(self, solution_str: str, ground_truth: Any, extra_info: dict | None, min_f1: float) -> None:
         extra = extra_info or {}
@@ -141,6 +157,7 @@ class _Scored:
         self.share = entity_share(sol, path, [str(t) for t in _as_list(extra.get("titles"))])
         self.base = 0.0
         self.mine = True
+        self.sarl = (0, 0.0, 0, 0)  # SARL's (answer rounds, r_assess, unparsed verdicts, rounds missing)
 
 
 def _baseline_scores(extra_info: dict | None, min_f1: float, gain_score: str, gold: AnswerKey) -> tuple[float, float]:
@@ -158,8 +175,33 @@ def _baseline_scores(extra_info: dict | None, min_f1: float, gain_score: str, go
     return out[0], out[1]
 
 
+def _sarl_score(s: _Scored, ground_truth: Any, extra_info: dict | None, min_f1: float, alpha: float,
+                lam: float) -> float:
+    """SARL's R of one response from the rounds its agent loop recorded in ``extra_info`` (see the module
+    docstring); a row without them scores as one round without assessment, flagged ``raw_sarl_missing``."""
+    global _warned_sarl_missing
+    extra = extra_info or {}
+    if extra.get("sarl_answers") is None:
+        if not _warned_sarl_missing:
+            _warned_sarl_missing = True
+            _log.warning("reward mode sarl: a row carries no extra_info.sarl_answers (not run through the "
+                         "hopforge_sarl agent loop: +agent=sarl sets it); scored as one round without assessment, "
+                         "raw_sarl_missing=1")
+        s.sarl = (1, 0.0, 0, 1)
+        return sarl_reward(s.acc, 1, 0.0, alpha, lam)
+    answers = [None if a is None else str(a) for a in _as_list(extra.get("sarl_answers"))]
+    verdicts = [str(v) for v in _as_list(extra.get("sarl_verdicts"))]
+    rounds = sarl_rounds(answers, verdicts)
+    key = AnswerKey.from_ground_truth(ground_truth)
+    correct = [bool(a) and grade_answer(a, key, min_f1).rule_correct for a in answers]
+    r_assess = sarl_assess_reward(correct, rounds)
+    n = max(len(answers), 1)
+    s.sarl = (n, r_assess, verdicts.count(UNPARSED), 0)
+    return sarl_reward(s.acc, n, r_assess, alpha, lam)
+
+
 def _mode_score(s: _Scored, mode: str, ground_truth: Any, extra_info: dict | None, min_f1: float,
-                gain_score: str) -> float:
+                gain_score: str, sarl_alpha: float = SARL_ALPHA, sarl_lam: float = SARL_LAM) -> float:
     """The mode's score of one response, the rubric still per response (normalised by 1)."""
     if mode == "em":
         return s.acc
@@ -170,6 +212,8 @@ def _mode_score(s: _Scored, mode: str, ground_truth: Any, extra_info: dict | Non
     if mode == "gain":
         closed, rag = _baseline_scores(extra_info, min_f1, gain_score, AnswerKey.from_ground_truth(ground_truth))
         return gain_reward(s.acc if gain_score == "em" else s.f1, closed, rag)
+    if mode == "sarl":
+        return _sarl_score(s, ground_truth, extra_info, min_f1, sarl_alpha, sarl_lam)
     raise ValueError(f"unknown reward mode {mode!r} (allowed: {', '.join(MODES)})")
 
 
@@ -190,9 +234,11 @@ def _finish(s: _Scored, score: float, *, evidence_weight: float, step_weight: fl
             "rubric": float(s.share) if right else 0.0, "tool_calls": sol.tool_calls if ok else 0,
             "check_calls": sol.check_calls if ok else 0, "penalty": float(penalty),
             "multi_query": float(multi), "merge": float(merge),
+            "sarl_rounds": s.sarl[0] if ok else 0, "sarl_assess": float(s.sarl[1]) if ok else 0.0,
             "raw_f1": s.f1, "raw_evidence": float(s.evidence), "raw_rubric": float(s.share),
             "raw_tool_calls": sol.tool_calls, "raw_bad_tool_calls": sol.bad_calls, "raw_queries": queries,
-            "raw_merge": float(merged)}
+            "raw_merge": float(merged), "raw_sarl_assess": float(s.sarl[1]), "raw_sarl_unparsed": s.sarl[2],
+            "raw_sarl_missing": float(s.sarl[3])}
 
 
 def compute_score(data_source: str | None = None, solution_str: str | None = None, ground_truth: Any = None,
@@ -202,7 +248,8 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
                   evidence_weight: float = 0.0, rubric_weight: float = 0.5, gain_score: str = "em",
                   step_weight: float = 0.0, step_alpha: float = 1.0, rho_pf: float = RHO_PF,
                   query_weight: float = 0.0, merge_weight: float = 0.0, max_queries: int = MAX_QUERIES,
-                  advantage: str | None = None, **kwargs: Any) -> dict | float | list:
+                  advantage: str | None = None, sarl_alpha: float = SARL_ALPHA, sarl_lam: float = SARL_LAM,
+                  **kwargs: Any) -> dict | float | list:
     """verl's reward function for ``rl_pool`` rows, per response or per step (lists): see the module docstring.
 
     Every keyword after the data comes from ``reward.custom_reward_function.reward_kwargs``; the judge terms'
@@ -211,6 +258,7 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
     terms = {"evidence_weight": evidence_weight, "step_weight": step_weight, "step_alpha": step_alpha,
              "rho_pf": rho_pf, "query_weight": query_weight, "merge_weight": merge_weight, "max_queries": max_queries}
     multisearch = {k: terms[k] for k in ("query_weight", "merge_weight", "max_queries")}
+    sarl = {"sarl_alpha": sarl_alpha, "sarl_lam": sarl_lam}
     if mode not in MODES:
         raise ValueError(f"unknown reward mode {mode!r} (allowed: {', '.join(MODES)})")
     if gain_score not in ("em", "f1"):
@@ -218,6 +266,9 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
     if advantage not in (None, "", "hopforge"):
         raise ValueError(f"unknown advantage {advantage!r} (allowed: hopforge)")
     if advantage:
+        if mode == "sarl":
+            raise ValueError("advantage: hopforge carries outcomes in [0, 4); SARL's reward goes below 0 "
+                             "(r_assess): use mode sarl with verl's own estimators")
         if step_weight:
             raise ValueError("advantage: hopforge charges the step penalty per step in the estimator: set "
                              "algorithm.hopforge.step_weight, not reward_kwargs.step_weight")
@@ -234,13 +285,13 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
     if solution_strs is not None:
         return _batch(list(_as_list(data_sources)), list(solution_strs), list(_as_list(ground_truths)),
                       list(_as_list(extra_infos)) or [None] * len(solution_strs), mode, min_f1, rubric_weight,
-                      gain_score, terms, kwargs, opts)
+                      gain_score, terms, kwargs, opts, sarl)
     if data_source != DATA_SOURCE:
         from verl.utils.reward_score import default_compute_score
 
         return default_compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
     s = _Scored(solution_str or "", ground_truth, extra_info, min_f1)
-    score = _mode_score(s, mode, ground_truth, extra_info, min_f1, gain_score)
+    score = _mode_score(s, mode, ground_truth, extra_info, min_f1, gain_score, **sarl)
     if mode == "rubric":
         score = s.acc + rubric_weight * s.share if s.acc > 0 else s.acc  # alone: normalised by 1, the largest share
     out = _finish(s, score, **terms)
@@ -274,7 +325,7 @@ def _coded(data_source: str | None, solution_str: str | None, ground_truth: Any,
 
 def _batch(sources: list, solutions: list, truths: list, extras: list, mode: str, min_f1: float,
            rubric_weight: float, gain_score: str, terms: dict, kwargs: dict,
-           opts: JudgeSettings | None = None) -> list:
+           opts: JudgeSettings | None = None, sarl: dict | None = None) -> list:
     """The batch manager's call: every response of a step, the rubric normalised within each question's group;
     the judge asked for all of them at once."""
     out: list = [None] * len(solutions)
@@ -284,7 +335,7 @@ def _batch(sources: list, solutions: list, truths: list, extras: list, mode: str
             out[i] = compute_score(src, sol, gt, extra, **kwargs)
             continue
         s = scored[i] = _Scored(sol or "", gt, extra, min_f1)
-        s.base = _mode_score(s, mode, gt, extra, min_f1, gain_score)
+        s.base = _mode_score(s, mode, gt, extra, min_f1, gain_score, **(sarl or {}))
     if mode == "rubric":
         groups: dict[str, list[int]] = {}
         ids = group_ids(extras)

@@ -35,6 +35,12 @@ Each function is one published formula; :func:`filters.reward.compute_score` pic
   0–10 score times ``process_max/10``, in [0, 0.5] for the dual reward) ``− α·R_cost``, with
   ``R_cost = ½·min(T/T_max, 1) + ½·min(W/W_max, 1)``: T the turns that called a tool, W the words of the search
   queries.
+- **sarl** (SARL, self-assessment RL; the episode comes from the ``hopforge_sarl`` agent loop, :mod:`filters.sarl`):
+  ``R = r_final·α^(n−1) + λ·r_assess``, ``n`` the answer rounds (answers the policy gave, each followed by its own
+  assessment in an isolated context until one says COMPLETE), ``r_final`` the final answer's ``acc`` and
+  ``r_assess`` the mean over the assessment rounds of the transition each made, from the answer before it to the
+  answer after it (a COMPLETE verdict ends the episode: the same answer): wrong→right +1, right→right +1,
+  wrong→wrong −0.1, right→wrong −2 (:data:`SARL_TRANSITIONS`); 0 without an assessment round.  α = 0.8, λ = 0.5.
 """
 
 from __future__ import annotations
@@ -48,9 +54,18 @@ from synth.tools.registry import find_tool
 from filters.bestofn import title_variants
 from filters.solution import Solution
 
-MODES = ("em", "f1", "rubric", "gain")
+MODES = ("em", "f1", "rubric", "gain", "sarl")
 MULTI_QUERY_MIN = 3  # MultiSearch's multi-query reward: more than 2 queries in one step
 _MERGE = re.compile(r"<merge>(.*?)</merge>", re.S)
+
+# SARL: its defaults, the verdicts an assessment round records, and the score of each transition of an assessment
+# round, (answer before right, answer after right) -> score.  An assessment whose verdict cannot be read counts as
+# COMPLETE (the episode ends on its answer) and is recorded as UNPARSED.
+SARL_ALPHA = 0.8
+SARL_LAM = 0.5
+COMPLETE, INCOMPLETE, UNPARSED = "COMPLETE", "INCOMPLETE", "UNPARSED"
+VERDICTS = (COMPLETE, INCOMPLETE, UNPARSED)
+SARL_TRANSITIONS = {(False, True): 1.0, (True, True): 1.0, (False, False): -0.1, (True, False): -2.0}
 
 
 def answer_f1(answer: str | None, golds: Sequence[str]) -> float:
@@ -145,12 +160,40 @@ def merge_reward(acc: float, holds: bool, weight: float) -> float:
     return weight if acc > 0 and holds else 0.0
 
 
+def sarl_rounds(answers: Sequence, verdicts: Sequence[str]) -> list[tuple[int, int]]:
+    """The transitions of SARL's assessment rounds: for round ``i`` (the assessment of answer ``i``), the indices of
+    the answer before it and the answer after it (the next answer; the same one when none followed: a COMPLETE or
+    unreadable verdict ended the episode, or an INCOMPLETE one left no turn for a new answer).  Every assessment
+    follows an answer: more verdicts than answers, or an unknown verdict, is refused."""
+    if len(verdicts) > len(answers):
+        raise ValueError(f"SARL recorded {len(verdicts)} assessments for {len(answers)} answers: each assessment "
+                         "follows an answer")
+    unknown = sorted({str(v) for v in verdicts} - set(VERDICTS))
+    if unknown:
+        raise ValueError(f"unknown SARL verdict(s) {', '.join(unknown)} (allowed: {', '.join(VERDICTS)})")
+    return [(i, i + 1 if i + 1 < len(answers) else i) for i in range(len(verdicts))]
+
+
+def sarl_assess_reward(correct: Sequence[bool], rounds: Sequence[tuple[int, int]]) -> float:
+    """``r_assess``: the mean of :data:`SARL_TRANSITIONS` over the rounds (``correct``: each answer's correctness);
+    0.0 without a round."""
+    if not rounds:
+        return 0.0
+    return sum(SARL_TRANSITIONS[(bool(correct[a]), bool(correct[b]))] for a, b in rounds) / len(rounds)
+
+
+def sarl_reward(r_final: float, n: int, r_assess: float, alpha: float = SARL_ALPHA, lam: float = SARL_LAM) -> float:
+    """SARL's ``R = r_final·alpha^(n−1) + lam·r_assess`` for ``n`` answer rounds (at least 1)."""
+    return r_final * alpha ** (max(int(n), 1) - 1) + lam * r_assess
+
+
 def group_ids(extra_infos: Iterable[dict | None]) -> list[str]:
     """The GRPO group of each response: its question (``extra_info.question_id``, what a group's responses
     share); a response without one is a group of its own."""
     return [str((e or {}).get("question_id") or f"#{i}") for i, e in enumerate(extra_infos)]
 
 
-__all__ = ["MODES", "MULTI_QUERY_MIN", "answer_f1", "entity_share", "evidence_reward", "feedback_factor",
+__all__ = ["COMPLETE", "INCOMPLETE", "MODES", "MULTI_QUERY_MIN", "SARL_ALPHA", "SARL_LAM", "SARL_TRANSITIONS",
+           "UNPARSED", "VERDICTS", "answer_f1", "entity_share", "evidence_reward", "feedback_factor",
            "gain_reward", "group_ids", "merge_holds_answer", "merge_reward", "multi_query_reward", "rubric_rewards",
-           "step_penalty", "step_queries"]
+           "sarl_assess_reward", "sarl_reward", "sarl_rounds", "step_penalty", "step_queries"]

@@ -181,6 +181,11 @@ SEED_LINES: dict[str, dict] = {
                     "kw": {"mode": "f1"}, "tools": MULTI},
     "rltr": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "em", "rltr_weight": 0.5}, "tools": TOOLS,
              "judge": True},
+    "sarl": {"cfg": {"algorithm.adv_estimator": "grpo",
+                     "actor_rollout_ref.rollout.agent.default_agent_loop": "hopforge_sarl",
+                     "actor_rollout_ref.rollout.agent.agent_loop_config_path":
+                         str(RL_CONFIG_DIR / "agent" / "sarl_loops.yaml")},
+             "kw": {"mode": "sarl", "sarl_alpha": 0.8, "sarl_lam": 0.5}, "tools": TOOLS},
 }
 
 MAIN_PPO = "python -m verl.trainer.main_ppo"
