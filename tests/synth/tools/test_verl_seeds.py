@@ -173,7 +173,9 @@ SEED_LINES: dict[str, dict] = {
                          "algorithm.hopforge.pica": True, "algorithm.hopforge.step_alpha": 1.5},
                  "kw": {"mode": "rubric", "advantage": "hopforge"}, "tools": CAPF},
     "actguide": {"cfg": {"algorithm.adv_estimator": "grpo",
-                         "actor_rollout_ref.rollout.agent.default_agent_loop": "tool_agent"},
+                         "actor_rollout_ref.rollout.agent.default_agent_loop": "hopforge_guided",
+                         "actor_rollout_ref.rollout.agent.agent_loop_config_path":
+                             str(RL_CONFIG_DIR / "agent" / "actguide_loops.yaml")},
                  "kw": {"mode": "em"}, "tools": TOOLS, "rl": {"band_by": "student", "guidance": True}},
     "curriculum": {"cfg": {"algorithm.adv_estimator": "grpo", "data.shuffle": False}, "kw": {"mode": "em"},
                    "tools": TOOLS, "rl": {"band_by": "student"}, "stages": True},
