@@ -408,9 +408,13 @@ def _keep_sets(words: list[str], most: int, droppable: Callable[[str], bool] = l
 
 def _coordinated(kept: tuple[str, ...], head: list[str]) -> bool:
     """Whether every "X and" (or "X,") kept is followed by what followed it ("rapid and fundamental change",
-    never "rapid and change"), and none ends the phrase."""
+    never "rapid and change"), and none ends the phrase; and whether every adverb kept still has the word it
+    modifies after it ("highly venomous snake", never "highly snake" nor "generally means")."""
     for a, b in zip(kept, kept[1:]):
         if a.endswith((" and", " or", ",")) and head.index(b) != head.index(a) + 1:
+            return False
+    for a, b in zip(kept, kept[1:] + ("",)):
+        if word_classes(a.strip(",")) == {"ADV"} and (not b or head.index(b) != head.index(a) + 1):
             return False
     return True
 

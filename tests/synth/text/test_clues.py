@@ -39,3 +39,14 @@ def test_the_order_of_phrases_does_not_depend_on_the_hash_seed():
                              env=dict(os.environ, PYTHONHASHSEED=str(seed)))
         seen.add(tuple(json.loads(out.stdout)))
     assert len(seen) == 1
+
+
+def test_an_adverb_is_kept_only_with_the_word_it_modifies():
+    # "Generally horse-drawn means of transport" once gave the clue "a page on generally means".
+    for description, whole, broken in [
+            ("Generally horse-drawn means of transport", "Generally horse-drawn means", "Generally means"),
+            ("Highly venomous snake of Africa", "Highly venomous snake", "Highly snake")]:
+        texts = [p.text for p in phrases(description)]
+        assert whole in texts and not any(t == broken or t.startswith(broken + " ") for t in texts), texts
+    # a word that is an adjective too ("early") stands alone before its noun
+    assert "early settlement" in [p.text.lower() for p in phrases("Early settlement in the Andes")]
