@@ -26,40 +26,15 @@ if importlib.util.find_spec("verl") is None:
 
 from omegaconf import OmegaConf  # noqa: E402
 
+from helpers.verlloop import index, leaf_keys, server, tokenizer, tools_url, verl_trainer_keys  # noqa: E402,F401
 from synth.engine.records import RL_SCHEMA  # noqa: E402
 from synth.tools.config import ToolsConfig  # noqa: E402
-from synth.tools.search import SearchIndex  # noqa: E402
-from synth.tools.server import start_server  # noqa: E402
 from synth.tools.toolbox import Toolbox  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RL_CONFIG_DIR = ROOT / "configs" / "rl"
 TOOLS_YAML = RL_CONFIG_DIR / "tools.yaml"
 K = 2  # the guided rows' k*
-
-
-@pytest.fixture(scope="module")
-def server(rl_run):
-    with start_server(rl_run / "index", ToolsConfig()) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def index(rl_run):
-    return SearchIndex.open(rl_run / "index")
-
-
-@pytest.fixture
-def tools_url(server, monkeypatch) -> str:
-    monkeypatch.setenv("HOPFORGE_TOOLS_URL", server.url)
-    return server.url
-
-
-@pytest.fixture(scope="module")
-def tokenizer(student_path):
-    from verl.utils import hf_tokenizer
-
-    return hf_tokenizer(str(student_path))
 
 
 @pytest.fixture(scope="module")
@@ -382,9 +357,7 @@ def test_the_plan_reads_the_row_as_the_band_writes_it() -> None:
 
 def test_the_actguide_option_composes_over_the_rl_config_and_passes_verls_checks(tmp_path) -> None:
     import hydra
-    import verl
     import yaml
-    from hydra import compose, initialize_config_dir
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, _agent_loop_registry
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
@@ -413,16 +386,7 @@ def test_the_actguide_option_composes_over_the_rl_config_and_passes_verls_checks
     # every key the option sets is one of verl's (a typo would be silently ignored by the merge), but hopforge's own
     mine = yaml.safe_load((RL_CONFIG_DIR / "agent" / "actguide.yaml").read_text())
     mine.pop("hopforge")
-    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
-        verls = OmegaConf.to_container(compose(config_name="ppo_trainer"), resolve=False)
-
-    def leaves(d: dict, prefix: str = "") -> set[str]:
-        out = set()
-        for k, v in d.items():
-            out |= leaves(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {prefix + k}
-        return out
-
-    assert sorted(leaves(mine) - leaves(verls)) == []
+    assert sorted(leaf_keys(mine) - verl_trainer_keys()) == []
 
 
 def test_filters_verl_free_modules_do_not_import_the_loop() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from filters.reward import DIAGNOSTIC_KEYS, REWARD_KEYS, compute_score
+from helpers.verlloop import leaf_keys, verl_trainer_keys
 from filters.reward_modes import SARL_TRANSITIONS, sarl_assess_reward, sarl_reward, sarl_rounds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -356,9 +357,7 @@ def test_the_sarl_option_composes_over_the_rl_config_and_passes_verls_checks(tmp
     start-up checks pass and every key it sets is verl's, a reward kwarg, or hopforge's own."""
     from functools import partial
 
-    import verl
     import yaml
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
     from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -385,14 +384,6 @@ def test_the_sarl_option_composes_over_the_rl_config_and_passes_verls_checks(tmp
                            **kwargs)
     assert scored["score"] == pytest.approx(1.3)
     mine = yaml.safe_load((RL_CONFIG_DIR / "agent" / "sarl.yaml").read_text())
-    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
-        base = OmegaConf.to_container(compose(config_name="ppo_trainer"), resolve=False)
-
-    def leaves(d: dict, prefix: str = "") -> set[str]:
-        out = set()
-        for k, v in d.items():
-            out |= leaves(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {prefix + k}
-        return out
-
-    assert sorted(k for k in leaves(mine) if k not in leaves(base) and not k.startswith(
+    base = verl_trainer_keys()
+    assert sorted(k for k in leaf_keys(mine) if k not in base and not k.startswith(
         ("reward.custom_reward_function.reward_kwargs.", "hopforge."))) == []

@@ -28,40 +28,14 @@ if importlib.util.find_spec("verl") is None:
 import verl  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402  (verl brings omegaconf)
 
-from helpers.verlloop import call_tool, response_ids, tool_loop  # noqa: E402
+from helpers.verlloop import call_tool, index, response_ids, server, tokenizer, tool_loop, tools_url  # noqa: E402,F401
 from synth.tools.config import ToolsConfig  # noqa: E402
-from synth.tools.search import SearchIndex  # noqa: E402
 from synth.tools.server import start_server  # noqa: E402
 from synth.tools.toolbox import Toolbox  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 TOOLS_YAML = ROOT / "configs" / "rl" / "tools.yaml"
 RL_CONFIG_DIR = ROOT / "configs" / "rl"
-
-
-@pytest.fixture(scope="module")
-def server(rl_run):
-    with start_server(rl_run / "index", ToolsConfig()) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def index(rl_run):
-    return SearchIndex.open(rl_run / "index")
-
-
-@pytest.fixture
-def tools_url(server, monkeypatch) -> str:
-    """configs/rl/tools.yaml reads the server's address from HOPFORGE_TOOLS_URL."""
-    monkeypatch.setenv("HOPFORGE_TOOLS_URL", server.url)
-    return server.url
-
-
-@pytest.fixture(scope="module")
-def tokenizer(student_path):
-    from verl.utils import hf_tokenizer
-
-    return hf_tokenizer(str(student_path))
 
 
 @pytest.fixture
