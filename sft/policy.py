@@ -69,11 +69,11 @@ def student_teacher(cfg: Any, student_dir: str | Path | None, *, temperature: fl
     return Teacher(tcfg, None)
 
 
-def oracle_student(cfg: Any, *, seed: int = 0) -> Teacher:
+def oracle_student(cfg: Any) -> Teacher:
     """The offline oracle agent as the band's policy (``rl.policy: oracle``): the teacher's oracle backend, with no
-    network, key or checkpoint; the student's harness (``eval.max_turns``) is what limits it.  ``seed`` names the
-    stand-in in the teacher's stats only: the oracle's draws are seeded by the rollout's own hint."""
-    tcfg = cfg.teacher.model_copy(update={"backend": "oracle", "base_url": None, "model": f"oracle-student-{seed}",
+    network, key or checkpoint; the student's harness (``eval.max_turns``) is what limits it.  Its draws are seeded
+    by each rollout's own hint, as the teacher's are."""
+    tcfg = cfg.teacher.model_copy(update={"backend": "oracle", "base_url": None, "model": "oracle-student",
                                           "concurrency": max(1, cfg.rl.concurrency)})
     return Teacher(tcfg, None)
 

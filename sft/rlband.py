@@ -92,7 +92,7 @@ def _student(ctx: StageContext):
     seed = derive_seed(cfg.seed, "rl_band", STUDENT) % (1 << 31)
     common = dict(temperature=cfg.rl.temperature, max_new_tokens=cfg.eval.max_new_tokens, seed=seed, shared=ctx.shared)
     if cfg.rl.policy == "oracle":
-        return oracle_student(cfg, seed=seed), band_model_name(STUDENT, [f"oracle@{cfg.eval.max_turns}-turns"])
+        return oracle_student(cfg), band_model_name(STUDENT, [f"oracle@{cfg.eval.max_turns}-turns"])
     if cfg.rl.base_url:
         return student_teacher(cfg, None, **common), band_model_name(STUDENT, [cfg.rl.model])
     sft_key = (ctx.store.stage_entry("sft") or {}).get("key", "")

@@ -148,8 +148,7 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
     atomic_write_json(out_dir / REPORT, report)
     atomic_write_bytes(out_dir / TABLE, report_markdown(report).encode())
     total = sum(r["traces"] for r in rows)
-    lost = sum(r["stop_reasons"].get(TEACHER_FAILED, 0) for r in rows)
-    if total and lost == total:
+    if total and len(failures) == total:
         # A dead endpoint or a refused key: a table of zeros would read as a weak model.
         why = next((e for e in failures if e), "no reason given")
         where = f" at {report['endpoint']}" if report["endpoint"] else ""
