@@ -45,6 +45,11 @@ hop's sentence, the last sentence asking for the answer).  Sentences are split b
     question that reaches the checks, and recorded on the row (``effective_depth``,
     ``entry``) whether or not it is dropped.
 
+``navigation``
+    The question or a sub-question tells the solver to navigate (:data:`synth.text.question_text.NAVIGATION`:
+    link, page, article, entry, trail, stop, open, follow): the benchmarks a student is judged on state
+    facts between entities and never say where to click.
+
 :data:`RULES` says each reason in words: the repair request quotes it to the teacher.
 """
 
@@ -57,10 +62,13 @@ from functools import lru_cache
 from synth.engine.records import Question
 from synth.questions.depth import ADVERSARIES, SEARCHES, Depth, DepthMeter, required
 from synth.text.clues import FIT, rival_fits
-from synth.text.question_text import content_words, repeats_description, sentences
+from synth.text.question_text import content_words, navigation, repeats_description, sentences
 from synth.teacher.tasks import Source
 
 RULES = {
+    "navigation": "the question tells the solver to open a page or follow a link (it says link, page, article, "
+                  "entry, trail, stop, open or follow). State facts that relate the entities instead, as a "
+                  "benchmark question does: what the previous entity's text says about the next one.",
     "answer_leak": "the question names the answer, one of its names, or a number, year or symbol of it.",
     "wrong_answer": "the answer is not the title of the chain's last entity.",
     "hop_missing": "the hops do not bridge the chain's entities one by one, in order.",
@@ -132,7 +140,8 @@ class Validator:
                     or self._timed("skippable_hop", self._skippable, q)
                     or self._timed("ambiguous_hop", self._ambiguous, q, clues)
                     or (self._timed("clue_shortcut", self._shortcut, q, final) if shortcuts else None)
-                    or self._enterable(q, depth))
+                    or self._enterable(q, depth)
+                    or self._timed("navigation", self._navigation, q, clues))
         finally:
             self.seconds += time.perf_counter() - t0
             self.cpu_seconds += time.thread_time() - c0
@@ -173,6 +182,14 @@ class Validator:
         # The hop to rewrite: the one whose clue was searched, or (for the whole question) the hop into the page found.
         hop = e.hop if e.hop is not None else e.page - 1
         return Failure("enterable_hop", f"effective depth {d.effective} of {d.nominal}: {e.describe(d.nominal)}", hop)
+
+    def _navigation(self, q: Question, clues: list[str]) -> Failure | None:
+        word = navigation(q.question) or next((w for h in q.hops if (w := navigation(h.sub_question))), None)
+        if word is None:
+            return None
+        hop = next((i for i, c in enumerate(clues) if navigation(c)), None)
+        return Failure("navigation", f"the question says {word!r}: it tells the solver to navigate instead of "
+                                     "stating a fact", hop)
 
     def _description(self, q: Question) -> Failure | None:
         desc = self.links.description(q.answer_page_id)

@@ -55,7 +55,21 @@ land lands closes close completes complete identify expect cite cites whose own 
 afterwards back click conceals containing fragment hence hidden hides hyperlink jump landed likewise masked
 meanwhile thence naming opens passing path phrases pull quoted quotes remarks saying see set sits starts thereafter
 visited called hop hops gap onward among discuss discusses talk talks continue connection section
+consider think take question concerns subject outset let us facts latter former associated connected ties
+related moreover further turn
 """.split())
+
+# Words that tell a solver to navigate (open a page, follow a link) rather than state a fact: the benchmarks
+# a student is judged on never use them, so no question may (the ``navigation`` validator).
+NAVIGATION = re.compile(r"(?<![^\W_])(?:links?|linked|linking|hyperlinks?|pages?|webpages?|articles?|entry|entries|"
+                        r"trails?|stops?|stopped|open|opens|opened|opening|follow|follows|followed|following|"
+                        r"click|clicks|clicked)(?![^\W_])", re.I)
+
+
+def navigation(text: str) -> str | None:
+    """The first navigation word of ``text`` (:data:`NAVIGATION`), or None."""
+    m = NAVIGATION.search(text or "")
+    return m.group(0) if m else None
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _TOKEN = re.compile(r"[^\W_]+")
@@ -211,5 +225,5 @@ def repeats_description(text: str, description: str | None, norm: str | None = N
     return next((c for c in description_cores(description) if f" {c} " in norm), None)
 
 
-__all__ = ["STOP", "PUZZLE", "sentences", "stem", "words", "content_words", "answer_tokens", "has_token", "Giveaways",
+__all__ = ["STOP", "PUZZLE", "NAVIGATION", "navigation", "sentences", "stem", "words", "content_words", "answer_tokens", "has_token", "Giveaways",
            "giveaways", "leaked", "description_cores", "repeats_description"]

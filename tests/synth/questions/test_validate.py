@@ -204,8 +204,8 @@ WOODS = {
        for i in range(12)},
 }
 WOOD_PATH, WOOD_TITLES = ["a", "b", "c", "e"], ["Alder", "Birch", "Cedar", "Europium"]
-BLURRY = ["Which coastal settlement does the previous page link to?", "Which forestry works does that place link to?",
-          "Which mineral deposit does the previous article mention?"]
+BLURRY = ["Which coastal settlement is it near?", "Which forestry works does that place deal with?",
+          "Which mineral deposit does that one work?"]
 
 
 @pytest.fixture
@@ -224,7 +224,7 @@ def _woods_q(text: str, subs: list[str] = BLURRY) -> Question:
 def test_blurry_clues_need_every_hop(woods):
     store, index = woods
     v = _validator(store, WOOD_PATH, index)
-    q = _woods_q("Start at Alder. It links to a coastal settlement. That links to forestry works. Then a mineral deposit. Which is it?")
+    q = _woods_q("Start at Alder. It is near a coastal settlement. That one deals with forestry works. Then a mineral deposit. Which is it?")
     assert v.check(q) is None
     assert (q.effective_depth, q.entry) == (3, None)
     assert [(d.nominal, d.effective) for d in v.depths] == [(3, 3)]
@@ -232,16 +232,16 @@ def test_blurry_clues_need_every_hop(woods):
 
 @pytest.mark.parametrize("hop, how, sub, sentence, entered", [
     # a verbatim quote of a later page, in the hop's sentence: one search enters at the page it is read on
-    (2, "quote", None, 'Then a mineral deposit: the page says "cuts logs for the mine on the moor".', 2),
+    (2, "quote", None, 'Then a mineral deposit: its text says "cuts logs for the mine on the moor".', 2),
     # a unique description (what the page itself says) as the sub-question: one search finds the page it leads to
     (1, "sub-question", "Which sawmill far to the east of the hills trades timber?", None, 1),
     # the same, in the hop's sentence
-    (0, "sentence", None, "It links to a coastal town that trades timber far to the east of the hills.", 1),
+    (0, "sentence", None, "It is near a coastal town that trades timber far to the east of the hills.", 1),
 ])
 def test_a_later_hop_one_search_finds_is_an_entry_point(woods, hop, how, sub, sentence, entered):
     store, index = woods
     v = _validator(store, WOOD_PATH, index)
-    sents = ["Start at Alder.", "It links to a coastal settlement.", "That links to forestry works.",
+    sents = ["Start at Alder.", "It is near a coastal settlement.", "That one deals with forestry works.",
              "Then a mineral deposit.", "Which is it?"]
     if sentence is not None:
         sents[hop + 1] = sentence
@@ -263,7 +263,7 @@ def test_the_whole_question_is_searched_too(tmp_path, corpus):
     from synth.tools.search import SearchIndex
 
     v = _validator(store, WOOD_PATH, SearchIndex.open(store.path("index")))
-    q = _woods_q("Start at Alder. It links to a coastal settlement. That links to forestry works. "
+    q = _woods_q("Start at Alder. It is near a coastal settlement. That one deals with forestry works. "
                  "Then a mineral deposit. Which is it?")
     f = v.check(q)
     assert f.reason == "enterable_hop" and "the whole question" in f.detail and "'Birch'" in f.detail
@@ -272,7 +272,7 @@ def test_the_whole_question_is_searched_too(tmp_path, corpus):
 
 def test_min_effective_depth_is_a_share_of_the_hops(woods):
     store, index = woods
-    text = ('Start at Alder. It links to a coastal settlement. That links to forestry works. Then a mineral deposit, '
+    text = ('Start at Alder. It is near a coastal settlement. That one deals with forestry works. Then a mineral deposit, '
             '"cuts logs for the mine". Which?')
     assert _validator(store, WOOD_PATH, index).check(_woods_q(text)).reason == "enterable_hop"
     # 1 of 3 hops left (the quote enters at page 2): enough for a floor of 0.3, not for 0.4; with 0 it is
@@ -281,3 +281,27 @@ def test_min_effective_depth_is_a_share_of_the_hops(woods):
         q = _woods_q(text)
         f = _validator(store, WOOD_PATH, index, min_depth=floor).check(q)
         assert (f is not None) == dropped and q.effective_depth == 1
+
+
+@pytest.mark.parametrize("text", [
+    "Start at Alder. Follow the link to a town. Which element is it?",
+    "Consider Alder. It trades with a town whose page names a gas. Which gas is it?",
+    "Consider Alder. The article on it mentions a town. Which element does the trail reach?",
+])
+def test_a_question_with_navigation_language_is_refused(tmp_path, corpus, text):
+    store = corpus(tmp_path, CHAIN, [("a", "b", "Birch"), ("b", "o", "Oxygen")])
+    path, titles = ["a", "b", "o"], ["Alder", "Birch", "Oxygen"]
+    subs = ["Which town sits by the river Bree?", "Which gas is traded with for timber?"]
+    failure = _validator(store, path).check(_q(path, titles, text, subs))
+    assert failure is not None and failure.reason == "navigation", failure
+
+
+def test_a_sub_question_with_navigation_language_is_refused_and_facts_pass(tmp_path, corpus):
+    store = corpus(tmp_path, CHAIN, [("a", "b", "Birch"), ("b", "o", "Oxygen")])
+    path, titles = ["a", "b", "o"], ["Alder", "Birch", "Oxygen"]
+    facts = "Consider Alder. It sits next to a market town. That town trades timber with a gas works. Which gas is it?"
+    v = _validator(store, path)
+    ok = v.check(_q(path, titles, facts, ["Which market town sits next to it?", "Which gas works trade timber?"]))
+    assert ok is None or ok.reason != "navigation", ok
+    bad = v.check(_q(path, titles, facts, ["Which town does the previous page link to?", "Which gas works trade timber?"]))
+    assert bad is not None and bad.reason == "navigation" and bad.hop == 0, bad
