@@ -20,7 +20,7 @@ from typing import Iterable
 import numpy as np
 import pyarrow.compute as pc
 
-from synth.questions.depth import Adversaries
+from synth.questions.depth import Adversaries, required
 from synth.graph.csr import CSRGraph, open_graph
 from synth.text.question_text import content_words
 
@@ -59,6 +59,24 @@ class LinkView:
         self._dwords: dict[str, set[str]] = {}
         self._dwords_text: dict[str, str] = {}
         self.lookups = 0
+        self._store = self._graph = None  # set by open(): what extend() reads
+
+    def extend(self, page_ids: Iterable[str]) -> None:
+        """Add ``page_ids`` (and their out-neighbours) to a view made by :meth:`open`: a walk routed
+        around a hop with no clue reaches pages its shard did not load."""
+        new = sorted({p for p in page_ids if (p, False) not in self._spans})
+        if not new or self._graph is None:
+            return
+        more = LinkView.open(self._store, self._graph, new)
+        base = len(self._names)
+        self._names.extend(more._names)
+        for key, (a, b) in more._spans.items():
+            self._spans[key] = (a + base, b + base)
+        for pid, i in more._row.items():
+            if pid not in self._row:
+                self._row[pid] = len(self._titles)
+                self._titles.append(more._titles[i])
+                self._descriptions.append(more._descriptions[i])
 
     @classmethod
     def open(cls, store, graph: CSRGraph, page_ids: Iterable[str], backward_ids: Iterable[str] = ()) -> "LinkView":
@@ -78,8 +96,10 @@ class LinkView:
         names = graph.page_ids.take(flat).to_pylist() if flat.size else []
         table = store.dataset("corpus/pages", hint="ingest").to_table(
             columns=["page_id", "title", "description"], filter=pc.field("page_id").isin(sorted(set(ids) | set(names))))
-        return cls(names, spans, table.column("page_id").to_pylist(), table.column("title").to_pylist(),
+        view = cls(names, spans, table.column("page_id").to_pylist(), table.column("title").to_pylist(),
                    pc.fill_null(table.column("description"), "").to_pylist())
+        view._store, view._graph = store, graph
+        return view
 
     def _outs(self, page_id: str) -> set[str]:
         out = self._out.get(page_id)
@@ -141,13 +161,21 @@ class ShardCorpus:
     :class:`LinkView` for neighbours, titles and descriptions, and the search index for the pages
     as the tools show them and for searches."""
 
-    def __init__(self, links: LinkView, index, k: int, adversaries=None):
+    def __init__(self, links: LinkView, index, k: int, adversaries=None, min_effective_depth: float = 1.0,
+                 facts_only: bool = False):
         self.links, self.index, self.k = links, index, k
+        self.facts_only = facts_only
+        self.min_effective_depth = min_effective_depth
         # The validators' adversaries when given: one memo of searches serves the writer and the checks.
         self.adversaries = adversaries if adversaries is not None else Adversaries(index, k)
         self._pages: dict[str, dict | None] = {}
         self._rarity: dict[str, float] = {}
         self._titles: dict[str, bool] = {}
+
+    def free(self, hops: int) -> int:
+        """Chain pages after the start that one search may enter in a question of ``hops`` hops
+        (``questions.min_effective_depth``: 0 when every hop is needed)."""
+        return hops - required(hops, self.min_effective_depth)
 
     def neighbours(self, page_id: str, backward: bool) -> list[str]:
         return self.links.neighbours(page_id, backward)

@@ -34,13 +34,13 @@ from typing import Iterator
 import inflect
 
 from synth.engine.seeding import derive_seed
-from synth.teacher.oracle.frames import hop_sentence, relation, sub_question
+from synth.teacher.oracle.frames import hop_sentence, relation as relation_words, sub_question
 from synth.teacher.tasks import CorpusView
 from synth.text.clues import (ambiguous_with, definition, head_noun, keywords, matches, phrases, proper_case,
                               relation_holds, sentence_with)
-from synth.text.question_text import Giveaways, content_words, repeats_description
+from synth.text.parse import Relation, is_noun_phrase, prefetch, relation
+from synth.text.question_text import Giveaways, content_words, navigation, repeats_description
 
-MAX_RELATIONS = 2  # relation words tried per phrase
 _ENGINE = inflect.engine()
 
 
@@ -53,9 +53,9 @@ def plural_head(phrase: str) -> bool:
 @lru_cache(maxsize=1 << 15)
 def article(phrase: str) -> str:
     """``phrase`` with "a" or "an" ("an Italian painter", "an 18th-century poet", "a 1990s film"); a
-    plural one as a page on a class ("a page on organic compounds")."""
+    plural one as one of a class ("one of the organic compounds")."""
     if plural_head(phrase):
-        return "a page on " + phrase
+        return "one of the " + phrase
     if phrase.split(" ", 1)[0].lower() in ("something", "anything", "everything", "someone", "anyone"):
         return phrase  # "something that has mass and volume" takes no article
     digits = re.match(r"\d+", phrase)
@@ -71,7 +71,7 @@ class HopClue:
     """A hop's clue as the question writes it."""
 
     phrase: str  # the description phrase, without its article
-    relation: str | None  # the relation word, if any
+    relation: str | None  # the relation's content word ("flows"), if the previous entity's sentence gave one
     sub_question: str
     sentence: str
 
@@ -85,6 +85,7 @@ class HopContext:
     later: list[Giveaways]  # the names and tokens of chain[i + 1:], never to be written
     seed: int
     short: bool = False  # the shortest frames (a repair of a question too long)
+    free: int = 0  # chain pages 1..free may be entered by a search (questions.min_effective_depth allows it)
 
     @property
     def here(self) -> dict:
@@ -103,9 +104,13 @@ class ClueMaker:
         self._hits: dict[tuple, list[str]] = {}
         self._defs: dict[str, str] = {}
         self._phrases: dict[str, list] = {}  # page id -> its definition's phrases
-        self._topics: dict[tuple[str, str], list] = {}  # (page, linked page) -> words of the linking sentence
+        self._relations: dict[tuple[str, str], Relation | None] = {}  # (page, linked page) -> what its text states
+        self._prefetched: set[str] = set()
         self._given: dict[tuple, bool] = {}  # (giveaways' key, word) -> whether the word names the entity
         self.searches = 0
+        # A hop whose text states no relation a parser reads gets a generic one ("is associated with") only
+        # when this is off: with it on (the questions stage's default), every hop states a fact.
+        self.facts_only = bool(getattr(corpus, "facts_only", False))
 
     # ---- what the checks read ---------------------------------------------------------------
     def search(self, text: str) -> list[str]:
@@ -132,41 +137,24 @@ class ClueMaker:
         return self._defs[page_id]
 
     # ---- candidates ---------------------------------------------------------------------------
-    def relations(self, h: HopContext, phrase_words: frozenset[str]) -> list[str]:
-        """Words of the sentence where the current page links to the bridge that name a topic, nearest
-        the link first (the solver reads that sentence where it stands)."""
-        out: list[str] = []
-        for w, words in self._topic_words(h.here["page_id"], h.here["title"], h.bridge["page_id"], h.bridge["title"]):
-            if words & phrase_words or w.lower() in {o.lower() for o in out}:
-                continue
-            if any(self._gives_away(g, w) for g in h.later):
-                continue
-            out.append(w)
-            if len(out) == MAX_RELATIONS:
-                break
-        return out
-
-    def _topic_words(self, here: str, here_title: str, bridge: str, bridge_title: str
-                     ) -> list[tuple[str, frozenset[str]]]:
-        """The words of the sentence where ``here`` links to ``bridge`` that are a page's title, nearest the
-        link first, with their content words (read once per link: every phrase of the hop asks)."""
-        key = (here, bridge)
-        if key not in self._topics:
-            text, anchors = self._text(here)
-            anchor = anchors.get(bridge)
-            sentence = sentence_with(text, anchor) if anchor else ""
-            found = []
-            if sentence:
-                at = sentence.lower().find(anchor.lower())
-                own = content_words(here_title) | content_words(bridge_title)
-                for m in re.finditer(r"[^\W\d_]{4,}", sentence):
-                    w = m.group(0)
-                    words = content_words(w)
-                    if not words or words & own or w.lower() in anchor.lower() or not self.corpus.is_title(w):
-                        continue
-                    found.append((abs(m.start() - at), proper_case(w, sentence), frozenset(words)))
-            self._topics[key] = [(w, words) for _, w, words in sorted(found, key=lambda f: (f[0], f[1]))]
-        return self._topics[key]
+    def connector(self, h: HopContext) -> Relation | None:
+        """What the current entity's text states between it and the bridge (:func:`synth.text.parse.relation`),
+        unless it names a later entity or holds navigation language."""
+        key = (h.here["page_id"], h.bridge["page_id"])
+        if key not in self._relations:
+            text, anchors = self._text(h.here["page_id"])
+            if h.here["page_id"] not in self._prefetched:  # every sentence that names a link, in one batch
+                self._prefetched.add(h.here["page_id"])
+                prefetch(s for s in (sentence_with(text, a) for a in anchors.values()) if s)
+            anchor = anchors.get(h.bridge["page_id"])
+            rel = relation(sentence_with(text, anchor), anchor) if anchor else None
+            if rel is not None and navigation(rel.words):
+                rel = None
+            self._relations[key] = rel
+        rel = self._relations[key]
+        if rel is not None and any(self._gives_away(g, w) for g in h.later for w in rel.words.split()):
+            return None
+        return rel
 
     def _gives_away(self, g, word: str) -> bool:
         key = (g.key, word)
@@ -174,39 +162,44 @@ class ClueMaker:
             self._given[key] = g.find(word) is not None
         return self._given[key]
 
-    def candidates(self, h: HopContext) -> Iterator[tuple[str, str | None]]:
-        """(phrase, relation word) pairs in the order they are tried: coarsest first (module docstring).
-
-        A phrase alone comes before it with a relation word, and a relation word counts as one more
-        word: "a country" (1), then "a landlocked country" and "a country, in a passage on the Alps" (2).
-        """
+    def candidates(self, h: HopContext) -> Iterator[tuple[str, Relation | None]]:
+        """(phrase, relation) pairs in the order they are tried: every phrase with the relation the current
+        entity's text states (a fact), coarsest first, then, unless ``facts_only``, every phrase with a generic
+        relation.  A phrase that a parser does not
+        read as a whole noun phrase (:func:`synth.text.parse.is_noun_phrase`), or that holds navigation
+        language, is never tried."""
         text = self._text(h.bridge["page_id"])[0]
-        out = []
         pid = h.bridge["page_id"]
         if pid not in self._phrases:
             self._phrases[pid] = phrases(self.definition(pid, h.bridge.get("description")), rarity=self.corpus.rarity)
-        for rank, p in enumerate(self._phrases[pid]):
+        conn = self.connector(h)
+        usable = []
+        for p in self._phrases[pid]:
             first, _, rest = p.text.partition(" ")
             phrase = " ".join(x for x in (proper_case(first, text), rest) if x)
-            out.append((p.size, rank, 0, phrase, None))
-            out += [(p.size + 1, rank, j, phrase, w) for j, w in enumerate(self.relations(h, p.words), start=1)]
-        for *_, phrase, w in sorted(out, key=lambda c: c[:3]):
-            yield phrase, w
+            if not navigation(phrase):
+                usable.append(phrase)
+        if conn is not None:
+            for phrase in usable:
+                yield phrase, conn
+        if not self.facts_only:
+            for phrase in usable:
+                yield phrase, None
 
     # ---- the checks ---------------------------------------------------------------------------
-    def compose(self, h: HopContext, phrase: str, rel_word: str | None) -> HopClue:
+    def compose(self, h: HopContext, phrase: str, conn: Relation | None) -> HopClue:
         """The candidate's sub-question and sentence, worded by its own seeded stream."""
-        rnd = random.Random(derive_seed(h.seed, "oracle-frame", h.i, phrase, rel_word or ""))
-        rel = relation(rel_word, rnd)
+        rnd = random.Random(derive_seed(h.seed, "oracle-frame", h.i, phrase, conn.words if conn else ""))
+        rel = relation_words(conn.words if conn else None, rnd)
         sub = sub_question(phrase, rel, rnd)
-        if plural_head(phrase):
-            sub = sub.replace(f"{phrase} is linked", f"{phrase} are linked")  # "What organic compounds are linked ..."
-        return HopClue(phrase, rel_word, sub, hop_sentence(article(phrase), rel, rnd, short=h.short))
+        return HopClue(phrase, conn.word if conn else None, sub, hop_sentence(article(phrase), rel, rnd, short=h.short))
 
     def problem(self, h: HopContext, clue: HopClue) -> str | None:
         """Why ``clue`` cannot be this hop's clue, or None (the checks of the module docstring)."""
         chain, bridge, answer = h.chain, h.bridge, h.chain[-1]
         said = f"{clue.sub_question} {clue.sentence}"
+        if navigation(said):
+            return "navigation language"
         bare = clue.phrase + (f" {clue.relation}" if clue.relation else "")
         if any(g.find(bare) for g in h.later):
             return "names a later entity"
@@ -230,7 +223,7 @@ class ClueMaker:
         rivals = [(self.corpus.title(p), self.corpus.description(p)) for p in others if p not in chain_ids]
         if ambiguous_with(content_words(said), bridge.get("description") or "", rivals, known) is not None:
             return "covers another page's description"
-        entry = {e["page_id"] for e in chain[1:]}
+        entry = {e["page_id"] for e in chain[h.free + 1:]}
         # The clue alone (with its relation word and without, as written and as keywords), its sub-question
         # and its sentence.
         alone = (bare, clue.phrase, keywords(bare), keywords(clue.phrase), clue.sub_question, clue.sentence)
@@ -246,9 +239,12 @@ class ClueMaker:
         next after those, or the last one that qualifies when no other does."""
         why: list[str] = []
         passed, last = 0, None
-        for phrase, rel in self.candidates(h):
-            clue = self.compose(h, phrase, rel)
+        for phrase, conn in self.candidates(h):
+            clue = self.compose(h, phrase, conn)
+            rel = conn.words if conn else None
             bad = self.problem(h, clue)
+            if bad is None and not is_noun_phrase(article(phrase)):  # parsed last: the costliest check
+                bad = "not a noun phrase"
             if bad is None:
                 passed += 1
                 last = clue

@@ -1,20 +1,22 @@
 """The oracle's phrasing: sentence frames for the opener, every hop, the closer and the sub-questions.
 
-A hop's sentence says where the next page is, seen from the current one, and what it is:
-"From there, that article links to an organic compound, in a passage on anatomy."  The
-clue is a blurry phrase (:mod:`synth.text.clues`), never a quote of page text.  Each
-sentence is assembled from independent parts (a lead-in, a way to refer to the current
-page, a verb, an optional relation, a tail), so the questions use thousands of sentence
-shapes rather than a handful, and a student trained on them learns to read clues, not a
+A hop's sentence states a fact about the entity reached so far, as that entity's own text states it,
+with the next entity blurred to a description: "In turn, it flows through a country in Europe."  The
+relation ("flows through") is what a parser reads in the sentence where the previous entity's text
+names the next one (:func:`synth.text.parse.relation`); the clue is a blurry phrase
+(:mod:`synth.text.clues`), never a quote of a whole passage.  No frame tells the solver to open a page
+or follow a link: the question is about facts between entities, as the benchmarks ask them.  Each
+sentence is assembled from independent parts (a lead-in, a way to refer to the entity reached, the
+relation, the clue), so the questions vary, and a student trained on them learns to read clues, not a
 template.  Every word a frame adds that is not a function word belongs to
-:data:`synth.text.question_text.PUZZLE`, so the validators never mistake a frame's words
-for a clue about an entity (a test checks this).
+:data:`synth.text.question_text.PUZZLE`, so the validators never mistake a frame's words for a clue
+about an entity (a test checks this).
 
 The text contract the oracle agent reads (:mod:`synth.teacher.oracle.reading`): the first
 sentence holds the start entity's exact title; then one sentence per hop, in chain order,
-each saying that the current page links to the next one; the last sentence asks for the
-final entity.  A relation word follows one of :data:`RELATIONS`' connectors, at the end of
-the clue.  Nothing here adds ``.``,
+each "{lead}{ref} {relation} {article} {phrase}."; the last sentence asks for the final entity.
+The relation holds no "a", "an" or "one", so the description starts at the last of them.
+Nothing here adds ``.``,
 ``!`` or ``?`` inside a sentence, so :func:`synth.text.question_text.sentences` splits
 them back.
 """
@@ -24,49 +26,26 @@ from __future__ import annotations
 import random
 
 OPENERS = [
-    "Start from the Wikipedia article on {t}.", "Begin with the article about {t}.", "Open the article on {t}.",
-    "Your starting point is the page titled {t}.", "The trail starts at the article {t}.",
-    "First, look up the entry for {t}.", "Take the article on {t} as the first stop.",
-    "Go to the Wikipedia page for {t}.", "The chain opens with the article on {t}.",
-    "Read the encyclopedia entry on {t} first.", "Find the page named {t}.", "We begin at the article {t}.",
-    "Pull up the article about {t} to start.", "The first page to open is {t}.", "Set out from the article on {t}.",
-    "Start at the entry titled {t}.", "Look up {t} on Wikipedia.", "Your first page is the one on {t}.",
-    "Open the Wikipedia entry {t}.", "The search begins with the page on {t}.",
+    "Consider {t}.", "Think of {t}.", "Take {t}.", "This question concerns {t}.", "We begin with {t}.",
+    "Begin with {t}.", "The first entity here is {t}.", "Our subject is {t}.", "Think about {t}.",
+    "Here is a chain of facts that begins with {t}.", "Start with {t}.", "The subject at the outset is {t}.",
+    "Let us begin with {t}.", "First, consider {t}.", "The question begins with {t}.",
 ]
-# Frame words are function words or puzzle words that few pages hold, so that a search for a hop's
-# sentence is a search for its clue (the effective-depth searches, synth.questions.depth).
-LEADS = ["", "", "Next, ", "Then ", "From there, ", "After that, ", "Now ", "Onward: ", "Further on, ",
-         "Thence, ", "Afterwards, ", "Hence ", "Next up, ", "Thereafter, ", "Once there, ", "At that point, ",
-         "From that point, "]
-REFS = ["that article", "this page", "the page you reach", "that entry", "the article you land on", "this entry",
-        "the latest page", "that page", "the current article", "this article", "the page you landed on",
-        "the entry you reached", "the article you are on", "the page now open", "the current entry",
-        "the latest article", "the article just reached"]
-VERBS = ["links to", "mentions", "refers to", "names", "points to", "cites", "leads to", "has a link to",
-         "contains a link to", "includes a link to"]
-FORWARD = ["{ref} {verb} {clue}", "among the pages {ref} links to is {clue}", "one of the links on {ref} leads to {clue}",
-           "follow the link from {ref} to {clue}", "from {ref}, go on to {clue}",
-           "{ref} has a link that leads to {clue}", "somewhere in {ref} there is a link to {clue}",
-           "look among the links of {ref} for {clue}", "{ref} mentions, among other pages, {clue}",
-           "find the link in {ref} that leads to {clue}"]
-# A relation word closes the clue, after one of these connectors.
-RELATIONS = [" in a passage on {w}", ", where it discusses {w}", " in connection with {w}", ", in its section on {w}",
-             " when it talks about {w}"]
-CONNECTORS = tuple(r.split("{w}")[0].lstrip(", ") for r in RELATIONS)
-TAILS = ["", "", "", "; go there next", "; open it", "; that is the next stop", ", the next stop",
-         "; continue from there", "; that page is next", "; that is where the trail goes", "; read it next",
-         ", which is next", "; the trail continues there"]
-CLOSERS = ["what is the title of the page you reach last?", "which article does this final link lead to?",
-           "name the entity at the end of the trail.", "what page do you land on at the end?",
-           "what is the final article called?", "where does the chain end?", "which page closes the chain?",
-           "what is the name of the last entity?", "which article is the last stop?",
-           "name the page the final link opens.", "what do you reach at the end?",
-           "which Wikipedia article completes the chain?", "identify the final page of this chain.",
-           "what entity ends this path?"]
+# A hop's sentence states a fact about the entity reached so far: "{ref} {relation} {clue}", the relation
+# being what the previous entity's own text says ("flows through", "was founded by"), or, when its text
+# relates the two by no verb or noun a parser finds, one of GENERIC.  Frame words are function words or
+# puzzle words (synth.text.question_text.PUZZLE), so that a search for a hop's sentence is a search for
+# its clue and its relation (the effective-depth searches, synth.questions.depth).
+LEADS = ["", "", "", "In turn, ", "Moreover, ", "And ", "Further, ", "Next, ", "Then ", "After that, "]
+REFS = ["it", "this one", "the latter", "that one", "it", "this entity", "that entity"]
+GENERIC = ["is associated with", "is connected with", "has ties to", "is related to"]
+CLOSERS = ["what is the name of the last one?", "what is it called?", "name it.", "who or what is it?",
+           "what is the final one called?", "identify it by name.", "what is its name?",
+           "which entity is this?", "name this last entity.", "what is the name of this final entity?"]
 CLOSER_LEADS = ["", "So, ", "Finally, ", "In the end, ", "At last, "]
-# Sub-questions are the clue alone, in few and rare frame words, so that a search for one is a search for its clue.
-SUB_FORWARD = ["Which {p} does the previous page link to{r}?", "What {p} is linked from the previous article{r}?",
-               "Which {p} does that article mention{r}?", "What {p} does the page refer to{r}?"]
+# Sub-questions are the clue and its relation alone, in few frame words, so that a search for one is a
+# search for its clue.
+SUB_FORWARD = ["What is the {p} that it {r}?", "Which {p} is it that it {r}?"]
 
 
 def _cap(s: str) -> str:
@@ -78,19 +57,19 @@ def opener(title: str, rnd: random.Random) -> str:
     return rnd.choice(OPENERS).format(t=title)
 
 
-def relation(word: str | None, rnd: random.Random) -> str:
-    """The relation part of a clue (``""`` without a relation word)."""
-    return rnd.choice(RELATIONS).format(w=word) if word else ""
+def relation(words: str | None, rnd: random.Random) -> str:
+    """The relation part of a hop's sentence: the relation ``words`` a parser read in the previous entity's
+    sentence ("flows through"), or a generic one when there are none."""
+    return words if words else rnd.choice(GENERIC)
 
 
 def hop_sentence(clue: str, rel: str, rnd: random.Random, short: bool = False) -> str:
     """One hop's sentence: ``clue`` is the phrase with its article ("an organic compound"), ``rel``
     what :func:`relation` gave; ``short`` takes the shortest frame."""
-    lead, ref, tail, forward, verb = rnd.choice(LEADS), rnd.choice(REFS), rnd.choice(TAILS), rnd.choice(FORWARD), \
-        rnd.choice(VERBS)
+    lead, ref = rnd.choice(LEADS), rnd.choice(REFS)
     if short:
-        lead, ref, tail, forward, verb = "", "it", "", FORWARD[0], VERBS[0]
-    return _cap(lead + forward.format(ref=ref, verb=verb, clue=clue) + rel + tail) + "."
+        lead, ref = "", "it"
+    return _cap(f"{lead}{ref} {rel} {clue}") + "."
 
 
 def closer(rnd: random.Random) -> str:
@@ -99,18 +78,18 @@ def closer(rnd: random.Random) -> str:
 
 
 def sub_question(phrase: str, rel: str, rnd: random.Random) -> str:
-    """The hop's own question: the clue alone (``phrase`` without its article), naming no entity."""
-    return rnd.choice(SUB_FORWARD).format(p=phrase, r=rel.replace(",", ""))
+    """The hop's own question: the clue and its relation alone (``phrase`` without its article)."""
+    return rnd.choice(SUB_FORWARD).format(p=phrase, r=rel)
 
 
 def frame_words() -> str:
     """Every frame's text with its slots removed (what the PUZZLE-words test reads)."""
-    parts = OPENERS + LEADS + REFS + VERBS + FORWARD + RELATIONS + TAILS + CLOSERS + CLOSER_LEADS + SUB_FORWARD
+    parts = OPENERS + LEADS + REFS + GENERIC + CLOSERS + CLOSER_LEADS + SUB_FORWARD
     out = " ".join(parts)
-    for slot in ("{t}", "{ref}", "{verb}", "{clue}", "{w}", "{p}", "{r}"):
+    for slot in ("{t}", "{p}", "{r}"):
         out = out.replace(slot, " ")
     return out
 
 
-__all__ = ["CONNECTORS", "opener", "relation", "hop_sentence", "closer", "sub_question",
+__all__ = ["GENERIC", "REFS", "LEADS", "opener", "relation", "hop_sentence", "closer", "sub_question",
            "frame_words"]

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from synth.teacher.oracle.frames import CONNECTORS
+from synth.teacher.oracle.frames import GENERIC, LEADS, REFS
 from synth.text.clues import head_noun, keywords, matches
 from synth.text.question_text import PUZZLE, content_words
 from synth.tools.analysis import STOP_WORDS, analyze, query_terms
@@ -30,7 +30,9 @@ _ABBREV = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "mt", "vs", "etc", "no", "
            "u.s", "u.k", "ca", "c", "approx", "fig", "vol", "ft", "lt", "gen", "col", "prof", "rev"}
 _STARTERS = {"then", "next", "now", "from", "after", "once", "continuing", "following", "moving", "further", "finally",
              "so", "this", "its", "what", "which", "where", "who", "name", "start", "begin", "open", "look", "go",
-             "take", "read", "find", "your", "we", "set", "pull", "identify", "somewhere", "another", "some"}
+             "take", "read", "find", "your", "we", "set", "pull", "identify", "somewhere", "another", "some",
+             "moreover", "and", "in", "it", "that", "the", "consider", "think", "our", "here", "let", "first", "at",
+             "who", "identify", "further"}
 FUNCTION_WORDS = frozenset(STOP_WORDS) | {"its", "was", "were", "has", "had", "have", "also", "which", "who", "whom",
                                  "from", "than", "he", "she", "his", "her", "him", "one", "other", "where", "when"}
 # (the index's stop words and a few more: words that never start or end a page's name)
@@ -133,21 +135,29 @@ class Clue:
         return len(self.words & content_words(definition)) / len(self.words)
 
 
-_ARTICLE = re.compile(r"\b(?:an?|a page on)\s+(.+?)(?=[;.]|$)")
+_ARTICLE = re.compile(r"\b(?:an?|one of the)\s+(.+?)(?=[;.]|$)")
+_LAST_ARTICLE = re.compile(r"(?i).*\b(an?|one of the)\s+")
+_FRAME_START = re.compile("^(?:" + "|".join(sorted({re.escape(l.strip(" ,")) for l in LEADS if l.strip()}, key=len,
+                                                   reverse=True)) + r")\b,?\s*", re.I)
+_REF = re.compile("^(?:" + "|".join(sorted({re.escape(r) for r in REFS}, key=len, reverse=True)) + r")\b\s*", re.I)
+_GENERIC = {g.lower() for g in GENERIC}
 
 
 def read_clue(sentence: str) -> Clue:
-    """A hop sentence read as a :class:`Clue`."""
-    body = sentence.split(";", 1)[0]
+    """A hop sentence read as a :class:`Clue` (the contract of :mod:`synth.teacher.oracle.frames`): the
+    description starts at the last article; the words between the reference and it are the relation,
+    whose last content word is the word the previous entity's sentence holds (none for a generic one)."""
+    body = sentence.split(";", 1)[0].strip().rstrip(".?!")
+    m = _LAST_ARTICLE.match(body)
+    if m is None:
+        return Clue(sentence, body, None, frozenset(content_words(body)))
+    kind = body[m.start(1):]
+    head = _REF.sub("", _FRAME_START.sub("", body[:m.start(1)].strip()), count=1).strip(" ,")
     relation = None
-    for conn in CONNECTORS:
-        at = body.lower().find(conn)
-        if at >= 0:
-            rel = re.split(r"[;,.]", body[at + len(conn):], maxsplit=1)[0].strip()
-            relation = rel or None
-            body = body[:at]
-            break
-    return Clue(sentence, body, relation, frozenset(content_words(body)))
+    if head.lower() not in _GENERIC:
+        words = [w for w in re.findall(r"[^\W\d_]+", head) if content_words(w)]
+        relation = words[-1] if words else None
+    return Clue(sentence, kind, relation, frozenset(content_words(kind)))
 
 
 def start_name(opening: str) -> str:

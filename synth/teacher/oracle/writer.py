@@ -65,14 +65,15 @@ def _compose(chain: list[dict], seed: int, maker: ClueMaker, fixed: frozenset[in
     """:func:`chain_question`'s loop: the text, the hops, and the candidates passed over per hop for the
     whole question's sake (``movable``: the hops whose clue that may change; None: any)."""
     gives = [giveaways(e) for e in chain]
-    where = {e["page_id"]: j for j, e in enumerate(chain) if j >= 1}
+    free = entry_allowance(maker.corpus, len(chain) - 1)
+    where = {e["page_id"]: j for j, e in enumerate(chain) if j >= free + 1}
     skips = dict(skips)
     for _ in range(WHOLE_TRIES):
         phrasing = random.Random(derive_seed(seed, "oracle-phrasing", 0))
         parts = [opener(chain[0]["title"], phrasing)]
         hops = []
         for i in range(len(chain) - 1):
-            h = HopContext(chain, i, gives[i + 1:], seed, short)
+            h = HopContext(chain, i, gives[i + 1:], seed, short, free)
             clue, why = maker.choose(h, fix=i in fixed, skip=skips.get(i, 0))
             if clue is None:
                 raise NoClue(i, chain[i + 1]["title"], why)
@@ -89,6 +90,13 @@ def _compose(chain: list[dict], seed: int, maker: ClueMaker, fixed: frozenset[in
         skips[hop] = skips.get(hop, 0) + 1
     title = chain[max(found)]["title"]
     raise NoClue(hop, chain[hop + 1]["title"], [f"one search for the whole question finds {title!r}"])
+
+
+def entry_allowance(corpus: CorpusView, hops: int) -> int:
+    """How many chain pages after the start a search may enter for a question of ``hops`` hops: what
+    ``questions.min_effective_depth`` allows (the corpus view's ``free``; 0, every hop needed, without it)."""
+    free = getattr(corpus, "free", None)
+    return free(hops) if callable(free) else 0
 
 
 def clued_chain(entities: list[dict], links: list[Evidence], min_hops: int, rnd: random.Random, seed: int,
@@ -124,7 +132,8 @@ def clued_chain(entities: list[dict], links: list[Evidence], min_hops: int, rnd:
         if key in failed:
             return False
         left[0] -= 1
-        clue, why = maker.choose(HopContext(chain, i, [giveaways(by_id[n])], seed, short))
+        clue, why = maker.choose(HopContext(chain, i, [giveaways(by_id[n])], seed, short,
+                                            entry_allowance(corpus, min_hops)))
         if clue is None:
             failed[key] = (i, by_id[n]["title"], why)
         return clue is not None

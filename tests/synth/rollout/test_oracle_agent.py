@@ -202,13 +202,14 @@ def test_turn_texts_vary_and_name_their_reasons(world) -> None:
 
 
 def test_reading_the_contract() -> None:
-    q = QuestionView.parse("Open the article on Mary I. Then that page links to an English queen, in a passage on "
-                           "reign; go there next. Among the pages this page links to is a 16th-century palace. "
-                           "Which page closes the chain?")
-    assert q.opening == "Open the article on Mary I." and q.start == "Mary I"
+    q = QuestionView.parse("Consider Mary I. In turn, the latter was succeeded by an English queen. That one was "
+                           "born in one of the 16th-century palaces. What is the name of the last one?")
+    assert q.opening == "Consider Mary I." and q.start == "Mary I"
     first, second = q.clues
-    assert first.relation == "reign" and first.words == frozenset({"english", "queen"})
+    assert first.relation == "succeeded" and first.words == frozenset({"english", "queen"})
     assert first.described == "an English queen"
-    assert second.relation is None and second.fits("Royal palace built in 1515") and not second.fits("Royal palace")
+    assert second.relation == "born" and second.fits("Royal palace built in 1515") and not second.fits("Royal palace")
+    generic = QuestionView.parse("Think of Mary I. It is associated with a royal palace. Name it.").clues[0]
+    assert generic.relation is None and generic.described == "a royal palace"
     assert start_name("Look up Supply and demand on Wikipedia.") == "Supply and demand"
     assert start_name("Start from the Wikipedia article on The Hague.") == "The Hague"
