@@ -41,6 +41,15 @@ class QuestionsConfig(Section):
     from_walks: bool = Field(True, description="Write one question per walk (through every entity of the path).")
     from_subgraphs: bool = Field(True, description="Also write one question per expanded subgraph, when `subgraphs` exists.")
     min_subgraph_hops: int = Field(3, ge=1, description="A subgraph question must chain at least this many links.")
+    route: bool = Field(True, description="Clue-aware walks: before a teacher writes a walk's question, re-route each hop "
+                        "that has no clue through another link of the same page that has one and leads on (the oracle's "
+                        "clue checks are the measure), and end on a named entity where one can be clued; a walk with no "
+                        "such route is written as walked (needs the `index`).")
+    facts_only: bool = Field(False, description="The oracle states every hop as a fact its previous entity's text "
+                             "states (a relation a parser reads: \"flows through\", \"was founded by\"). Off (the default), a "
+                             "hop whose every stated relation one search finds takes a generic one (\"is associated "
+                             "with\"): a stated fact quotes the previous entity's text, which a search finds.")
+    route_budget: int = Field(48, ge=1, le=10000, description="Clue checks one walk's routing may spend before it gives up.")
     min_words: int = Field(8, ge=1, description="Shorter questions are dropped (`length`).")
     max_words: int = Field(220, ge=1, description="Longer questions are dropped (`length`); also told to the teacher.")
     obfuscate: bool = Field(False, description="Rewrite pass that blurs entity names into descriptions (WebSailor/ASearcher).")

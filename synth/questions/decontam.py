@@ -79,9 +79,17 @@ class Screen:
     def drop_sources(self, sources: list, start: int, funnel: Any, tally: Tally) -> list:
         """The shard's sources (positions from ``start``) that retrace no benchmark question; the others
         are dropped (``contaminated_path`` / ``contaminated_entity``) before any teacher call."""
+        return self._drop(sources, start, self.verdicts, funnel, tally)
+
+    def drop_routed(self, sources: list, funnel: Any, tally: Tally) -> list:
+        """:meth:`drop_sources` for sources whose path changed after the screen was made (walks re-routed by
+        :mod:`synth.questions.route`): a new path is screened as any path is, before any teacher call."""
+        return self._drop(sources, 0, contaminated(self.index, sources), funnel, tally)
+
+    def _drop(self, sources: list, start: int, verdicts: dict, funnel: Any, tally: Tally) -> list:
         out = []
         for i, src in enumerate(sources, start):
-            hit = self.verdicts.get(i)
+            hit = verdicts.get(i)
             if hit is None:
                 out.append(src)
                 continue

@@ -25,7 +25,7 @@ from typing import Callable
 
 import pyarrow.parquet as pq
 
-from synth.text.answers import is_correct, normalize_answer
+from synth.text.answers import is_correct, mentions, normalize_answer
 from synth.engine.stage import Shards, ShardSummary, StageContext, StageResult, summary_failed_items
 from synth.text.question_text import leaked
 from synth.teacher.tasks import CLOSED_BOOK, OBFUSCATE, QUESTION, REPAIR, SOLVABLE, SUBGRAPH_QUESTION, Source, Task
@@ -34,6 +34,8 @@ from synth.decontam.tally import Tally, merge as merge_tallies, report as decont
 from synth.questions.decontam import Screen
 from synth.questions.depth import Depth, by_adversary, summary as depth_summary
 from synth.questions.links import LinkView, ShardCorpus, load_graph
+from synth.questions.route import RouteStats, Router
+from synth.questions.style import depth_by_source, style as question_style
 from synth.questions.skeletons import count_skeletons, vocabulary
 from synth.questions.sources import load_sources, page_meta
 from synth.questions.validate import Validator
@@ -87,7 +89,7 @@ def _corpus(ctx: StageContext, validator: Validator) -> ShardCorpus | None:
     if not ctx.store.exists("index"):
         return None
     return ShardCorpus(validator.links, _index(ctx), search_depth(ctx.cfg.questions, ctx.cfg.tools),
-                       validator.depth.adversaries)
+                       validator.depth.adversaries, ctx.cfg.questions.min_effective_depth, ctx.cfg.questions.facts_only)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class QuestionsShard(ShardSummary):
     kept_adversaries: dict[str, dict] = field(default_factory=dict)
     teacher: dict | None = None
     paid_calls: int = 0
+    routing: dict = field(default_factory=dict)
 
 
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> QuestionsShard:
@@ -123,7 +126,17 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> QuestionsShard:
     validator = _validator(ctx, sources)
     bar = ctx.shared_bar("write", len(_sources(ctx)), "questions")
     bar.update(n_in - len(sources))  # the screened sources are done: they get no question
-    kept = write_questions(ctx, teacher, sources, funnel, validator, repairs, bar, _corpus(ctx, validator))
+    corpus = _corpus(ctx, validator)
+    routing = RouteStats()
+    if qcfg.route and corpus is not None:
+        walked = {s.source_id: s for s in sources}
+        sources, routing = _route(sources, corpus, qcfg.route_budget)
+        if screen is not None:  # a re-routed walk is screened again: its new path may retrace a benchmark
+            moved = [s for s in sources if s is not walked.get(s.source_id)]
+            kept_moved = {id(s) for s in screen.drop_routed(moved, funnel, tally)}
+            bar.update(len(moved) - len(kept_moved))
+            sources = [s for s in sources if s is walked.get(s.source_id) or id(s) in kept_moved]
+    kept = write_questions(ctx, teacher, sources, funnel, validator, repairs, bar, corpus)
     if qcfg.obfuscate:
         kept = _obfuscate(ctx, teacher, kept, funnel, validator)
     if screen is not None:  # the final text, before the checks that ask the teacher again
@@ -146,6 +159,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> QuestionsShard:
         depths=[[d.nominal, d.effective, d.by_adversary] for d in validator.depths],
         kept_adversaries={q.question_id: validator.depth_of[q.question_id].by_adversary
                           for _, q in kept if q.question_id in validator.depth_of},
+        routing=routing.as_dict(),
         **shard_usage(teacher))
 
 
@@ -183,6 +197,7 @@ def finish(ctx: StageContext, summaries: list[QuestionsShard]) -> StageResult:
     extra = {"kinds": dict(Counter(q.kind for q in kept)), "shards": len(summaries),
              "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION, REPAIR)},
              "repairs": _merged_repairs(summaries), "validators": _merged_validators(summaries),
+             "routing": _merged_routing(summaries), "style": _style(ctx, kept),
              "phrasing": _phrasing(ctx, kept), "depth": _depth_report(kept, summaries, ctx.cfg.questions.adversaries),
              **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
     screen = _screen(ctx)
@@ -200,12 +215,19 @@ def _depth_report(kept: list[Question], summaries: list[QuestionsShard], adversa
     checked = [d for s in summaries for d in s.depths or []]
     kept_by = {qid: by for s in summaries for qid, by in (s.kept_adversaries or {}).items()}
     return {"kept": depth_summary(measured), "checked": depth_summary([(d[0], d[1]) for d in checked]),
+            "by_source": depth_by_source(kept),
             "adversaries": {
                 "names": list(adversaries),
                 "checked": by_adversary([Depth(d[0], d[1], None, d[2]) for d in checked]),
                 "kept": by_adversary([Depth(len(q.hops), q.effective_depth, None, kept_by[q.question_id])
                                       for q in kept if q.question_id in kept_by])}}
 
+
+
+def _style(ctx: StageContext, kept: list[Question]) -> dict:
+    """:func:`synth.questions.style.style` of the kept questions, their answer pages' leads read once."""
+    leads = page_meta(ctx.store, {q.answer_page_id for q in kept}, ("page_id", "paragraphs"))
+    return question_style(kept, {p: ((m["paragraphs"] or [""])[0] or "")[:400] for p, m in leads.items()})
 
 
 def _merged_repairs(summaries: list[QuestionsShard]) -> dict[str, dict[str, int]]:
@@ -238,6 +260,31 @@ def _phrasing(ctx: StageContext, kept: list[Question]) -> dict:
 SHARDS = Shards(plan=plan, run=run_shard, finish=finish, summary=QuestionsShard)
 
 
+def _route(sources: list[Source], corpus: ShardCorpus, budget: int) -> tuple[list[Source], RouteStats]:
+    """Walks routed so that every hop can be clued (:mod:`synth.questions.route`); a walk with no such route
+    within ``budget`` clue checks is written as walked (counted ``unroutable`` in the report's ``routing``)."""
+    router = Router(corpus, budget)
+    out = []
+    for src in sources:
+        if src.kind != "walk":
+            out.append(src)
+            continue
+        # A walk with no route the oracle's clue checks accept goes to the teacher as walked: another teacher
+        # may still clue it, or say which hop has no clue (no_clue).
+        out.append(router.route(src) or src)
+    return out, router.stats
+
+
+def _merged_routing(summaries: list[QuestionsShard]) -> dict:
+    total: Counter = Counter()
+    by_hop: Counter = Counter()
+    for s in summaries:
+        r = dict(s.routing or {})
+        by_hop.update(r.pop("rerouted_from_hop", {}) or {})
+        total.update(r)
+    return {**dict(total), "rerouted_from_hop": dict(sorted(by_hop.items(), key=lambda kv: int(kv[0])))}
+
+
 def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, validator: Validator) -> list:
     """Rewrite pass: blur entity names into descriptions; the rewrite must keep every rule."""
     qcfg = ctx.cfg.questions
@@ -262,6 +309,9 @@ def _obfuscate(ctx: StageContext, teacher: Teacher, kept: list, funnel: Funnel, 
             funnel.drop(q.question_id, src.source_id, "obfuscate_failed", "no rewritten question", res.content)
         elif new.strip() == q.question:
             funnel.drop(q.question_id, src.source_id, "obfuscate_failed", "the rewrite changed nothing", new)
+        elif mentions(new, q.titles[0]):
+            funnel.drop(q.question_id, src.source_id, "obfuscate_failed", "the rewrite still names the start "
+                        f"{q.titles[0]!r}", new)
         elif leaked(new, target, q.answer_aliases, named=[q.titles[0]]):
             funnel.drop(q.question_id, src.source_id, "answer_leak", "rewrite names the answer", new)
         elif not qcfg.min_words <= len(new.split()) <= qcfg.max_words:

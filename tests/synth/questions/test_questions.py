@@ -86,7 +86,7 @@ def _handler(req, mode=None):
     # One sentence per hop, each with a clue that tells its place apart (a clue of no content words is
     # an ambiguous hop), between a first sentence naming the start and a last one asking for the end.
     hop = "Then find the place closely associated with it that locals visit often."
-    valid = {"question": f"Start from the article on {titles[0]}. " + " ".join([hop] * (len(titles) - 1))
+    valid = {"question": f"Consider {titles[0]}. " + " ".join([hop] * (len(titles) - 1))
                          + " Which place do you reach at the very end?",
              "answer": titles[-1], "answer_aliases": [],
              "hops": [{"sub_question": "Which place closely associated with the previous one do locals visit often?",

@@ -1,0 +1,183 @@
+"""Clue-aware walks: a walk is re-routed around a hop that has no clue, never dropped whole for it.
+
+A random walk of ``k`` hops rarely has a clue for every hop: a hop can be clued only where the next
+page can be told apart from the current page's other links by something no search finds
+(:mod:`synth.teacher.oracle.clues`).  Before any teacher writes a walk's question, :class:`Router`
+walks the same path with that measure: it keeps each hop of the walk that has a clue, and where one
+has none it takes another link of the same page that has one and leads on, until the whole question can
+be written (:func:`synth.teacher.oracle.writer.chain_question`, as the oracle writes it) (a depth-first search over
+the link graph, seeded per walk, within ``budget`` clue checks), so the question keeps the walk's
+length and as much of its path as can be clued.  At the last hop, pages that are named entities
+(people, places, organisations, works, events: :func:`synth.text.parse.named_in` and
+:func:`~synth.text.parse.named_title`) come before concepts, since the benchmarks a student is judged on
+answer with named entities; a concept ends a walk only when no named page can.  A page that already
+ends :data:`ANSWER_REPEATS` of the shard's walks ends no more, so routing does not funnel walks into one
+hub answer ("Sun", "Earth") that a student would learn to guess.
+
+Every teacher then gets the routed walk: the real ones as the oracle, so a paid call is spent only on
+a path whose every hop can be clued.  A new hop's evidence is the paragraph of the current page that
+names the next one.  The walk keeps its id, so its question id, split and cache entries stay stable.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from synth.engine.records import Evidence
+from synth.engine.seeding import derive_seed
+from synth.teacher.oracle.clues import ClueMaker, HopContext
+from synth.teacher.oracle.writer import NoClue, chain_question
+from synth.teacher.tasks import Source
+from synth.text.parse import named_in, named_title
+from synth.text.question_text import giveaways
+
+WIDTH = 8  # links tried per page before the search backs up
+ANSWER_REPEATS = 2  # walks of one shard that may end on the same answer
+
+
+@dataclass
+class RouteStats:
+    """What routing did to a shard's walks: kept as walked, re-routed (hops changed), not routable."""
+
+    walked: int = 0
+    rerouted: int = 0
+    hops_changed: int = 0
+    unroutable: int = 0
+    clue_checks: int = 0
+    named_answers: int = 0
+    by_hop: dict[str, int] = field(default_factory=dict)  # 1-based hop -> walks re-routed from there
+
+    def as_dict(self) -> dict:
+        return {"walked": self.walked, "rerouted": self.rerouted, "hops_changed": self.hops_changed,
+                "unroutable": self.unroutable, "clue_checks": self.clue_checks, "named_answers": self.named_answers,
+                "rerouted_from_hop": dict(sorted(self.by_hop.items(), key=lambda kv: int(kv[0])))}
+
+
+class Router:
+    """Routes walks through one shard's corpus view (module docstring)."""
+
+    def __init__(self, corpus, budget: int = 48, maker: ClueMaker | None = None):
+        self.corpus, self.budget = corpus, budget
+        self.maker = maker or ClueMaker(corpus)
+        self.stats = RouteStats()
+        self._entities: dict[str, dict] = {}
+        self._named: dict[tuple[str, str], bool] = {}
+        self.answers: dict[str, int] = {}  # answer page -> walks of this shard routed to it
+
+    def entity(self, page_id: str) -> dict:
+        """``{page_id, title, description, aliases}`` of a page, as a source carries it."""
+        e = self._entities.get(page_id)
+        if e is None:
+            page = self.corpus.page(page_id) or {}
+            e = self._entities[page_id] = {"page_id": page_id, "title": self.corpus.title(page_id),
+                                           "description": self.corpus.description(page_id) or None,
+                                           "aliases": list(page.get("aliases") or [])}
+        return e
+
+    def named(self, here: str, there: str) -> bool:
+        """Whether page ``there`` is a named entity, as ``here``'s text writes it or by its title."""
+        key = (here, there)
+        if key not in self._named:
+            title = self.corpus.title(there)
+            text, anchor = self._anchor(here, there)
+            self._named[key] = named_title(title) or named_in(text, anchor or title)
+        return self._named[key]
+
+    def _anchor(self, here: str, there: str) -> tuple[str, str | None]:
+        page = self.corpus.page(here) or {}
+        anchor = next((a for a, dst, *_ in page.get("links") or [] if dst == there), None)
+        return "\n".join(p for p in page.get("paragraphs") or [] if p), anchor
+
+    def evidence(self, here: str, there: str) -> Evidence:
+        """The hop's evidence: the first paragraph of ``here`` that names ``there``."""
+        page = self.corpus.page(here) or {}
+        _, anchor = self._anchor(here, there)
+        anchor = anchor or self.corpus.title(there)
+        paras = page.get("paragraphs") or []
+        at = next((i for i, p in enumerate(paras) if anchor.lower() in (p or "").lower()), 0)
+        return Evidence(here, there, at + 1, paras[at] if paras else "", anchor)
+
+    def route(self, src: Source) -> Source | None:
+        """The walk routed so that every hop can be clued (itself when it already can), or None."""
+        walk = [e["page_id"] for e in src.entities]
+        for e in src.entities:
+            self._entities.setdefault(e["page_id"], e)
+        k = len(walk) - 1
+        free = self.corpus.free(k) if hasattr(self.corpus, "free") else 0
+        rnd = random.Random(derive_seed(src.seed, "route", src.source_id))
+        left = [self.budget]
+        links = self.corpus.links
+
+        def clueable(path: list[str], n: str) -> bool:
+            left[0] -= 1
+            self.stats.clue_checks += 1
+            chain = [self.entity(p) for p in path + [n]]
+            h = HopContext(chain, len(path) - 1, [giveaways(chain[-1])], src.seed, free=free)
+            return self.maker.choose(h)[0] is not None
+
+        def dfs(path: list[str], named_only: bool) -> list[str] | None:
+            i = len(path) - 1
+            if i == k:  # the whole question too: every hop with all the later names it must not give away
+                self.stats.clue_checks += 1
+                try:
+                    chain_question([self.entity(p) for p in path], derive_seed(src.seed, "oracle-question", 0),
+                                   self.corpus, maker=self.maker)
+                except NoClue:
+                    return None
+                return path
+            on_walk = path == walk[:i + 1]
+            nbrs = sorted(self.corpus.neighbours(path[-1], False))
+            rnd.shuffle(nbrs)
+            if on_walk and walk[i + 1] in nbrs:  # the walk's own next page first
+                nbrs.remove(walk[i + 1])
+                nbrs.insert(0, walk[i + 1])
+            last = i == k - 1
+            if last:  # named entities end a walk before concepts do; an answer the shard's walks already end on
+                # ANSWER_REPEATS times ends no more of them
+                nbrs = [n for n in nbrs if self.answers.get(n, 0) < ANSWER_REPEATS]
+                nbrs.sort(key=lambda n: not self.named(path[-1], n))
+                if named_only:
+                    nbrs = [n for n in nbrs if self.named(path[-1], n)]
+            tried = 0
+            for n in nbrs:
+                if left[0] <= 0 or tried >= WIDTH * (2 if last else 1):
+                    return None
+                if n in path or any(links.links(p, n) for p in path[:-1]):
+                    continue  # a revisit, or a hop that an earlier page skips
+                if not last:
+                    links.extend([n])
+                    if not self.corpus.neighbours(n, False):
+                        continue  # leads nowhere
+                tried += 1
+                if clueable(path, n):
+                    found = dfs(path + [n], named_only)
+                    if found is not None:
+                        return found
+            return None
+
+        links.extend(walk)
+        # First a route that ends on a named entity, within the budget; then, with what is left, any route.
+        path = dfs([walk[0]], True)
+        if path is None:
+            left[0] = max(left[0], self.budget // 2)
+            path = dfs([walk[0]], False)
+        if path is None:
+            self.stats.unroutable += 1
+            return None
+        changed = [i for i in range(1, len(path)) if path[i] != walk[i]]
+        if self.named(path[-2], path[-1]):
+            self.stats.named_answers += 1
+        self.answers[path[-1]] = self.answers.get(path[-1], 0) + 1
+        if not changed:
+            self.stats.walked += 1
+            return src
+        self.stats.rerouted += 1
+        self.stats.hops_changed += len(changed)
+        first = str(changed[0])
+        self.stats.by_hop[first] = self.stats.by_hop.get(first, 0) + 1
+        hops = [src.links[i] if i + 1 < changed[0] else self.evidence(path[i], path[i + 1]) for i in range(k)]
+        return Source(src.kind, src.source_id, [self.entity(p) for p in path], hops, src.seed)
+
+
+__all__ = ["Router", "RouteStats", "WIDTH"]
