@@ -67,6 +67,30 @@ def run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
         print_table(f"teacher per kept SFT row ({headline.kept_sft_rows:,} rows; call-cache hits included)",
                     headline.COLUMNS, headline.rows())
     print_table(f"hopforge: {out}", SUMMARY_COLUMNS, summary_rows(outcomes))
+    if (line := depth_line(outcomes, cfg)) is not None:
+        from synth.engine.progress import print_line
+
+        print_line(line)
+
+
+def depth_line(outcomes, cfg) -> str | None:
+    """One line on the kept questions' depth when the questions stage ran: the mean effective hops and how many
+    questions keep >= 6, and a warning when the mean falls far (below three quarters) of ``walk.hops``."""
+    from synth.engine.reports import QuestionsReport
+
+    o = next((o for o in outcomes if o.name == "questions"), None)
+    report = o.typed_report if o is not None else None
+    depth = report.depth if isinstance(report, QuestionsReport) else None
+    kept = depth.kept if depth is not None else None
+    if kept is None or not kept.questions or kept.mean_effective is None:
+        return None
+    deep = sum(n for d, n in kept.effective.items() if int(d) >= 6)
+    line = (f"questions: {kept.questions:,} kept, mean effective depth {kept.mean_effective:.2f} hops "
+            f"(nominal {kept.mean_nominal:.2f}); {deep:,} at >= 6 effective hops")
+    if kept.mean_effective < 0.75 * cfg.walk.hops:
+        line += (f". WARNING: far below walk.hops = {cfg.walk.hops}: the questions are shallower than the walks "
+                 "they were written from (see reports/questions.json: depth, routing)")
+    return line
 
 
 def run_headline(out: Path, cfg):

@@ -386,6 +386,26 @@ class DepthFacts(Facts):
     kept: DepthSummary = field(default_factory=DepthSummary)
     checked: DepthSummary = field(default_factory=DepthSummary)
     adversaries: AdversaryFacts = field(default_factory=AdversaryFacts)
+    by_source: dict[str, DepthSummary] = field(default_factory=dict)  # kept questions per source kind (walk, subgraph)
+    raw: dict = _raw()
+
+
+@dataclass(frozen=True)
+class StyleFacts(Facts):
+    """The kept questions' form (``synth.questions.style``): navigation language, stated relations, noun-phrase
+    clues, and the answers' types."""
+
+    questions: int | None = None
+    navigation_questions: int | None = None
+    hops: int | None = None
+    clues_read: int | None = None
+    relation_hops: int | None = None
+    relation_share: float | None = None
+    noun_phrase_clues: int | None = None
+    noun_phrase_share: float | None = None
+    named_answers: int | None = None
+    named_answer_share: float | None = None
+    answer_types: dict[str, int] = field(default_factory=dict)
     raw: dict = _raw()
 
 
@@ -396,6 +416,8 @@ class QuestionsReport(StageReport):
 
     repairs: dict[str, RepairFacts] = field(default_factory=dict)
     depth: DepthFacts | None = None
+    style: StyleFacts | None = None
+    routing: dict | None = None  # what clue-aware routing did to the walks (synth.questions.route.RouteStats)
     decontamination: dict | None = None
     kinds: dict[str, int] = field(default_factory=dict)
     shards: int | None = None

@@ -94,11 +94,28 @@ def trust_sections(md: list[str], root: Path, reports: RunReports, verdicts: lis
                "`questions.min_effective_depth` of its hops.", "",
                "| questions | count | mean nominal | mean effective | effective / nominal | every hop needed |",
                "| --- | ---: | ---: | ---: | ---: | ---: |"]
-        for name, d in (("checked", depth.checked), ("kept", depth.kept)):
+        rows = [("checked", depth.checked), ("kept", depth.kept)]
+        rows += [(f"kept, from {kind}s", d) for kind, d in sorted(depth.by_source.items())]
+        for name, d in rows:
             if d.questions:
                 md.append(f"| {name} | {d.questions:,} | {d.mean_nominal:.2f} | {d.mean_effective:.2f} | "
                           f"{d.ratio:.3f} | {d.full_depth_share:.1%} |")
         md.append("")
+        style = q.style if q else None
+        if style is not None and style.questions:
+            md += ["Form of the kept questions: facts between entities, as the benchmarks ask them.", "",
+                   "| figure | value |", "| --- | ---: |",
+                   f"| questions with navigation language (link, page, article, follow...) | {style.navigation_questions:,} |",
+                   f"| hops that state a relation read in the previous entity's text | {style.relation_hops:,} of "
+                   f"{style.clues_read:,} ({style.relation_share:.1%}) |",
+                   f"| clues that parse as whole noun phrases | {style.noun_phrase_clues:,} of {style.clues_read:,} "
+                   f"({style.noun_phrase_share:.1%}) |",
+                   f"| answers that are named entities | {style.named_answers:,} of {style.questions:,} "
+                   f"({style.named_answer_share:.1%}) |", ""]
+            md += ["| answer type (spaCy NER) | questions |", "| --- | ---: |"]
+            md += [f"| {md_text(t)} | {n:,} |" for t, n in style.answer_types.items()]
+            md.append("")
+            summary["style"] = style.to_dict()
         adv = depth.adversaries
         if adv.names:
             md += ["Per adversary (each search is made by each of them, at the same k): `tool` is the agents' search, "

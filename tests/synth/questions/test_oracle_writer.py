@@ -20,7 +20,7 @@ from synth.teacher.oracle.frames import CLOSERS, frame_words
 from synth.teacher.oracle.reading import QuestionView
 from synth.teacher.oracle.writer import NoClue, chain_question, subgraph_chain
 from synth.text.clues import definition, matches, periods, phrases, relation_holds, sentence_with
-from synth.text.question_text import content_words, leaked, repeats_description, sentences
+from synth.text.question_text import content_words, leaked, navigation, repeats_description, sentences
 from synth.tools.search import SearchIndex
 from synth.tools.toolbox import run_search
 
@@ -50,6 +50,26 @@ def test_walks_and_subgraphs_get_questions_and_every_drop_is_named(written):
     # this was written; a clue generic enough for every engine is rare on 10,000 pages).
     assert walk_questions >= 0.05 * walks, (walk_questions, walks)
     assert set(report["dropped"]) <= {"no_clue", "no_chain", "enterable_hop", "answer_leak", "duplicate"}
+
+
+def test_the_reports_depth_and_style_figures_match_the_questions_table(written):
+    report, questions, *_ = written
+    by_source = report["depth"]["by_source"]
+    for kind in ("walk", "subgraph"):
+        rows = [q for q in questions if q["kind"] == kind]
+        fig = by_source[kind]
+        assert fig["questions"] == len(rows)
+        assert fig["mean_effective"] == round(sum(q["effective_depth"] for q in rows) / len(rows), 3)
+        assert fig["mean_nominal"] == round(sum(len(q["hops"]) for q in rows) / len(rows), 3)
+        assert fig["effective"] == {str(d): sum(q["effective_depth"] == d for q in rows)
+                                    for d in sorted({q["effective_depth"] for q in rows})}
+    style = report["style"]
+    assert style["questions"] == len(questions) and style["hops"] == sum(len(q["hops"]) for q in questions)
+    assert style["navigation_questions"] == 0  # the validators drop every question that navigates
+    assert sum(style["answer_types"].values()) == len(questions)
+    assert style["named_answers"] == len(questions) - style["answer_types"].get("concept", 0)
+    assert 0 < style["relation_hops"] <= style["clues_read"] == style["hops"]
+    assert style["noun_phrase_clues"] == style["clues_read"]  # the oracle writes only clues that parse so
 
 
 def test_every_clue_is_locally_unique_and_globally_ambiguous(written):
@@ -101,6 +121,7 @@ def test_questions_read_as_research_questions(written):
     _, questions, _, pages, *_ = written
     for q in questions:
         text = q["question"]
+        assert navigation(text) is None and not any(navigation(h["sub_question"]) for h in q["hops"]), text
         assert "___" not in text and '"' not in text and "\u201c" not in text  # no blanks, no quotes
         sents = sentences(text, protect=q["titles"])
         assert len(sents) == len(q["hops"]) + 2 and q["titles"][0] in sents[0]
