@@ -118,18 +118,34 @@ def machine_error(exc: BaseException, where: str | _os.PathLike | None = None) -
 _PARQUET_PATH = _re.compile(r"'([^']+\.parquet)'")
 
 
+class DamagedFile(InputError):
+    """A file hopforge wrote that can no longer be read as what it is (a truncated or overwritten Parquet file, a
+    report that is no JSON): one line names the file (``path``), why it cannot be read (``why``) and the stage
+    whose rerun restores it."""
+
+    def __init__(self, path: str | _os.PathLike, why: str, kind: str = "Parquet file"):
+        self.path, self.why = str(path), why
+        what = _what(_os.path.realpath(path))
+        fix = f"it belongs to {what}: run that stage again with --force" if what else "restore or remove it"
+        super().__init__(f"{path}: cannot read this {kind} ({why}); {fix}")
+
+
+def first_sentence(message: str) -> str:
+    """The first sentence of an error message (Arrow's add a second one of advice: "Either the file is ...")."""
+    return message.strip().split(". ")[0].rstrip(".") or message.strip()
+
+
 def damaged_table(exc: BaseException) -> InputError | None:
-    """An :class:`InputError` naming the Parquet file behind ``exc`` that Arrow could not read (a truncated or
+    """A :class:`DamagedFile` naming the Parquet file behind ``exc`` that Arrow could not read (a truncated or
     overwritten file: no footer, bad magic bytes), and the stage that wrote it; None for any other error."""
     for e in _chain(exc):
+        if isinstance(e, DamagedFile):
+            return e
         if not type(e).__module__.startswith("pyarrow") or "Parquet" not in str(e):
             continue
         m = _PARQUET_PATH.search(str(e))
         if m is None:
             continue
         path = m.group(1)
-        why = (str(e).split(f"'{path}'", 1)[1].strip(": ").split(". ")[0] or str(e)).strip()
-        what = _what(_os.path.realpath(path))
-        fix = f"it belongs to {what}: run that stage again with --force" if what else "restore or remove it"
-        return InputError(f"{path}: cannot read this Parquet file ({why}); {fix}")
+        return DamagedFile(path, first_sentence(str(e).split(f"'{path}'", 1)[1].strip(": ")) or str(e).strip())
     return None
