@@ -18,7 +18,7 @@ Pages that share a title are all kept (their ids differ) and counted in the repo
 many pages can be reached by id only.
 
 Bad records (:data:`PAGE_REASONS`: ``bad_json``, ``not_object``, ``bad_id``, ``bad_title``,
-``blank_title``, ``nul_title``, ``bad_text``, ``no_text``, ``duplicate_id``) are skipped and
+``blank_title``, ``nul_title``, ``long_title``, ``bad_text``, ``no_text``, ``long_word``, ``duplicate_id``) are skipped and
 counted, or with ``corpus.strict`` stop the run with ``InputError("line N: why")``.  Blank
 lines are not records.
 
@@ -63,8 +63,10 @@ PAGE_REASONS = ("bad_json", "not_object",
                 "bad_title",     # `wikipedia_title` missing or not a string
                 "blank_title",   # a title that is empty or only whitespace
                 "nul_title",     # a title with a NUL character in it
+                "long_title",    # a title over normalise.MAX_TITLE_CHARS characters
                 "bad_text",      # `text` missing, not a non-empty list of strings, or with a null paragraph
                 "no_text",       # nothing but whitespace after the title
+                "long_word",     # a word (no space) over normalise.MAX_WORD_CHARS characters after the title
                 "duplicate_id")  # an id already read: the first record wins
 LINK_REASONS = ("external", "unresolved", "self", "bad_anchor")
 DUCKDB_MEMORY = "1GB"  # pass 2 spills to ctx.staging past this
