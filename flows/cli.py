@@ -74,17 +74,19 @@ def _stage_command(stage: str, doc: str, build_graph: bool = False, then: str | 
     def command(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
                 force: ForceOpt = False) -> None:
         names = [stage]
-        if build_graph:
-            from synth.engine.store import Store
-
-            if not Store(out).stage_entry("graph"):
-                names.insert(0, "graph")
-        from flows.preflight import calls_teacher, load_checked
+        from flows.preflight import PreflightError, calls_teacher, load_checked, memory_problems
 
         # A stage that calls the teacher gets the same preflight as `hopforge run` (key, endpoint, model,
         # tool-call format), so a misconfigured endpoint fails in seconds instead of becoming data.
         cfg = load_checked(config, list(set_ or []), out, via="cli", stages=names) if calls_teacher(names) \
             else load(config, set_)
+        if problems := memory_problems(cfg, str(config), "cli", names):  # a size this machine cannot hold
+            raise PreflightError(problems)
+        if build_graph:
+            from synth.engine.store import Store
+
+            if not Store(out).stage_entry("graph"):
+                names.insert(0, "graph")
         run_stages(names, cfg, out, force)
         if then:
             from synth.engine.progress import print_line

@@ -110,6 +110,20 @@ def cpu_workers(requested: int) -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def machine_memory() -> int:
+    """Bytes of memory this process may use: the machine's physical memory, or its cgroup's limit (a container's)
+    when that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = open(limit).read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
 def _short(value: Any) -> str:
     """A bounded repr of a bad value, for error messages (never the whole of a huge value)."""
     return _REPR.repr(value)[:MAX_ERROR_VALUE_CHARS]
