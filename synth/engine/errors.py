@@ -115,6 +115,42 @@ def machine_error(exc: BaseException, where: str | _os.PathLike | None = None) -
     return None
 
 
+# ---- what is wrong with a path or a text the user gave ----------------------------------------------
+
+def not_a_file(path: str | _os.PathLike) -> str | None:
+    """Why ``path`` cannot be read as a file, in words ("no such file", "a folder, not a file", "a FIFO (named
+    pipe), not a regular file"...), or None when it is a regular file (or a link to one)."""
+    import stat as _stat
+
+    try:
+        mode = _os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except NotADirectoryError:
+        return "no such file (a folder on its path is a file)"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if _stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if _stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe), not a regular file"
+    if _stat.S_ISSOCK(mode):
+        return "a socket, not a regular file"
+    if _stat.S_ISCHR(mode) or _stat.S_ISBLK(mode):
+        return "a device, not a regular file"
+    return None
+
+
+def json_problem(e: ValueError, at: str = "column") -> str:
+    """A JSON parse error in words, its position included: ``json``'s ``msg`` alone stops mid-phrase ("Invalid
+    control character at").  ``at``: "column" (of ``e.lineno``) or "character" (``e.pos``)."""
+    msg = getattr(e, "msg", None)
+    if msg is None:
+        return str(e)
+    where = f"column {e.colno}" if at == "column" else f"character {e.pos}"
+    return f"{msg} {where}" if msg.endswith(" at") else f"{msg} at {where}"
+
+
 _PARQUET_PATH = _re.compile(r"'([^']+\.parquet)'")
 
 

@@ -288,6 +288,26 @@ def test_cli_writes_the_table_and_refuses_bad_input_in_one_line(world, tmp_path)
     assert "browsecomp" in printed and "gaia" in printed and SECRET not in printed
 
 
+@pytest.mark.parametrize("blank", ['""', '"   \\n\\t"', None])
+def test_an_empty_question_is_refused_like_a_missing_one_before_any_model_call(world, key, tmp_path, blank):
+    """`{"question": ""}` was asked, three model calls spent on nothing: an empty or blank question is refused
+    like a missing one, in one line naming the file, the line and the field, and the model is never called."""
+    from synth.engine.errors import InputError
+
+    out, cfg = world
+    bench = tmp_path / "blank.jsonl"
+    field = "" if blank is None else f'"question": {blank}, '
+    bench.write_text('{"question": "Which country holds Angel Falls?", "answer": "Venezuela"}\n'
+                     f'{{{field}"answer": "Paris"}}\n')
+    model = model_handler(plays())
+    with serve(handler=model.handler()) as srv:
+        with pytest.raises(InputError) as err:
+            run_benchmarks(out, cfg, [f"jsonl:{bench}"], model=f"m@{srv.base_url}", progress=False)
+        assert srv.count == 0
+    why = "missing" if blank is None else "empty or only whitespace (a question needs text)"
+    assert str(err.value) == f"{bench}: line 2: field `question`: {why}"
+
+
 def test_the_pipelines_student_is_the_default_model(world, tmp_path):
     from helpers.coinstudent import save_coin_student
 
