@@ -362,6 +362,29 @@ def test_folder_rejects_name_their_file_and_bom_is_ignored(tmp_path):
         ingest(tmp_path, tmp_path / "src", "corpus.strict=true", out="strict")
 
 
+def test_strict_names_the_file_and_does_not_say_it_keeps_what_it_stops_at(tmp_path):
+    """--strict said "(the first record is kept)" though it stops, and named no file for a file source: it says
+    the line, why, the file (a folder's file and the folder), and that it stops; the rejects file still says
+    that a run without --strict keeps the first record."""
+    import shutil
+
+    records = [page("1", "A", ["A text.\n"]), page("1", "A again", ["More.\n"])]
+    src = write_kilt_jsonl(tmp_path / "dup.jsonl", records)
+    with pytest.raises(InputError) as err:
+        ingest(tmp_path, src, "corpus.strict=true", out="strict")
+    assert str(err.value) == (f"line 2: page id '1' was already read (in {src}); --strict stops at the first bad "
+                              "record: fix it, or run without --strict to skip and count bad records in "
+                              "rejects/ingest.jsonl")
+    (tmp_path / "src").mkdir()
+    shutil.copy(src, tmp_path / "src" / "b.jsonl")
+    with pytest.raises(InputError) as err:
+        ingest(tmp_path, tmp_path / "src", "corpus.strict=true", out="strict-folder")
+    assert str(err.value).startswith(f"line 2: page id '1' was already read (in b.jsonl) of the folder {tmp_path / 'src'}; "
+                                     "--strict stops at the first bad record")
+    _, store = ingest(tmp_path, src)
+    assert rejects_of(store)[0]["detail"] == "page id '1' was already read (the first record is kept)"
+
+
 def test_hf_jsonl_bad_lines_take_the_per_line_path(tmp_path):
     hf = [to_hf(r) for r in rules_corpus()]
     hf[2]["text"] = {"paragraph": "not a list"}
