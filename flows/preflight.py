@@ -72,7 +72,7 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
     try:
         cfg = load_config(config, list(overrides or []))
     except ConfigError as e:
-        return None, [f"config {cfg_name or '<defaults>'}: {e}"]
+        return None, [e.told(cfg_name, via)]  # a --set's fault is told as the --set's, not the file's
     problems: list[str] = []
     problems += _check_corpus(cfg, cfg_name, via, env, network)
     if calls_teacher(stages):
