@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from flows.cli_common import (DEFAULT_CONFIG, ConfigOpt, ForceOpt, OutOpt, SetOpt, UsageError, app, corpus_app, fail,
-                              guard, load, run_stages)
+                              guard, load, run_stages, stop_on_sigterm)
 
 
 @app.callback()
@@ -31,6 +31,8 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug l
     # A process started in the background by a shell inherits SIGINT ignored, and Python then keeps
     # ignoring it: Ctrl-C (or `kill -INT`) must stop a run or `hopforge serve` wherever it started.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM (`kill`, a scheduler, a container's stop) stops a run as Ctrl-C does, with the same resume message.
+    stop_on_sigterm()
 
 
 @app.command()

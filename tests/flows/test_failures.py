@@ -341,7 +341,9 @@ def _wait_for(predicate, what: str, limit: float = 300) -> None:
         time.sleep(0.05)
 
 
-def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked, sig, code):
+    """Ctrl-C, and SIGTERM (which exited 143 with no message): the same resume message, each its exit code."""
     out = _copy(walked, tmp_path)
     ledger = out / "cache" / "ledger.jsonl"
     env = dict(os.environ, COLUMNS="200")
@@ -356,9 +358,10 @@ def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
     _wait_for(lambda: ledger.exists() and len(ledger.read_text().splitlines()) > 60 or p.poll() is not None,
               "rollout calls")
     assert p.poll() is None, "the run finished before it could be interrupted"
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     text, _ = p.communicate(timeout=120)
-    assert p.returncode == 130 and "interrupted" in text and "Traceback" not in text
+    assert p.returncode == code and "interrupted" in text and "Traceback" not in text
+    assert "finished stages and shards are kept; run the same command again to resume" in text
     assert json.loads((out / "reports" / "run.json").read_text())["finished"] is False
     paid = len(ledger.read_text().splitlines())
     r = hopforge("run", "--out", str(out), *SMALL, *fixed, "--until", "rollout")
