@@ -183,6 +183,26 @@ def test_limit_takes_a_seeded_sample_and_samples_give_avg_at_k(world, key):
     assert r["accuracy"]["rule"] == round(sum(x["rule_correct"] for x in v[0]) / 6, 4)
 
 
+def test_a_rerun_with_other_files_leaves_the_folder_as_its_report_lists_it(world, key):
+    """A second `eval --benchmark` with other files kept the first run's benchmark folders beside a report that
+    lists only its own: the report and the folders now agree, the earlier run's folders gone with its report."""
+    out, cfg = world
+    model = model_handler(plays())
+    with serve(handler=model.handler()) as srv:
+        first = run_benchmarks(out, cfg, [spec("hotpotqa"), spec("frames")], model=f"rerun-model@{srv.base_url}",
+                               progress=False)
+        folder = Path(first["report_dir"])
+        assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == sorted(r["folder"] for r in first["benchmarks"])
+        second = run_benchmarks(out, cfg, [spec("gaia")], model=f"rerun-model@{srv.base_url}", progress=False)
+    assert second["report_dir"] == str(folder)
+    saved = json.loads((folder / "eval_report.json").read_text())
+    listed = [r["folder"] for r in saved["benchmarks"]]
+    assert listed == [r["folder"] for r in second["benchmarks"]] and len(listed) == 1 and "gaia" in listed[0]
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*listed, "eval.md", "eval_report.json"])
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["benchmarks"]  # no staging folder left behind
+    assert "hotpotqa" not in (folder / "eval.md").read_text()
+
+
 def test_compare_puts_two_models_side_by_side_on_the_same_questions(world, key):
     out, cfg = world
     a, b = model_handler(plays()), model_handler(plays(lambda p: "Paris"))
