@@ -59,10 +59,10 @@ class ConfigError(ValueError):
         self.key, self.override, self.names_file = key, override, names_file  # names_file: the message names it
 
     def told(self, config: str | None, via: str = "cli") -> str:
-        """The message said as where the fault lies: ``--set ITEM: ...`` (``override 'ITEM': ...`` under the flow)
-        for an override's, ``config FILE: ...`` for the file's."""
+        """The message said as where the fault lies: ``--set ITEM: ...`` (``config override 'ITEM': ...`` under the
+        flow, whose overrides are a parameter) for an override's, ``config FILE: ...`` for the file's."""
         if self.override is not None:
-            return f"--set {self.override}: {self}" if via == "cli" else f"override {self.override!r}: {self}"
+            return f"--set {self.override}: {self}" if via == "cli" else f"config override {self.override!r}: {self}"
         return str(self) if self.names_file else f"config {config or '<defaults>'}: {self}"
 
 

@@ -67,7 +67,8 @@ def test_a_bad_set_is_told_as_the_set_and_a_bad_file_as_the_file(tmp_path):
         assert check("configs/demo.yaml", [override], via="cli", network=False) == [f"--set {override}: " + (
             str(_error("configs/demo.yaml", override)))]
         assert needle in str(_error("configs/demo.yaml", override))
-        assert check("configs/demo.yaml", [override], via="flow", network=False)[0].startswith(f"override {override!r}: ")
+        assert check("configs/demo.yaml", [override], via="flow", network=False)[0].startswith(
+            f"config override {override!r}: ")
         r = CliRunner().invoke(app, ["walk", "--set", override, "--out", str(tmp_path / "out")])
         assert r.exit_code == 2 and f"error: --set {override}: " in r.output and "configs/demo.yaml" not in r.output
     # A value the file holds is the file's, even when an override sets another key of its section.
