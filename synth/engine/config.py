@@ -131,7 +131,7 @@ def machine_memory() -> int:
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
-            text = open(limit).read().strip()
+            text = Path(limit).read_text().strip()
         except OSError:
             continue
         if text.isdigit():
