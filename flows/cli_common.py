@@ -77,7 +77,7 @@ def load(config: Path, overrides: list[str] | None):
     try:
         return load_config(config, overrides or [])
     except ConfigError as e:
-        fail(f"--set {e.override}: {e}" if e.override is not None else str(e))
+        fail(e.told(str(config), "cli") if e.override is not None else str(e))
 
 
 def run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:

@@ -62,7 +62,9 @@ class ConfigError(ValueError):
         """The message said as where the fault lies: ``--set ITEM: ...`` (``config override 'ITEM': ...`` under the
         flow, whose overrides are a parameter) for an override's, ``config FILE: ...`` for the file's."""
         if self.override is not None:
-            return f"--set {self.override}: {self}" if via == "cli" else f"config override {self.override!r}: {self}"
+            item = self.override if len(self.override) <= MAX_ERROR_VALUE_CHARS else \
+                f"{self.override[:MAX_ERROR_VALUE_CHARS - 40]}...{self.override[-37:]}"  # a huge one, bounded
+            return f"--set {item}: {self}" if via == "cli" else f"config override {item!r}: {self}"
         return str(self) if self.names_file else f"config {config or '<defaults>'}: {self}"
 
 
