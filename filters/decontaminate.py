@@ -19,7 +19,7 @@ from typing import Iterable
 
 from synth.text.overlap import EvalSet as _EvalSet, ngrams, words
 from synth.engine.config import ConfigError
-from synth.engine.errors import InputError
+from synth.engine.errors import InputError, not_a_file
 from synth.engine.records import Trace
 
 from filters.base import BaseFilter, FilterContext, Verdict, register
@@ -29,8 +29,8 @@ from filters.config import FiltersConfig
 def read_questions(path: str | Path) -> list[str]:
     """The questions of one evaluation file (see the module docstring for the formats)."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"bad value for config key 'filters.decontaminate': file not found: {p}")
+    if (why := not_a_file(p)) is not None:
+        raise ConfigError(f"bad value for config key 'filters.decontaminate': {p}: {why}")
     if p.suffix == ".parquet":
         import pyarrow.parquet as pq
 

@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from synth.engine.errors import not_a_file
 from synth.engine.stage import StageContext, StageResult
 from synth.engine.tables import RowMapping
 from synth.engine.workers import guided_batches
@@ -74,10 +75,10 @@ def key_extra(cfg: Any, store: Any) -> str:
     h = hashlib.sha256()
     for name in fcfg.decontaminate:
         p = Path(name)
-        if not p.is_file():
+        if (why := not_a_file(p)) is not None:
             from synth.engine.config import ConfigError
 
-            raise ConfigError(f"bad value for config key 'filters.decontaminate': file not found: {p}")
+            raise ConfigError(f"bad value for config key 'filters.decontaminate': {p}: {why}")
         h.update(str(p).encode())
         with p.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):

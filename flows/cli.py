@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from flows.cli_common import (DEFAULT_CONFIG, ConfigOpt, ForceOpt, OutOpt, SetOpt, UsageError, app, corpus_app, fail,
-                              guard, load, run_stages)
+                              guard, load, run_stages, stop_on_sigterm)
 
 
 @app.callback()
@@ -31,6 +31,8 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug l
     # A process started in the background by a shell inherits SIGINT ignored, and Python then keeps
     # ignoring it: Ctrl-C (or `kill -INT`) must stop a run or `hopforge serve` wherever it started.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM (`kill`, a scheduler, a container's stop) stops a run as Ctrl-C does, with the same resume message.
+    stop_on_sigterm()
 
 
 @app.command()
@@ -74,17 +76,19 @@ def _stage_command(stage: str, doc: str, build_graph: bool = False, then: str | 
     def command(config: ConfigOpt = Path(DEFAULT_CONFIG), set_: SetOpt = None, out: OutOpt = Path("data/demo"),
                 force: ForceOpt = False) -> None:
         names = [stage]
-        if build_graph:
-            from synth.engine.store import Store
-
-            if not Store(out).stage_entry("graph"):
-                names.insert(0, "graph")
-        from flows.preflight import calls_teacher, load_checked
+        from flows.preflight import PreflightError, calls_teacher, load_checked, memory_problems
 
         # A stage that calls the teacher gets the same preflight as `hopforge run` (key, endpoint, model,
         # tool-call format), so a misconfigured endpoint fails in seconds instead of becoming data.
         cfg = load_checked(config, list(set_ or []), out, via="cli", stages=names) if calls_teacher(names) \
             else load(config, set_)
+        if problems := memory_problems(cfg, str(config), "cli", names):  # a size this machine cannot hold
+            raise PreflightError(problems)
+        if build_graph:
+            from synth.engine.store import Store
+
+            if not Store(out).stage_entry("graph"):
+                names.insert(0, "graph")
         run_stages(names, cfg, out, force)
         if then:
             from synth.engine.progress import print_line

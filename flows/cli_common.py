@@ -34,6 +34,33 @@ class UsageError(Exception):
     """Bad input from the user: printed and exit 2."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill PID``, a scheduler's stop, a container's shutdown), raised in the main thread as a
+    KeyboardInterrupt is for Ctrl-C: shards stop the same way, finished ones are kept, and the command says how
+    to resume; it exits 143 (128 + SIGTERM) rather than 130."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM stop this process as Ctrl-C does (:class:`Terminated`).  A process forked from it (a
+    worker) is not the one that asked: there the signal does what it did before, and ends it."""
+    import signal
+
+    main = os.getpid()
+
+    def terminate(signum: int, frame) -> None:
+        if os.getpid() != main:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def fail(msg: str, code: int = 2) -> None:
     from rich.markup import escape
 
@@ -50,7 +77,7 @@ def load(config: Path, overrides: list[str] | None):
     try:
         return load_config(config, overrides or [])
     except ConfigError as e:
-        fail(str(e))
+        fail(e.told(str(config), "cli") if e.override is not None else str(e))
 
 
 def run_stages(names: list[str], cfg, out: Path, force: bool = False) -> None:
@@ -140,8 +167,10 @@ def guard(fn):
             fail(str(e))
         except StageFailed as e:
             fail(str(e), code=1)
-        except KeyboardInterrupt:
-            fail("interrupted: finished stages and shards are kept; run the same command again to resume", code=130)
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated): the same resume, their own exit codes
+            code, how = (128 + e.signum, " (SIGTERM)") if isinstance(e, Terminated) else (130, "")
+            fail(f"interrupted{how}: finished stages and shards are kept; run the same command again to resume",
+                 code=code)
         except Exception as e:  # a full disk, a read-only folder, a permission error: one line, not a traceback
             if (m := machine_error(e, kw.get("out"))) is not None:
                 fail(str(m), code=1)

@@ -1,6 +1,7 @@
 """``hopforge verify DIR``: re-derive a run's stages in a scratch folder and say, stage by stage, whether
 they equal the committed ones (:mod:`flows.verify`).  Exit code 0 when every output is equal, 1 when
-something differs or a stage cannot be re-derived, 2 for bad input (DIR is no run folder, a run holds it).
+something differs, a committed file cannot be read (a DAMAGED line; the other outputs are still compared) or a
+stage cannot be re-derived, 2 for bad input (DIR is no run folder, a run holds it).
 
 Importing this module registers the command on :data:`flows.cli_common.app`.
 """
@@ -50,8 +51,11 @@ def verify_cmd(folder: DirArg, config: ConfigOpt = Path(DEFAULT_CONFIG), set_: S
     if v.equal:
         print_line(f"every stage of {folder} re-derives equal: {len(v.stages)} stages, {len(v.lines)} outputs")
         return
-    bad = [f"{line.stage}/{line.output}" for line in v.differing()]
+    bad = [f"{line.stage}/{line.output}" for line in v.differing() if not line.damaged]
     what = ", ".join(bad[:6]) + (f" and {len(bad) - 6} more" if len(bad) > 6 else "")
+    if damaged := [f"{line.stage}/{line.output}" for line in v.lines if line.damaged]:
+        what = f"{', '.join(damaged)} cannot be read (DAMAGED: `hopforge run` recomputes them)" + \
+            (f"; {what}" if what else "")
     if v.error is not None:
         what = (what + "; " if what else "") + f"stage {v.error[0]} could not be re-derived"
     print_line(f"{folder} does not re-derive: {what}")

@@ -72,7 +72,7 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
     try:
         cfg = load_config(config, list(overrides or []))
     except ConfigError as e:
-        return None, [f"config {cfg_name or '<defaults>'}: {e}"]
+        return None, [e.told(cfg_name, via)]  # a --set's fault is told as the --set's, not the file's
     problems: list[str] = []
     problems += _check_corpus(cfg, cfg_name, via, env, network)
     if calls_teacher(stages):
@@ -84,6 +84,7 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
     if stages is None or "questions" in stages:
         problems += _check_benchmarks(cfg)
     problems += _check_tokenizer(cfg, cfg_name, via)
+    problems += memory_problems(cfg, cfg_name, via, stages)
     if network and not problems:
         problems += _check_models(cfg, cfg_name, via, sft=stages is None or "sft" in stages)
     if out is not None:
@@ -408,6 +409,29 @@ def _check_models(cfg, config: str | None, via: Via, sft: bool) -> list[str]:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0][:160] if text else ''}"
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n < 2**40 else f"{n / 2**40:,.1f} TiB"
+
+
+def memory_problems(cfg, config: str | None, via: Via, stages: list[str] | None = None) -> list[str]:
+    """A setting whose stage holds an array per item up front, set past what this machine's memory can hold
+    (:func:`~synth.engine.config.machine_memory`): said with the most it can hold, before anything runs (else the
+    stage dies with a MemoryError traceback).  Only the stages in ``stages`` (None: all) are checked."""
+    from synth.engine.config import machine_memory
+    from synth.graph.config import walk_slot_bytes
+
+    problems = []
+    if stages is None or "walks" in stages:
+        per_slot, memory = walk_slot_bytes(cfg.walk.hops), machine_memory()
+        if cfg.walk.num_walks * per_slot > memory:
+            most = memory // per_slot
+            problems.append(
+                f"walk.num_walks={cfg.walk.num_walks:,} needs {_gib(cfg.walk.num_walks * per_slot)} of memory "
+                f"({per_slot} bytes a slot at walk.hops={cfg.walk.hops}), and this machine has {_gib(memory)}: it "
+                f"holds at most {most:,} walk slots; {how_to_set('walk.num_walks', str(most), config, via)}")
+    return problems
 
 
 def _check_out(out: Path) -> list[str]:

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from synth.engine.errors import InputError
-from synth.engine.sameness import MISSING, Digest, Roots, canonical, figures, output_digest
+from synth.engine.errors import DamagedFile, InputError
+from synth.engine.sameness import DAMAGED, MISSING, Digest, Roots, canonical, figures, output_digest, read_json
 
 REPORT_FILE = "_report.json"
 FIGURES = "(report)"  # the output name of a stage's report figures in the summary
@@ -69,12 +69,17 @@ class Line:
     detail: str = ""
 
     @property
+    def damaged(self) -> bool:
+        """Whether a file of this output cannot be read (in the run, or re-derived): ``detail`` names it."""
+        return DAMAGED in (self.run, self.again)
+
+    @property
     def equal(self) -> bool:
-        return self.run == self.again
+        return not self.damaged and self.run == self.again
 
     @property
     def verdict(self) -> str:
-        return "equal" if self.equal else "DIFFERS"
+        return "DAMAGED" if self.damaged else "equal" if self.equal else "DIFFERS"
 
 
 @dataclass
@@ -110,7 +115,7 @@ COLUMNS = ["stage", "output", "run", "re-derived", "verdict", "detail"]
 
 def _shown(d: Digest) -> str:
     """A digest in the summary: what it holds and its first hex digits ("197 rows 3fa2c1d0", "json 0b9e2a71")."""
-    return d.describe() if d is MISSING else f"{d.describe()} {d.sha[:8]}"
+    return f"{d.describe()} {d.sha[:8]}" if d.sha else d.describe()
 
 
 def check_run_folder(run: Path) -> dict:
@@ -202,18 +207,38 @@ def _key_difference(parts: dict, entry: dict) -> str:
     return ", ".join(why) or "key"
 
 
+def _readable(digest: Callable[[], Digest], base: Path, where: str, damage: list[str]) -> Digest:
+    """``digest()``, or :data:`DAMAGED` when a file of it cannot be read (truncated, overwritten), whose name
+    (relative to ``base``, the stage's folder) and why go to ``damage``, said as ``where`` it lies."""
+    try:
+        return digest()
+    except DamagedFile as e:
+        try:
+            name = Path(e.path).relative_to(base).as_posix()
+        except ValueError:
+            name = e.path
+        damage.append(f"{name} in {where} cannot be read ({e.why})")
+        return DAMAGED
+
+
 def _compare(stage, committed: Path, again: Path, roots: tuple[Roots, Roots]) -> list[Line]:
     """The lines of one stage: each output it declares (present in either folder), then its report's figures.
-    ``roots`` are the run's folder and the scratch folder, as paths inside each are written."""
+    ``roots`` are the run's folder and the scratch folder, as paths inside each are written.  An output a file
+    of which cannot be read is a DAMAGED line naming the file; the stage's other outputs are compared still."""
     lines = []
     for out in stage.outputs:
-        digest = _digest_of(out)
-        a, b = digest(committed / out, roots[0]), digest(again / out, roots[1])
+        digest, damage = _digest_of(out), []
+        a = _readable(lambda: digest(committed / out, roots[0]), committed, "the run", damage)
+        b = _readable(lambda: digest(again / out, roots[1]), again, "the re-derived output", damage)
         if a is not MISSING or b is not MISSING:
-            lines.append(Line(stage.name, out, a, b, _detail(a, b)))
-    a, b = (_figures_digest(f / REPORT_FILE, r, stage.name) for f, r in zip((committed, again), roots))
+            lines.append(Line(stage.name, out, a, b, "; ".join(damage) or _detail(a, b)))
+    damage = []
+    a = _readable(lambda: _figures_digest(committed / REPORT_FILE, roots[0], stage.name), committed, "the run", damage)
+    b = _readable(lambda: _figures_digest(again / REPORT_FILE, roots[1], stage.name), again, "the re-derived output",
+                  damage)
     if a is not MISSING or b is not MISSING:
-        lines.append(Line(stage.name, FIGURES, a, b, "" if a == b else "its figures differ (run facts aside)"))
+        lines.append(Line(stage.name, FIGURES, a, b,
+                          "; ".join(damage) or ("" if a == b else "its figures differ (run facts aside)")))
     return lines
 
 
@@ -222,7 +247,7 @@ def _figures_digest(path: Path, roots: Roots, stage: str = "") -> Digest:
     the report stage's without the explorer's bytes, which count the folder's name."""
     if not path.is_file():
         return MISSING
-    report = json.loads(path.read_bytes())
+    report = read_json(path)
     if isinstance(report, dict):
         report.pop("key", None)
         if stage == "report":
@@ -287,10 +312,11 @@ def run_digests(run: Path, until: str | None = None) -> dict[tuple[str, str], Di
             committed = Path(run) / ".stages" / stage.name / entry["key"]
             out[(stage.name, KEY)] = Digest("key", entry["key"])
             for output in stage.outputs:
-                d = _digest_of(output)(committed / output, roots)
+                d = _readable(lambda: _digest_of(output)(committed / output, roots), committed, "the run", [])
                 if d is not MISSING:
                     out[(stage.name, output)] = d
-            out[(stage.name, FIGURES)] = _figures_digest(committed / REPORT_FILE, roots, stage.name)
+            out[(stage.name, FIGURES)] = _readable(
+                lambda: _figures_digest(committed / REPORT_FILE, roots, stage.name), committed, "the run", [])
     return out
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from synth.engine.errors import InputError
+from synth.engine.errors import InputError, not_a_file
 
 DEFAULT_RECIPE = "configs/sft/tiny.yaml"
 
@@ -24,9 +24,9 @@ def recipe_path(spec: str | Path) -> Path:
     from synth.engine.config import project_path
 
     p = project_path(spec)
-    if p.is_file():
+    if (why := not_a_file(p)) is None:
         return p
-    raise InputError(f"SFT config file not found: {spec}")
+    raise InputError(f"SFT config file {spec}: {why}" if p.exists() else f"SFT config file not found: {spec}")
 
 
 def build_args(recipe: str | Path, data_dir: str | Path, output_dir: str | Path | None,

@@ -1,4 +1,4 @@
-"""Test session setup: no network, no Hub, a private Prefect home per session."""
+"""Test session setup: no network, no Hub, a private Prefect home per session, limits on work rather than time."""
 
 import os
 import tempfile
@@ -10,13 +10,18 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Prefect's own setting for how long its ephemeral (test) server may take to start: 20 s by default, which a
+# machine at load 5 to 7 exceeds ("Timed out while attempting to connect to ephemeral Prefect API server").  The
+# tests' harness reads it (``prefect_test_harness(server_startup_timeout=None)``).
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")
 
 
 import pytest  # noqa: E402
 
 # The RL world (a real rl_pool, the student's tokenizer): session fixtures shared by the tests of filters/
 # and of synth/tools/verl_tool.py, built only when a test asks for them.
-pytest_plugins = ["helpers.rlrun"]
+pytest_plugins = ["helpers.rlrun",
+                  "helpers.worklimit"]  # each test's limit is on the work it does, not on the clock
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,8 @@ traces and per-answer verdicts (rule and judge side by side) sit in a folder of 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -97,6 +99,7 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
     settings = harness_settings(cfg)
     index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
     teacher = Teacher(teacher_cfg, None)  # no call cache: a retrained checkpoint must never be answered from old calls
+    final, out_dir = out_dir, _staging(out_dir)  # written aside, then put in the place of an earlier run's whole
     price = cfg.teacher.price_per_mtok
     rows, failures = [], []
     try:
@@ -147,6 +150,8 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out_dir / REPORT, report)
     atomic_write_bytes(out_dir / TABLE, report_markdown(report).encode())
+    _replace(out_dir, final)
+    out_dir = final
     total = sum(r["traces"] for r in rows)
     if total and len(failures) == total:
         # A dead endpoint or a refused key: a table of zeros would read as a weak model.
@@ -241,6 +246,26 @@ def _evidence(bench: BenchSet, traces: list[Trace], rule: list[bool], min_f1: fl
     return {"traces": len(keep), "answered": len(answered),
             "answered_before_all_evidence": round(early / len(answered), 4) if answered else None,
             "recovered": m["recovered"], "erf": m["erf"]}
+
+
+def _staging(folder: Path) -> Path:
+    """An empty hidden folder beside ``folder`` that an evaluation is written into before it takes its place (a
+    run stopped half way leaves the earlier run's report and folders as they were, and in agreement)."""
+    work = folder.parent / f".{folder.name}.partial"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return work
+
+
+def _replace(work: Path, folder: Path) -> None:
+    """Put the finished ``work`` in the place of ``folder``, whose earlier run (its report and every benchmark's
+    folder) goes, so the report always lists exactly the folders beside it."""
+    old = folder.parent / f".{folder.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        os.rename(folder, old)
+    os.rename(work, folder)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _slug(name: str) -> str:

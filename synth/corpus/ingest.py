@@ -18,7 +18,7 @@ Pages that share a title are all kept (their ids differ) and counted in the repo
 many pages can be reached by id only.
 
 Bad records (:data:`PAGE_REASONS`: ``bad_json``, ``not_object``, ``bad_id``, ``bad_title``,
-``blank_title``, ``nul_title``, ``bad_text``, ``no_text``, ``duplicate_id``) are skipped and
+``blank_title``, ``nul_title``, ``long_title``, ``bad_text``, ``no_text``, ``long_word``, ``duplicate_id``) are skipped and
 counted, or with ``corpus.strict`` stop the run with ``InputError("line N: why")``.  Blank
 lines are not records.
 
@@ -63,13 +63,26 @@ PAGE_REASONS = ("bad_json", "not_object",
                 "bad_title",     # `wikipedia_title` missing or not a string
                 "blank_title",   # a title that is empty or only whitespace
                 "nul_title",     # a title with a NUL character in it
+                "long_title",    # a title over normalise.MAX_TITLE_CHARS characters
                 "bad_text",      # `text` missing, not a non-empty list of strings, or with a null paragraph
                 "no_text",       # nothing but whitespace after the title
+                "long_word",     # a word (no space) over normalise.MAX_WORD_CHARS characters after the title
                 "duplicate_id")  # an id already read: the first record wins
 LINK_REASONS = ("external", "unresolved", "self", "bad_anchor")
 DUCKDB_MEMORY = "1GB"  # pass 2 spills to ctx.staging past this
 # Staging is written once and read once: cheap compression, no dictionaries to build.
 STAGING_OPTS = dict(compression="snappy", use_dictionary=False)
+
+
+FIRST_KEPT = " (the first record is kept)"  # a duplicate's detail in rejects/ingest.jsonl; not under --strict
+
+
+def strict_stop(reject: dict, source: str) -> str:
+    """What ``corpus.strict`` (``--strict``) stops with at the first bad record: its line, why, and the file it is
+    in (a folder source's file, and the folder), without what skipping it would have kept."""
+    where = f"(in {reject['file']}) of the folder {source}" if "file" in reject else f"(in {source})"
+    return (f"line {reject['line']}: {reject['detail'].removesuffix(FIRST_KEPT)} {where}; --strict stops at the first "
+            "bad record: fix it, or run without --strict to skip and count bad records in rejects/ingest.jsonl")
 
 
 @dataclass
@@ -125,8 +138,7 @@ def _select(batch: RawBatch, st: _Pass1, max_pages: int | None) -> tuple[np.ndar
     for i in dups:
         pid = table.column("page_id")[i].as_py()
         rejects.append({"line": int(lines[i]), "reason": "duplicate_id",
-                        "detail": f"page id {pid!r} was already read (the first record is kept)",
-                        "raw": batch.prefix(i)})
+                        "detail": f"page id {pid!r} was already read{FIRST_KEPT}", "raw": batch.prefix(i)})
     rejects.sort(key=lambda r: r["line"])
     if batch.file is not None:
         for r in rejects:
@@ -199,9 +211,7 @@ def _pass1(ctx: StageContext, source: str, tmp: Path, st: _Pass1) -> None:
         for batch in batches:
             keep, rejects = _select(batch, st, cfg.max_pages)
             if rejects and cfg.strict:
-                r = rejects[0]
-                where = f" (in {r['file']})" if "file" in r else ""
-                raise InputError(f"line {r['line']}: {r['detail']}{where}")
+                raise InputError(strict_stop(rejects[0], source))
             for r in rejects:
                 st.dropped[r["reason"]] += 1
                 rej.write(orjson.dumps(r) + b"\n")

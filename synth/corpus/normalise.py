@@ -96,6 +96,31 @@ def _anchor(a: Any) -> dict:
 BLANK_TITLE = "`wikipedia_title` is empty or only whitespace"
 NUL_TITLE = "`wikipedia_title` contains a NUL character"
 NO_TEXT = "the page has no text: every paragraph after the title is empty or only whitespace"
+# The bounds on what one string of a page may be, so no later stage's time depends on a pathological one (a BPE
+# trainer's time grows with the square of a word's length): Wikipedia allows titles of 255 bytes of UTF-8, and
+# its longest words are a few hundred letters; a run of 1,000 characters without a space is a blob, not prose.
+MAX_TITLE_CHARS = 512
+MAX_WORD_CHARS = 1_000
+
+
+def long_title(n: int) -> str:
+    return f"`wikipedia_title` is {n:,} characters long (at most {MAX_TITLE_CHARS:,}; Wikipedia allows 255 bytes)"
+
+
+def long_word(field: str, paragraph: int, word: str) -> str:
+    return (f"`{field}`[{paragraph}] holds a word of {len(word):,} characters with no space in it (at most "
+            f"{MAX_WORD_CHARS:,}): {word[:24]!r}...")
+
+
+def _longest_word(text: list[str]) -> tuple[int, str] | None:
+    """The first paragraph after the title (its index in ``text``) holding a word over :data:`MAX_WORD_CHARS`, and
+    the word; None when every word is within it."""
+    for i, p in enumerate(text[1:], 1):
+        if len(p) > MAX_WORD_CHARS:
+            word = max(p.split(), key=len, default="")
+            if len(word) > MAX_WORD_CHARS:
+                return i, word
+    return None
 
 
 def _check_core(obj: Any, layout: str, page_id: Any, title: Any, text: Any) -> None:
@@ -114,12 +139,16 @@ def _check_core(obj: Any, layout: str, page_id: Any, title: Any, text: Any) -> N
         raise BadRecord("blank_title", BLANK_TITLE)
     if "\x00" in title:
         raise BadRecord("nul_title", NUL_TITLE)
+    if len(title) > MAX_TITLE_CHARS:
+        raise BadRecord("long_title", long_title(len(title)))
     if text is None:
         raise BadRecord("bad_text", f"`{names['text']}` is missing or null")
     if not isinstance(text, list) or not text or not all(isinstance(t, str) for t in text):
         raise BadRecord("bad_text", f"`{names['text']}` must be a non-empty list of strings (title first)")
     if not any(t.strip() for t in text[1:]):
         raise BadRecord("no_text", NO_TEXT)
+    if (long := _longest_word(text)) is not None:
+        raise BadRecord("long_word", long_word(names["text"], *long))
 
 
 def _aliases(v: Any) -> list[str] | None:
@@ -239,13 +268,49 @@ def _mask(arr) -> np.ndarray:
     return pc.fill_null(arr, False).to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
+def _long_word_rows(paragraphs: pa.ListArray) -> dict[int, tuple[int, str]]:
+    """The rows of ``paragraphs`` (``text`` after the title) one of which holds a word over
+    :data:`MAX_WORD_CHARS`: row -> (paragraph index in ``text``, word).
+
+    Such a word is more than ``2 * B - 1`` bytes without an ASCII space (B at most half the bound), so it holds a
+    whole B-byte block of the paragraphs' bytes, counted from the first, that has no space: one comparison pass finds
+    those blocks (prose has a space every few bytes), and only the paragraphs they start in are split in Python,
+    which says whether a word there is over the bound (Python's whitespace, characters rather than bytes)."""
+    flat = pc.list_flatten(paragraphs)
+    if len(flat) == 0:
+        return {}
+    # into the data buffer (a string array's offsets are int32), past the array's own offset when it is a slice
+    offsets = np.frombuffer(flat.buffers()[1], dtype=np.int32)[flat.offset:flat.offset + len(flat) + 1]
+    if not (np.diff(offsets) > MAX_WORD_CHARS).any():  # no paragraph long enough to hold one
+        return {}
+    block = (MAX_WORD_CHARS + 1) // 2 // 8 * 8  # whole 64-bit words of the comparison's bytes
+    data = np.frombuffer(flat.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    whole = len(data) // block * block
+    spaceless = np.flatnonzero(~(data[:whole] == 32).view(np.uint64).reshape(-1, block // 8).any(axis=1))
+    if not len(spaceless):
+        return {}
+    candidates = np.unique(np.searchsorted(offsets - offsets[0], spaceless * block, side="right") - 1)
+    parents = pc.list_parent_indices(paragraphs).to_numpy()
+    firsts = np.searchsorted(parents, parents)  # each paragraph's row's first paragraph
+    out: dict[int, tuple[int, str]] = {}
+    for j in candidates:
+        row = int(parents[j])
+        if row in out:
+            continue
+        word = max((flat[int(j)].as_py() or "").split(), key=len, default="")
+        if len(word) > MAX_WORD_CHARS:
+            out[row] = (int(j - firsts[j]) + 1, word)
+    return out
+
+
 def validate_raw(raw: pa.Table, layout: str) -> tuple[pa.Table, list[tuple[int, str, str]]]:
     """Split ``raw`` into valid rows and ``(row, reason, detail)`` for rows that cannot be pages.
 
     A page needs a non-empty string id, a title that is not blank (empty or whitespace,
-    ``blank_title``) and holds no NUL (``nul_title``), a non-empty ``text`` with no null
-    paragraph, and some text after the title (``no_text``); the first failing check names
-    the drop reason, in the order the per-record normalisers check them.
+    ``blank_title``), holds no NUL (``nul_title``) and is at most :data:`MAX_TITLE_CHARS` long
+    (``long_title``), a non-empty ``text`` with no null paragraph, some text after the title
+    (``no_text``), and no word over :data:`MAX_WORD_CHARS` there (``long_word``); the first
+    failing check names the drop reason, in the order the per-record normalisers check them.
     """
     names = FIELD_NAMES[layout]
     checks = []
@@ -256,6 +321,8 @@ def validate_raw(raw: pa.Table, layout: str) -> tuple[pa.Table, list[tuple[int, 
     checks.append((_mask(pc.is_null(title)), "bad_title", "`wikipedia_title` is missing or null"))
     checks.append((_mask(pc.equal(pc.utf8_trim_whitespace(title), "")), "blank_title", BLANK_TITLE))
     checks.append((_mask(pc.match_substring(title, "\x00")), "nul_title", NUL_TITLE))
+    title_chars = pc.fill_null(pc.utf8_length(title), 0).to_numpy(zero_copy_only=False)
+    checks.append((title_chars > MAX_TITLE_CHARS, "long_title", lambda i: long_title(int(title_chars[i]))))
     text = raw.column("text").combine_chunks()
     checks.append((_mask(pc.is_null(text)), "bad_text", f"`{names['text']}` is missing or null"))
     malformed = _mask(pc.equal(pc.list_value_length(text), 0)).copy()
@@ -267,11 +334,15 @@ def validate_raw(raw: pa.Table, layout: str) -> tuple[pa.Table, list[tuple[int, 
     filled = _mask(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.list_flatten(paragraphs))), 0))
     with_text = np.bincount(pc.list_parent_indices(paragraphs).to_numpy()[filled], minlength=raw.num_rows)
     checks.append((with_text == 0, "no_text", NO_TEXT))
+    long = _long_word_rows(paragraphs)
+    long_mask = np.zeros(raw.num_rows, dtype=bool)
+    long_mask[list(long)] = True
+    checks.append((long_mask, "long_word", lambda i: long_word(names["text"], *long[i])))
     bad: list[tuple[int, str, str]] = []
     taken = np.zeros(raw.num_rows, dtype=bool)
     for mask, why, detail in checks:
         new = mask & ~taken
-        bad.extend((int(i), why, detail) for i in np.flatnonzero(new))
+        bad.extend((int(i), why, detail(int(i)) if callable(detail) else detail) for i in np.flatnonzero(new))
         taken |= new
     if not bad:
         return raw, []

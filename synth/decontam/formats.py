@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
 
-from synth.engine.errors import InputError
+from synth.engine.errors import InputError, json_problem, not_a_file
 
 FORMATS = ("hotpotqa", "2wiki", "musique", "frames", "browsecomp", "gaia", "jsonl")
 
@@ -82,6 +82,14 @@ class _Record:
             raise self.fail(name, f"expected a string, got {type(v).__name__}")
         return v
 
+    def question(self, name: str) -> str:
+        """The question's text: required, and refused like a missing one when it is empty or only whitespace (a
+        model asked nothing is paid for nothing)."""
+        v = self.text(name)
+        if not v.strip():
+            raise self.fail(name, "empty or only whitespace (a question needs text)")
+        return v
+
     def strings(self, name: str, required: bool = True) -> list[str]:
         v = self.get(name, required)
         if v is None:
@@ -119,7 +127,7 @@ def _json_records(path: Path) -> Iterator[_Record]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
-            raise InputError(f"{path}: line {e.lineno}: not JSON ({e.msg})") from None
+            raise InputError(f"{path}: line {e.lineno}: not JSON ({json_problem(e)})") from None
         for i, obj in enumerate(data):
             yield _Record(path, f"record {i}", obj)
         return
@@ -130,7 +138,7 @@ def _json_records(path: Path) -> Iterator[_Record]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise InputError(f"{path}: line {lineno}: not JSON ({e.msg})") from None
+                raise InputError(f"{path}: line {lineno}: not JSON ({json_problem(e)})") from None
             yield _Record(path, f"line {lineno}", obj)
 
 
@@ -182,7 +190,7 @@ def _answers(*values: str | None) -> list[str]:
 def _hotpot(r: _Record) -> BenchQuestion:
     support = r.pair_titles("supporting_facts", "sent_id", required=False)  # the test set withholds them
     context = r.pair_titles("context", "sentences", required=False)
-    return BenchQuestion(_qid(r, "_id", "id"), r.text("question"), _answers(r.text("answer", False)),
+    return BenchQuestion(_qid(r, "_id", "id"), r.question("question"), _answers(r.text("answer", False)),
                          support, context)
 
 
@@ -207,7 +215,7 @@ def _musique(r: _Record) -> BenchQuestion:
         if not isinstance(p, dict) or not isinstance(p.get("title"), str):
             raise r.fail(f"paragraphs[{i}].title", "missing or not a string")
         (support if p.get("is_supporting") is True else linked).append(p["title"])
-    return BenchQuestion(_qid(r, "id"), r.text("question"),
+    return BenchQuestion(_qid(r, "id"), r.question("question"),
                          _answers(r.text("answer", False), *r.strings("answer_aliases", False)), support, linked)
 
 
@@ -229,7 +237,7 @@ def _frames(r: _Record) -> BenchQuestion:
         if "/wiki/" not in parts.path:
             raise r.fail("wiki_links", f"not a Wikipedia article URL: {u[:120]!r}")
         titles.append(parts.path.split("/wiki/", 1)[1] + (f"#{parts.fragment}" if parts.fragment else ""))
-    return BenchQuestion(_qid(r, "Unnamed: 0", "id"), r.text("Prompt"), _answers(r.text("Answer", False)), titles)
+    return BenchQuestion(_qid(r, "Unnamed: 0", "id"), r.question("Prompt"), _answers(r.text("Answer", False)), titles)
 
 
 def _looks_encrypted(text: str) -> bool:
@@ -244,7 +252,7 @@ def _looks_encrypted(text: str) -> bool:
 
 
 def _browsecomp(r: _Record) -> BenchQuestion:
-    problem = r.text("problem")
+    problem = r.question("problem")
     if _looks_encrypted(problem):
         raise r.fail("problem", "looks encrypted (base64); decrypt the file with its canary first")
     return BenchQuestion(_qid(r, "id"), problem, _answers(r.text("answer", False)))
@@ -252,11 +260,11 @@ def _browsecomp(r: _Record) -> BenchQuestion:
 
 def _gaia(r: _Record) -> BenchQuestion:
     answer = r.text("Final answer", False)
-    return BenchQuestion(_qid(r, "task_id"), r.text("Question"), _answers(None if answer == "?" else answer))
+    return BenchQuestion(_qid(r, "task_id"), r.question("Question"), _answers(None if answer == "?" else answer))
 
 
 def _jsonl(r: _Record) -> BenchQuestion:
-    return BenchQuestion(_qid(r, "id", "_id"), r.text("question"), _answers(r.text("answer", False)),
+    return BenchQuestion(_qid(r, "id", "_id"), r.question("question"), _answers(r.text("answer", False)),
                          r.strings("titles", False))
 
 
@@ -271,8 +279,8 @@ def read_benchmark(path: str | Path, fmt: str) -> list[BenchQuestion]:
     p = Path(path)
     if fmt not in READERS:
         raise InputError(f"{p}: unknown benchmark format {fmt!r} (allowed: {', '.join(FORMATS)})")
-    if not p.is_file():
-        raise InputError(f"{p}: benchmark file not found")
+    if (why := not_a_file(p)) is not None:
+        raise InputError(f"{p}: {why}: give a benchmark file ({fmt})")
     try:
         return [READERS[fmt](r) for r in records(p)]
     except UnicodeDecodeError as e:

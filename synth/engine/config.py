@@ -25,6 +25,8 @@ from typing import Any, ClassVar, Iterable, Literal, TypeVar, Union, get_args, g
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
+from synth.engine.errors import not_a_file
+
 log = logging.getLogger("hopforge")
 
 
@@ -48,7 +50,22 @@ def project_path(path: str | Path) -> Path:
 
 
 class ConfigError(ValueError):
-    """A config file, key or value is wrong.  The message names the key."""
+    """A config file, key or value is wrong.  The message names the key; ``key`` is it (dotted) where one key is
+    at fault, and ``override`` the ``dotted.key=value`` override that set it (None: the file, or the defaults),
+    so the error is told as the user's ``--set`` rather than the config file's."""
+
+    def __init__(self, message: str, key: str | None = None, override: str | None = None, names_file: bool = False):
+        super().__init__(message)
+        self.key, self.override, self.names_file = key, override, names_file  # names_file: the message names it
+
+    def told(self, config: str | None, via: str = "cli") -> str:
+        """The message said as where the fault lies: ``--set ITEM: ...`` (``config override 'ITEM': ...`` under the
+        flow, whose overrides are a parameter) for an override's, ``config FILE: ...`` for the file's."""
+        if self.override is not None:
+            item = self.override if len(self.override) <= MAX_ERROR_VALUE_CHARS else \
+                f"{self.override[:MAX_ERROR_VALUE_CHARS - 40]}...{self.override[-37:]}"  # a huge one, bounded
+            return f"--set {item}: {self}" if via == "cli" else f"config override {item!r}: {self}"
+        return str(self) if self.names_file else f"config {config or '<defaults>'}: {self}"
 
 
 class Section(BaseModel):
@@ -108,6 +125,20 @@ def cpu_workers(requested: int) -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process may use: the machine's physical memory, or its cgroup's limit (a container's)
+    when that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
 
 
 def _short(value: Any) -> str:
@@ -333,14 +364,14 @@ def _model_at(root: type[BaseModel], path: list[str]) -> type[BaseModel] | None:
 
 def _check_keys(data: Any, model: type[BaseModel], prefix: str) -> None:
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {type(data).__name__}", key=prefix or None)
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
         field = model.model_fields.get(key)
         if field is None:
             raise ConfigError(
-                f"unknown config key '{dotted}' (allowed under '{prefix or '<root>'}': {', '.join(_allowed_keys(model))})"
-            )
+                f"unknown config key '{dotted}' (allowed under '{prefix or '<root>'}': {', '.join(_allowed_keys(model))})",
+                key=dotted)
         ann = field.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel) and value is not None:
             _check_keys(value, ann, dotted)
@@ -400,37 +431,66 @@ def rename_sections(root: type[BaseModel], data: dict, where: str = "config") ->
 def apply_overrides(root: type[BaseModel], data: dict, overrides: list[str]) -> dict:
     """Apply ``dotted.key=value`` overrides to a raw config mapping, checking each key exists.  A key under a
     renamed section (``synth.shard_workers``) sets the new one (``runner.shard_workers``), with a warning."""
-    renamed = _renamed(root)
     for item in overrides:
-        head = item.split("=", 1)[0].strip().split(".", 1)
-        if len(head) == 2 and head[0] in renamed:
-            new = f"{renamed[head[0]]}.{head[1]}"
-            log.warning("--set %s.%s: the key is deprecated, it is now '%s'", head[0], head[1], new)
-            item = new + item[item.index("="):] if "=" in item else new
-        path, _ = parse_override(item, verbatim=True)
-        path, value = parse_override(item, verbatim=_text_field(root, path))
-        model: type[BaseModel] = root
-        node = data
-        for i, part in enumerate(path):
-            dotted = ".".join(path[: i + 1])
-            field = model.model_fields.get(part)
-            if field is None:
-                parent = ".".join(path[:i]) or "<root>"
-                raise ConfigError(
-                    f"unknown config key '{dotted}' (allowed under '{parent}': {', '.join(_allowed_keys(model))})"
-                )
-            if i == len(path) - 1:
-                node[part] = value
-                break
-            sub = _model_at(root, path[: i + 1])
-            if sub is None:
-                raise ConfigError(f"config key '{dotted}' is a value, not a section; cannot set '{'.'.join(path)}'")
-            model = sub
-            nxt = node.get(part)
-            if not isinstance(nxt, dict):
-                nxt = {}
-                node[part] = nxt
-            node = nxt
+        try:
+            data = _apply_override(root, data, item)
+        except ConfigError as e:
+            e.override = item if e.override is None else e.override
+            raise
+    return data
+
+
+def _override_key(root: type[BaseModel], item: str) -> str:
+    """The dotted key an override sets, under a renamed section's new name."""
+    key = item.split("=", 1)[0].strip()
+    head = key.split(".", 1)
+    renamed = _renamed(root)
+    return f"{renamed[head[0]]}.{head[1]}" if len(head) == 2 and head[0] in renamed else key
+
+
+def _set_by(root: type[BaseModel], key: str | None, overrides: list[str]) -> str | None:
+    """The last override that set ``key`` (or a key inside it, or the section it is in), or None."""
+    if not key:
+        return None
+    for item in reversed(overrides):
+        k = _override_key(root, item)
+        if k == key or key.startswith(k + ".") or k.startswith(key + "."):
+            return item
+    return None
+
+
+def _apply_override(root: type[BaseModel], data: dict, item: str) -> dict:
+    """Apply one ``dotted.key=value`` override to ``data`` (see :func:`apply_overrides`)."""
+    renamed = _renamed(root)
+    head = item.split("=", 1)[0].strip().split(".", 1)
+    if len(head) == 2 and head[0] in renamed:
+        new = f"{renamed[head[0]]}.{head[1]}"
+        log.warning("--set %s.%s: the key is deprecated, it is now '%s'", head[0], head[1], new)
+        item = new + item[item.index("="):] if "=" in item else new
+    path, _ = parse_override(item, verbatim=True)
+    path, value = parse_override(item, verbatim=_text_field(root, path))
+    model: type[BaseModel] = root
+    node = data
+    for i, part in enumerate(path):
+        dotted = ".".join(path[: i + 1])
+        field = model.model_fields.get(part)
+        if field is None:
+            parent = ".".join(path[:i]) or "<root>"
+            raise ConfigError(
+                f"unknown config key '{dotted}' (allowed under '{parent}': {', '.join(_allowed_keys(model))})"
+            )
+        if i == len(path) - 1:
+            node[part] = value
+            break
+        sub = _model_at(root, path[: i + 1])
+        if sub is None:
+            raise ConfigError(f"config key '{dotted}' is a value, not a section; cannot set '{'.'.join(path)}'")
+        model = sub
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            node[part] = nxt
+        node = nxt
     return data
 
 
@@ -445,7 +505,8 @@ def config_from_dict(root: type[M], data: dict) -> M:
         if not err["loc"]:  # a rule across sections (a root validator): its message names the keys
             raise ConfigError(f"bad config: {err['msg'].removeprefix('Value error, ')}") from None
         key = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"bad value for config key '{key}': {err['msg']} (got {_short(err.get('input'))})") from None
+        raise ConfigError(f"bad value for config key '{key}': {err['msg']} (got {_short(err.get('input'))})",
+                          key=key) from None
 
 
 def load_config(root: type[M], path: str | Path | None, overrides: list[str] | None = None) -> M:
@@ -453,19 +514,26 @@ def load_config(root: type[M], path: str | Path | None, overrides: list[str] | N
     data: dict = {}
     if path is not None:
         p = project_path(path)
-        if not p.is_file():
+        if (why := not_a_file(p)) is not None:
+            if p.exists():  # a folder, a FIFO: the path is there, and is no file
+                raise ConfigError(f"config file {p}: {why}", names_file=True)
             root = project_root()
             where = f" (looked in {Path.cwd()} and {root})" if root is not None and not p.is_absolute() else ""
-            raise ConfigError(f"config file not found: {p}{where}")
+            raise ConfigError(f"config file not found: {p}{where}", names_file=True)
         try:
             loaded = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+            raise ConfigError(f"config file {p} is not valid YAML: {e}", names_file=True) from None
         if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {p}: top level must be a mapping")
+            raise ConfigError(f"config file {p}: top level must be a mapping", names_file=True)
         data = rename_sections(root, loaded, str(p))
-    data = apply_overrides(root, data, list(overrides or []))
-    cfg = config_from_dict(root, data)
+    overrides = list(overrides or [])
+    data = apply_overrides(root, data, overrides)
+    try:
+        cfg = config_from_dict(root, data)
+    except ConfigError as e:  # a value an override set is the override's fault, not the file's
+        e.override = _set_by(root, e.key, overrides)
+        raise
     if isinstance(cfg, RootConfig):
         cfg.resolve_paths()
     return cfg

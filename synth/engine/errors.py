@@ -115,21 +115,73 @@ def machine_error(exc: BaseException, where: str | _os.PathLike | None = None) -
     return None
 
 
+# ---- what is wrong with a path or a text the user gave ----------------------------------------------
+
+def not_a_file(path: str | _os.PathLike) -> str | None:
+    """Why ``path`` cannot be read as a file, in words ("no such file", "a folder, not a file", "a FIFO (named
+    pipe), not a regular file"...), or None when it is a regular file (or a link to one)."""
+    import stat as _stat
+
+    try:
+        mode = _os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except NotADirectoryError:
+        return "no such file (a folder on its path is a file)"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if _stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if _stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe), not a regular file"
+    if _stat.S_ISSOCK(mode):
+        return "a socket, not a regular file"
+    if _stat.S_ISCHR(mode) or _stat.S_ISBLK(mode):
+        return "a device, not a regular file"
+    return None
+
+
+def json_problem(e: ValueError, at: str = "column") -> str:
+    """A JSON parse error in words, its position included: ``json``'s ``msg`` alone stops mid-phrase ("Invalid
+    control character at").  ``at``: "column" (of ``e.lineno``) or "character" (``e.pos``)."""
+    msg = getattr(e, "msg", None)
+    if msg is None:
+        return str(e)
+    where = f"column {e.colno}" if at == "column" else f"character {e.pos}"
+    return f"{msg} {where}" if msg.endswith(" at") else f"{msg} at {where}"
+
+
 _PARQUET_PATH = _re.compile(r"'([^']+\.parquet)'")
 
 
+class DamagedFile(InputError):
+    """A file hopforge wrote that can no longer be read as what it is (a truncated or overwritten Parquet file, a
+    report that is no JSON): one line names the file (``path``), why it cannot be read (``why``) and the stage
+    whose rerun restores it."""
+
+    def __init__(self, path: str | _os.PathLike, why: str, kind: str = "Parquet file"):
+        self.path, self.why = str(path), why
+        what = _what(_os.path.realpath(path))
+        fix = f"it belongs to {what}: run that stage again with --force" if what else "restore or remove it"
+        super().__init__(f"{path}: cannot read this {kind} ({why}); {fix}")
+
+
+def first_sentence(message: str) -> str:
+    """The first sentence of an error message (Arrow's add a second one of advice: "Either the file is ...")."""
+    return message.strip().split(". ")[0].rstrip(".") or message.strip()
+
+
 def damaged_table(exc: BaseException) -> InputError | None:
-    """An :class:`InputError` naming the Parquet file behind ``exc`` that Arrow could not read (a truncated or
+    """A :class:`DamagedFile` naming the Parquet file behind ``exc`` that Arrow could not read (a truncated or
     overwritten file: no footer, bad magic bytes), and the stage that wrote it; None for any other error."""
     for e in _chain(exc):
+        if isinstance(e, DamagedFile):
+            return e
         if not type(e).__module__.startswith("pyarrow") or "Parquet" not in str(e):
             continue
         m = _PARQUET_PATH.search(str(e))
         if m is None:
             continue
         path = m.group(1)
-        why = (str(e).split(f"'{path}'", 1)[1].strip(": ").split(". ")[0] or str(e)).strip()
-        what = _what(_os.path.realpath(path))
-        fix = f"it belongs to {what}: run that stage again with --force" if what else "restore or remove it"
-        return InputError(f"{path}: cannot read this Parquet file ({why}); {fix}")
+        return DamagedFile(path, first_sentence(str(e).split(f"'{path}'", 1)[1].strip(": ")) or str(e).strip())
     return None

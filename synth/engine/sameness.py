@@ -38,6 +38,8 @@ from typing import Any, Callable
 
 import orjson
 
+from synth.engine.errors import DamagedFile, first_sentence, machine_error
+
 Roots = tuple[str, ...]  # the run folder's path as written in what it holds (absolute, and resolved)
 
 # Keys of report JSON that are run facts (module docstring), at any depth; and any key of time: ending in "_s"
@@ -101,6 +103,7 @@ class Digest:
 
 
 MISSING = Digest("missing", "")
+DAMAGED = Digest("damaged", "")  # an output a file of which cannot be read (:class:`~synth.engine.errors.DamagedFile`)
 NOT_DATA = Digest("not data", "")  # what a concern's file digest returns for a file that is no data
 
 
@@ -131,14 +134,19 @@ def table_digest(path: Path, batch_rows: int = 4096, roots: Roots = ()) -> Diges
     rows: list[bytes] = []
     schema: pa.Schema | None = None
     for f in files:
-        pf = pq.ParquetFile(f)
-        s = pa.schema(list(pf.schema_arrow))  # names and types; Parquet and pandas metadata are no data
-        schema = schema or s
-        if not s.equals(schema):
-            raise ValueError(f"{f}: its schema differs from the other parts of {path}")
-        for batch in pf.iter_batches(batch_size=batch_rows):
-            rows.extend(hashlib.blake2b(canonical(figures(r, roots)), digest_size=16).digest()
-                        for r in batch.to_pylist())
+        try:
+            pf = pq.ParquetFile(f)
+            s = pa.schema(list(pf.schema_arrow))  # names and types; Parquet and pandas metadata are no data
+            schema = schema or s
+            if not s.equals(schema):
+                raise DamagedFile(f, f"its schema differs from the other parts of {path}")
+            for batch in pf.iter_batches(batch_size=batch_rows):
+                rows.extend(hashlib.blake2b(canonical(figures(r, roots)), digest_size=16).digest()
+                            for r in batch.to_pylist())
+        except (pa.ArrowException, OSError) as e:  # truncated, overwritten: no footer, bad magic bytes
+            if machine_error(e) is not None:  # the machine refused the read: not the file's fault
+                raise
+            raise DamagedFile(f, first_sentence(str(e))) from e
     rows.sort()
     h = hashlib.sha256(str(schema).encode() if schema is not None else b"")
     for r in rows:
@@ -146,9 +154,18 @@ def table_digest(path: Path, batch_rows: int = 4096, roots: Roots = ()) -> Diges
     return Digest("table", h.hexdigest()[:20], rows=len(rows))
 
 
+def read_json(path: Path) -> Any:
+    """A JSON file's value; :class:`~synth.engine.errors.DamagedFile` when it holds no JSON (cut, overwritten)."""
+    data = Path(path).read_bytes()
+    try:
+        return json.loads(data)
+    except ValueError as e:
+        raise DamagedFile(path, first_sentence(str(e)), kind="JSON file") from None
+
+
 def json_digest(path: Path, roots: Roots = ()) -> Digest:
     """A JSON file's value without its run facts (paths inside ``roots`` relative to them)."""
-    value = figures(json.loads(Path(path).read_bytes()), roots)
+    value = figures(read_json(path), roots)
     return Digest("json", hashlib.sha256(canonical(value)).hexdigest()[:20])
 
 
@@ -224,5 +241,5 @@ def output_digest(path: Path, own: FileDigest | None = None, roots: Roots = ()) 
     return (own(path, path.name) if own is not None else None) or file_digest(path, roots)
 
 
-__all__ = ["RUN_FACTS", "Roots", "is_run_fact", "figures", "Digest", "MISSING", "NOT_DATA", "canonical", "table_digest", "json_digest",
+__all__ = ["RUN_FACTS", "Roots", "is_run_fact", "figures", "Digest", "MISSING", "DAMAGED", "NOT_DATA", "read_json", "canonical", "table_digest", "json_digest",
            "bytes_digest", "file_digest", "is_table", "folder_digest", "output_digest"]

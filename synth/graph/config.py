@@ -48,6 +48,13 @@ class WalkConfig(Section):
         return v
 
 
+def walk_slot_bytes(hops: int) -> int:
+    """Bytes the walks stage holds per slot of ``walk.num_walks`` at its peak (``run_walks``), an upper bound: the
+    slots' paths (``hops + 1`` int32 each), the walked ones' copies while twins are found (about six paths a slot
+    in all) and a few int64 indexes and flags.  ``tests/synth/graph/test_walks.py`` measures it."""
+    return 8 * 4 * (hops + 1) + 16
+
+
 class ExpandConfig(Section):
     num_subgraphs: int = Field(100, ge=0, description="Number of subgraphs to expand (0 disables the stage).")
     budget: int = Field(12, ge=2, le=256, description="K: pages per subgraph (OpenSeeker-v2 graph expansion).")

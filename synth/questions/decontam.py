@@ -23,14 +23,15 @@ from synth.decontam.index import BenchIndex, Benchmark, corpus_resolver, file_sh
 from synth.decontam.saved import built_once
 from synth.decontam.tally import Tally
 from synth.engine.config import ConfigError, project_path
+from synth.engine.errors import not_a_file
 from synth.engine.records import Question
 from synth.text.overlap import EvalSet
 
 
 def _located(entry: Any) -> Path:
     p = project_path(entry.path)
-    if not p.is_file():
-        raise ConfigError(f"bad value for config key 'questions.decontaminate': file not found: {p}")
+    if (why := not_a_file(p)) is not None:
+        raise ConfigError(f"bad value for config key 'questions.decontaminate': {p}: {why}")
     return p
 
 

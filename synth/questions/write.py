@@ -60,7 +60,8 @@ class Repairs:
 
 def read_reply(src: Source, reply: Any, task: Task, ctx, validator: Validator) -> tuple[Question | None, Failure | None]:
     """The reply parsed and validated: ``(question, None)`` or ``(None, failure)``."""
-    q, reason, detail = parse_question(src, reply, ctx.cfg.questions, ctx.cfg.teacher.model, task)
+    served = getattr(reply, "model", "") or ctx.cfg.teacher.model  # the model the endpoint says answered
+    q, reason, detail = parse_question(src, reply, ctx.cfg.questions, served, task)
     if q is None:
         return None, Failure(reason or "parse_error", detail)
     failure = validator.check(q)

@@ -128,6 +128,7 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
     where = {pid: j for j, pid in enumerate(gold_ids)}
     t = _Tally(counts=dict.fromkeys(tool_names(getattr(toolbox, "cfg", None)), 0))  # the tools this rollout is offered
     stop, answer, error, protocol, reasoning = "max_turns", None, None, None, None
+    served: list[str] = []  # the models that answered, as the endpoint named them (the trace's teacher_model)
     hint = AGENT.hint(seed=derive_seed(rcfg.seed, "rollout", question.question_id))
 
     def act(calls: list[ToolCall]) -> None:
@@ -161,6 +162,8 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
             stop, error = FAILED, f"{e.reason}: {e.detail}" if e.detail else e.reason
             break
         t.n_turns += 1
+        if resp.model and resp.model not in served:
+            served.append(resp.model)
         protocol = resp.tool_protocol or protocol
         reasoning = resp.reasoning_field or reasoning
         t.latency += resp.model_latency_s or 0.0
@@ -195,7 +198,8 @@ async def rollout_one(teacher: Teacher, toolbox: Toolbox, question: Question, sa
         n_tool_errors=t.n_errors, searched_page_ids=list(dict.fromkeys(t.searched)),
         opened_page_ids=list(dict.fromkeys(t.opened)), gold_page_ids=gold_ids, gold_first_seen=first_seen,
         prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
-        latency_s=round(t.latency, 6), teacher_model=teacher.cfg.model, error=error, split=question.split,
+        latency_s=round(t.latency, 6), teacher_model="+".join(served) or teacher.cfg.model, error=error,
+        split=question.split,
         tool_protocol=protocol or teacher.tool_protocol, server_cached_prompt_tokens=t.server_cached_prompt_tokens,
         step_labels=labels, reasoning_field=reasoning,
     )

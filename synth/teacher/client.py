@@ -268,8 +268,8 @@ class Teacher:
                     self.stats.add(cache_hits=1, cached_prompt_tokens=hit.usage["prompt_tokens"],
                                    cached_completion_tokens=hit.usage["completion_tokens"],
                                    cached_server_cached_prompt_tokens=hit.usage.get("server_cached_prompt_tokens", 0))
-                    return hit
-            resp = await self._send(messages, tools, sample_index, hint)
+                    return self._served(hit)
+            resp = self._served(await self._send(messages, tools, sample_index, hint))
             if self.cache is not None:
                 try:
                     self.cache.put(key, self.cfg.model, resp.to_record())
@@ -283,6 +283,22 @@ class Teacher:
             return resp
         finally:
             self.stats.exit()
+
+    def _served(self, resp: ChatResponse) -> ChatResponse:
+        """Count the model an answer came from, as the endpoint named it (``resp.model``; the configured name
+        when it named none), and warn once per process when a served endpoint names another model than the
+        configured one: the rows record the name it gave (``teacher_model``), the stage report counts them
+        (``teacher.served_models``)."""
+        served = resp.model or self.cfg.model
+        resp.model = served
+        self.stats.add(served_models=served)
+        if served != self.cfg.model and self.cfg.backend == "openai" and (self.cfg.model, served) not in _SERVED_SAID:
+            _SERVED_SAID.add((self.cfg.model, served))
+            log.warning("teacher endpoint %s answers as model %r, not the configured teacher.model %r: the rows "
+                        "record %r as teacher_model and the stage reports count it under teacher.served_models; "
+                        "check that the endpoint serves the model you meant", self.cfg.display_url(), served,
+                        self.cfg.model, served)
+        return resp
 
     def _cached(self, key: str) -> ChatResponse | None:
         """The cached answer of ``key``, or None.  An entry that does not read back as a
@@ -554,6 +570,10 @@ class Teacher:
         cache = str(self.cache.path) if self.cache is not None else None
         return (f"Teacher(backend={self.cfg.backend!r}, model={self.cfg.model!r}, url={self.cfg.display_url()!r}, "
                 f"cache={cache!r}, concurrency={self.cfg.concurrency})")
+
+
+# (configured, served) model names a warning was given for in this process: said once, whichever teacher saw it
+_SERVED_SAID: set[tuple[str, str]] = set()
 
 
 def _invalid(resp: ChatResponse) -> BackendError | None:

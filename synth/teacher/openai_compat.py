@@ -131,7 +131,7 @@ class OpenAIBackend(BaseChatModel):
         self._endpoint = (cfg.base_url, cfg.model)
         # What the endpoint was found to do: shared by the teachers of a stage run (Teacher's ``shared``).
         self.probes = probes if probes is not None else probe.Probes()
-        self._native = probe.NativeWatch()
+        self._native = probe.NativeWatch(cfg.max_tokens)
         self._configured_reasoning = None if cfg.reasoning_field == "auto" else cfg.reasoning_field
         self._unread_said = False
 
@@ -271,7 +271,7 @@ class OpenAIBackend(BaseChatModel):
             self._read_calls(resp, protocol, tools, messages)
         elif protocol == "native":
             try:
-                warning = self._native.check(resp.message, tools)
+                warning = self._native.check(resp.message, tools, resp.finish_reason)
             except probe.ToolCallsLost as e:
                 raise probe.ToolCallsLost(f"teacher endpoint {self.cfg.display_url()} (model {self.cfg.model!r}): {e}; "
                                           "the stage stops, and nothing of it is committed") from None

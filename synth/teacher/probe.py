@@ -16,6 +16,7 @@ import concurrent.futures
 import hashlib
 import json
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -122,23 +123,28 @@ def tools_problem(configured: str, probe: Probe) -> tuple[str, str] | None:
 
 class NativeWatch:
     """Notices, in a ``native`` run's replies, that tool calling is not working: calls that arrive as
-    text, or ``SILENT_AFTER`` replies to requests with tools and never a call.  Says each once; and
-    once ``LOST_AFTER`` replies wrote their calls as text and none came as ``tool_calls``, every call
-    of the stage would be lost, so :meth:`check` raises :class:`ToolCallsLost` (the stage stops, nothing
-    of it committed) rather than let it commit trajectories without a tool call."""
+    text, or ``SILENT_AFTER`` replies to requests with tools and never a call.  Says each once, naming
+    what the replies were: cut at ``teacher.max_tokens`` before they ended, empty, or complete answers in
+    text (then the server may be ignoring the tools).  And once ``LOST_AFTER`` replies wrote their calls
+    as text and none came as ``tool_calls``, every call of the stage would be lost, so :meth:`check`
+    raises :class:`ToolCallsLost` (the stage stops, nothing of it committed) rather than let it commit
+    trajectories without a tool call."""
 
     SILENT_AFTER = 8
     LOST_AFTER = 3
 
-    def __init__(self) -> None:
+    def __init__(self, max_tokens: int | None = None) -> None:
+        self.max_tokens = max_tokens  # teacher.max_tokens, named when replies are cut at it
         self._silent = 0  # replies without a call, until the first call shows tools work (-1)
+        self._kinds: Counter[str] = Counter()  # those replies by kind: cut, empty, text
         self._text = 0  # replies that wrote their calls as text
         self._said: set[str] = set()
         self._lock = threading.Lock()
 
-    def check(self, message: dict, tools: list[dict]) -> str | None:
-        """A warning (said once per kind) when ``message``, a reply to a request with ``tools``, shows
-        that tool calls are lost; None otherwise.  Raises :class:`ToolCallsLost` once they all are."""
+    def check(self, message: dict, tools: list[dict], finish_reason: str | None = None) -> str | None:
+        """A warning (said once per kind) when ``message``, a reply to a request with ``tools`` that ended with
+        ``finish_reason``, shows that tool calls are lost; None otherwise.  Raises :class:`ToolCallsLost` once
+        they all are."""
         if message.get("tool_calls"):
             with self._lock:
                 self._silent = -1
@@ -157,11 +163,26 @@ class NativeWatch:
             if self._silent < 0:
                 return None
             self._silent += 1
+            self._kinds["cut" if finish_reason == "length" else
+                        "text" if (message.get("content") or "").strip() else "empty"] += 1
             if self._silent < self.SILENT_AFTER:
                 return None
-        return self._once("silent", f"was sent tools {self._silent} times and never called one; it may be ignoring "
-                          "them. `hopforge check` probes it; teacher.tool_protocol auto, or a text protocol "
-                          "(hermes, llama3, mistral, react), works without the server's tool support")
+            kinds = dict(self._kinds)
+        return self._once("silent", f"was sent tools {self._silent} times and never called one: "
+                          + "; ".join(self._why(kind, n) for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1])))
+
+    def _why(self, kind: str, n: int) -> str:
+        """What ``n`` replies of ``kind`` say of the cause, and what to do."""
+        if kind == "cut":
+            limit = f"teacher.max_tokens={self.max_tokens}" if self.max_tokens is not None else "teacher.max_tokens"
+            return (f"{n} were cut at {limit} before they ended (finish_reason `length`): a call would come at "
+                    "their end, so raise teacher.max_tokens (a thinking model spends many tokens first)")
+        if kind == "empty":
+            return (f"{n} were empty (no text, no tool call): look at the server's log, its chat template and "
+                    "that it serves the model")
+        return (f"{n} answered in text without a call: the server may be ignoring the tools. `hopforge check` "
+                "probes it; teacher.tool_protocol auto, or a text protocol (hermes, llama3, mistral, react), works "
+                "without the server's tool support")
 
     def _once(self, kind: str, text: str) -> str | None:
         with self._lock:

@@ -40,6 +40,8 @@ class TeacherUsage:
     cache_errors: int = 0       # completed calls the cache could not store (disk full, lock timeout)
     failures: Counter = field(default_factory=Counter)       # final failures by reason
     attempt_errors: Counter = field(default_factory=Counter)  # every failed attempt by reason, retried or not
+    # answers by the model that gave them, as the endpoint named it (sent and cache hits): what a row records
+    served_models: Counter = field(default_factory=Counter)
     prompt_tokens: int = 0      # of requests sent
     completion_tokens: int = 0
     # Of prompt_tokens, those the *server* says it served from its prefix cache (billed at the cached rate).
@@ -56,6 +58,7 @@ class TeacherUsage:
     cost_saved_by_cache_usd: float | None = None
 
     COSTS: ClassVar[tuple[str, ...]] = ("cost_usd", "cost_saved_by_cache_usd")
+    COUNTED: ClassVar[tuple[str, ...]] = ("failures", "attempt_errors", "served_models")  # the Counter fields
 
     def counters(self) -> list[str]:
         """The names of the counting fields (the costs aside)."""
@@ -95,7 +98,7 @@ class TeacherUsage:
             v = report.get(f.name)
             if v is None:
                 continue
-            kw[f.name] = Counter(v) if f.name in ("failures", "attempt_errors") else v
+            kw[f.name] = Counter(v) if f.name in cls.COUNTED else v
         return cls(**kw)
 
     @classmethod
@@ -230,7 +233,8 @@ class TeacherStats:
         """A copy of the counters now (busy time so far included)."""
         with self._lock:
             s = TeacherUsage(**{f.name: getattr(self._s, f.name) for f in fields(self._s)})
-            s.failures, s.attempt_errors = Counter(s.failures), Counter(s.attempt_errors)
+            for name in TeacherUsage.COUNTED:
+                setattr(s, name, Counter(getattr(s, name)))
             if self._in_flight:
                 s.wall_s += time.monotonic() - self._busy_since
             return s

@@ -77,18 +77,29 @@ def _extra_texts() -> list[str]:
     return [tool_schemas_json()] * 20 + ["<tool_call>\n" + c + "\n</tool_call>" for c in calls] * 20
 
 
+# The longest piece (in bytes) the BPE trainer counts whole: a longer word is counted as pieces of this length.
+# The trainer re-scans a word for each merge it applies to it, so its time grows with the square of the longest
+# word; cut, it grows with the text's length.  No prose word is this long, so the merges are those of the whole
+# words (the saved tokenizer splits words as before: the cut is the trainer's only).
+TRAIN_PIECE_BYTES = 256
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int = DEMO_VOCAB_SIZE):
-    """A byte-level BPE ``tokenizers.Tokenizer`` trained on ``texts`` (deterministic)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A byte-level BPE ``tokenizers.Tokenizer`` trained on ``texts`` (deterministic), in time linear in the
+    length of the longest word (:data:`TRAIN_PIECE_BYTES`)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    words = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [words, pre_tokenizers.Split(Regex(rf"[\s\S]{{1,{TRAIN_PIECE_BYTES}}}"), behavior="isolated")])
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)  # exact character offsets for masks
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(list(texts), trainer)
+    tok.pre_tokenizer = words
     return tok
 
 
@@ -110,11 +121,15 @@ def wrap(tok, chat_template: str | None = None):
 def train_demo_tokenizer(pages, out_dir: str | Path, vocab_size: int = DEMO_VOCAB_SIZE,
                          max_pages: int = DEMO_MAX_PAGES) -> dict:
     """Train the demo tokenizer on ``pages`` and ``save_pretrained`` it to ``out_dir``; returns stats."""
+    import logging
+
     texts, n_pages = page_texts(pages, max_pages)
     if not texts:
         from synth.engine.errors import InputError
 
         raise InputError("corpus/pages is empty: the demo tokenizer needs text to train on")
+    logging.getLogger("hopforge").info("tokenizer: training the demo BPE (%s tokens) on %s pages, %s characters",
+                                       f"{vocab_size:,}", f"{len(texts):,}", f"{sum(map(len, texts)):,}")
     fast = wrap(train_bpe(texts + _extra_texts(), vocab_size))
     fast.save_pretrained(str(out_dir))
     return {"kind": DEMO, "pages": n_pages, "pages_used": len(texts), "vocab_size": len(fast),

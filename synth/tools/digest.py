@@ -10,17 +10,25 @@ of ``index/long``), order aside, through :mod:`synth.engine.sameness`.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import tantivy
 
+from synth.engine.errors import DamagedFile, first_sentence
 from synth.engine.sameness import MISSING, Digest, canonical, json_digest
 from synth.tools.build import LONG_DIR, META_FILE
 
 
 def _documents(index_dir: Path) -> tuple[int, str]:
-    """How many documents an index stores, and a hash of them (each one's canonical JSON, sorted)."""
-    searcher = tantivy.Index.open(str(index_dir)).searcher()
+    """How many documents an index stores, and a hash of them (each one's canonical JSON, sorted);
+    :class:`DamagedFile` when tantivy cannot open it (a segment file cut or overwritten)."""
+    try:
+        searcher = tantivy.Index.open(str(index_dir)).searcher()
+    except ValueError as e:  # tantivy's IoError: a footer's magic bytes, a missing segment
+        said = re.search(r'error: "([^"]+)"', str(e))
+        raise DamagedFile(index_dir, first_sentence(said.group(1) if said else str(e)[:200]),
+                          kind="search index") from None
     n = searcher.num_docs
     hits = searcher.search(tantivy.Query.all_query(), limit=n, count=False).hits if n else []
     rows = sorted(hashlib.blake2b(canonical(searcher.doc(addr).to_dict()), digest_size=16).digest()

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from synth.engine.errors import json_problem
 from synth.tools.agent.find import run_find
 from synth.tools.agent.open_page import run_open
 from synth.tools.agent.search import run_search
@@ -164,7 +165,7 @@ def parse_arguments(arguments: str | dict | None) -> Any:
     try:
         return json.loads(arguments)
     except json.JSONDecodeError as e:
-        raise ToolError(f"arguments are not valid JSON ({e.msg} at character {e.pos}): {arguments[:200]!r}") from None
+        raise ToolError(f"arguments are not valid JSON ({json_problem(e, at='character')}): {arguments[:200]!r}") from None
 
 
 def is_shortcut(index: SearchIndex, question_text: str, answer_page_id: str, k: int = 5) -> bool:

@@ -170,7 +170,7 @@ def test_artifacts_reach_prefect_with_their_images(run: Path) -> None:
     def attach_flow() -> None:
         attach(run, cfg, _outcomes())
 
-    with prefect_test_harness():
+    with prefect_test_harness(server_startup_timeout=None):  # PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
         state = attach_flow(return_state=True)
         with get_client(sync_client=True) as client:
             arts = client.read_artifacts(flow_run_filter=FlowRunFilter(

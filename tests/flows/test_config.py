@@ -51,6 +51,46 @@ def test_cli_exits_2_naming_the_key(tmp_path):
     assert "walk.hopz" in r.output
 
 
+def test_a_bad_set_is_told_as_the_set_and_a_bad_file_as_the_file(tmp_path):
+    """`--set` errors blamed the config file ("config configs/demo.yaml: bad value ..."): an error in what an
+    override set names the override, in the preflight (`check`) and a plain stage command alike, under the
+    flow as an override; an error in the file names the file; a folder or FIFO given as the file says so."""
+    import os
+
+    from flows.preflight import check
+
+    bad_file = tmp_path / "c.yaml"
+    bad_file.write_text("corpus:\n  source: demo\nwalk:\n  hops: 0\n")
+    for override, needle in [("walk.hops=abc", "bad value for config key 'walk.hops'"),
+                             ("walk=3", "walk: expected a mapping"), ("nosuch.key=1", "unknown config key 'nosuch'"),
+                             ("walk.hops.x=1", "is a value, not a section"), ("=3", "empty key")]:
+        assert check("configs/demo.yaml", [override], via="cli", network=False) == [f"--set {override}: " + (
+            str(_error("configs/demo.yaml", override)))]
+        assert needle in str(_error("configs/demo.yaml", override))
+        assert check("configs/demo.yaml", [override], via="flow", network=False)[0].startswith(
+            f"config override {override!r}: ")
+        r = CliRunner().invoke(app, ["walk", "--set", override, "--out", str(tmp_path / "out")])
+        assert r.exit_code == 2 and f"error: --set {override}: " in r.output and "configs/demo.yaml" not in r.output
+    # A value the file holds is the file's, even when an override sets another key of its section.
+    said = check(str(bad_file), ["walk.chordless=false"], via="cli", network=False)
+    assert said == [f"config {bad_file}: bad value for config key 'walk.hops': Input should be greater than or equal "
+                    "to 1 (got 0)"]
+    # An override that sets the file's bad value right is no error; one that sets it wrong again is the override's.
+    assert check(str(bad_file), ["walk.hops=2"], via="cli", network=False) == []
+    assert check(str(bad_file), ["walk.hops=-1"], via="cli", network=False)[0].startswith("--set walk.hops=-1: ")
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    for path, why in [(tmp_path, "a folder, not a file"), (fifo, "a FIFO (named pipe), not a regular file")]:
+        assert check(str(path), [], via="cli", network=False) == [f"config file {path}: {why}"]
+
+
+def _error(config, override) -> ConfigError:
+    with pytest.raises(ConfigError) as e:
+        load_config(config, [override])
+    assert e.value.override == override
+    return e.value
+
+
 def test_operational_fields_do_not_change_the_hash():
     a = load_config(None, ["corpus.batch_mb=4"])
     b = load_config(None, ["corpus.batch_mb=64"])

@@ -127,6 +127,29 @@ def test_config_values_are_checked_and_errors_stay_short():
     assert r.returncode == 2 and len(r.stdout) < 1000
 
 
+def test_a_walk_count_past_this_machines_memory_is_refused_before_anything_runs(tmp_path):
+    """walk.num_walks=10**13 passed `check` and died in `run` with a MemoryError traceback ("Unable to allocate
+    146. TiB"): `check`, `run` and the stage's own command now refuse it in one problem line that says the most
+    this machine holds, and nothing is written; a count that fits is not a problem."""
+    from flows.config import load_config
+    from flows.preflight import memory_problems
+    from synth.engine.config import machine_memory
+    from synth.graph.config import walk_slot_bytes
+
+    most = machine_memory() // walk_slot_bytes(8)  # the demo config walks 8 hops
+    out = tmp_path / "out"
+    for command in ("check", "run", "walk"):
+        said = preflight_problems(hopforge(command, "--set", "walk.num_walks=10000000000000", "--out", str(out)))
+        lines = [line for line in said.splitlines() if line.strip()]
+        assert len(lines) == 1 and "walk.num_walks=10,000,000,000,000 needs " in lines[0], said
+        assert f"it holds at most {most:,} walk slots; pass --set walk.num_walks={most} " in lines[0]
+        assert not out.exists()
+    assert memory_problems(load_config(None, [f"walk.num_walks={most}", "walk.hops=8"]), None, "cli") == []
+    assert memory_problems(load_config(None, [f"walk.num_walks={most + 1}", "walk.hops=8"]), None, "cli")
+    assert memory_problems(load_config(None, [f"walk.num_walks={most + 1}", "walk.hops=8"]), None, "cli",
+                           stages=["ingest", "graph"]) == []  # a run that walks nothing holds no slot
+
+
 def test_corrupted_call_cache(tmp_path, walked):
     out = _copy(walked, tmp_path)
     (out / "cache").mkdir(exist_ok=True)
@@ -318,7 +341,9 @@ def _wait_for(predicate, what: str, limit: float = 300) -> None:
         time.sleep(0.05)
 
 
-def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked, sig, code):
+    """Ctrl-C, and SIGTERM (which exited 143 with no message): the same resume message, each its exit code."""
     out = _copy(walked, tmp_path)
     ledger = out / "cache" / "ledger.jsonl"
     env = dict(os.environ, COLUMNS="200")
@@ -333,9 +358,10 @@ def test_sigint_stops_a_run_and_leaves_it_resumable(tmp_path, walked):
     _wait_for(lambda: ledger.exists() and len(ledger.read_text().splitlines()) > 60 or p.poll() is not None,
               "rollout calls")
     assert p.poll() is None, "the run finished before it could be interrupted"
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     text, _ = p.communicate(timeout=120)
-    assert p.returncode == 130 and "interrupted" in text and "Traceback" not in text
+    assert p.returncode == code and "interrupted" in text and "Traceback" not in text
+    assert "finished stages and shards are kept; run the same command again to resume" in text
     assert json.loads((out / "reports" / "run.json").read_text())["finished"] is False
     paid = len(ledger.read_text().splitlines())
     r = hopforge("run", "--out", str(out), *SMALL, *fixed, "--until", "rollout")

@@ -2,7 +2,8 @@
 
 One ephemeral Prefect server serves the whole module (``prefect_test_harness``, about 4 s);
 pure logic is tested without one.  The pipeline runs on the embedded demo corpus with a few
-walks, so a full run takes seconds.
+walks and one training step, so a full run takes seconds; each fixture runs only the stages
+its tests compare (the plain runner's tables up to the filter, the flow every stage).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "configs" / "demo.yaml")
 # 8 walks hold out no question for eval, so the eval stage is empty: the run accepts that (runner.allow_empty).
-SMALL = ["walk.num_walks=60", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2", "runner.allow_empty=true"]
+# One training step: the flow's tests check that sft runs and is reused, not what it learns (the tiny recipe's 40
+# steps took two minutes of the fixture, and past pytest's limit on a loaded machine).
+SMALL = ["walk.num_walks=60", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2", "runner.allow_empty=true",
+         "sft.overrides=[max_steps=1]"]
 TABLES = ["questions", "traces", "sft"]
 SECRET = "sk-hopforge-test-secret-0123456789"
 
@@ -66,7 +70,7 @@ def same_tables(a: Path, b: Path) -> None:
 def harness():
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness():
+    with prefect_test_harness(server_startup_timeout=None):  # PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
         yield
 
 
@@ -87,13 +91,14 @@ def overrides(source) -> list[str]:
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory, overrides) -> Path:
-    """The pipeline run without Prefect (the engine's run loop)."""
+    """The pipeline run without Prefect (the engine's run loop), up to the filter: what the flows' TABLES are
+    compared with."""
     from flows.config import load_config
     from flows.stages import PIPELINE
     from synth.engine.store import Store
 
     out = tmp_path_factory.mktemp("plain")
-    PIPELINE.run(PIPELINE, load_config(CONFIG, overrides), Store(out))
+    PIPELINE.run(PIPELINE.upto("filter"), load_config(CONFIG, overrides), Store(out))
     return out
 
 

@@ -112,6 +112,38 @@ def test_a_hand_edited_sft_is_named_with_its_stage(made, tmp_path):
     assert "does not re-derive: filter/sft" in p.stderr
 
 
+def test_a_truncated_table_is_marked_damaged_and_every_other_stage_is_still_checked(made, tmp_path):
+    """A committed Parquet part cut to 100 bytes (sft), another cut in half (questions) and a search-index
+    segment cut short: each output is a DAMAGED line naming its file, no traceback, the other outputs of those
+    stages and every other stage compared as usual, exit 1."""
+    out, overrides = made
+    cut = tmp_path / "run"
+    shutil.copytree(out, cut, symlinks=True)
+    sft = sorted((cut / "sft").resolve().glob("*.parquet"))[0]
+    os.truncate(sft, 100)
+    questions = sorted((cut / "questions").resolve().glob("*.parquet"))[0]
+    os.truncate(questions, questions.stat().st_size // 2)
+    segment = max((cut / "index").resolve().glob("*.store"), key=lambda f: f.stat().st_size)
+    os.truncate(segment, 100)
+    p = verify(cut, overrides, "--until", "filter", seed="7")
+    text = p.stdout + p.stderr
+    assert p.returncode == 1 and "Traceback" not in text, text[-3000:]
+    found = table_rows(p.stderr)
+    damaged = {k: r for k, r in found.items() if r[2] != "equal"}
+    assert set(damaged) == {("filter", "sft"), ("questions", "questions"), ("index", "index")}, damaged
+    for (stage, output), (run, again, verdict, detail) in damaged.items():
+        assert verdict == "DAMAGED" and run == "damaged" and "rows" in again, (stage, output)
+        assert "in the run cannot be read (" in detail
+    assert "sft/part-00000.parquet in the run cannot be read (Parquet magic bytes not found in footer)" in \
+        found[("filter", "sft")][3]
+    assert "Footer magic byte mismatch" in found[("index", "index")][3]
+    from flows.stages import PIPELINE
+
+    assert {stage for stage, _ in found} == {s.name for s in PIPELINE.upto("filter")}
+    assert found[("filter", "rejects/filter")][2] == found[("questions", "(report)")][2] == "equal"
+    assert "index/index, questions/questions, filter/sft cannot be read (DAMAGED" in p.stderr
+
+
 def test_a_config_that_is_not_the_runs_is_named_by_the_keys(made):
     out, overrides = made
     p = verify(out, [*overrides, "corpus.strict=true"], "--until", "graph")

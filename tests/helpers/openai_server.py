@@ -55,6 +55,7 @@ class Reply:
     reasoning_content: str | None = None
     finish_reason: str | None = None
     usage: dict | None = None
+    model: str | None = None  # the model the answer says it came from (None: the one the request named)
 
 
 @dataclass
@@ -319,7 +320,7 @@ class OpenAIServer:
                                  "completion_tokens": len(action.content or "") // 4 + 1}
         usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
         out = {"id": f"chatcmpl-{self.count}", "object": "chat.completion", "created": 0,
-               "model": req.get("model", "test-model"),
+               "model": action.model or req.get("model", "test-model"),
                "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage}
         return 200, {}, orjson.dumps(out)
 

@@ -183,6 +183,26 @@ def test_limit_takes_a_seeded_sample_and_samples_give_avg_at_k(world, key):
     assert r["accuracy"]["rule"] == round(sum(x["rule_correct"] for x in v[0]) / 6, 4)
 
 
+def test_a_rerun_with_other_files_leaves_the_folder_as_its_report_lists_it(world, key):
+    """A second `eval --benchmark` with other files kept the first run's benchmark folders beside a report that
+    lists only its own: the report and the folders now agree, the earlier run's folders gone with its report."""
+    out, cfg = world
+    model = model_handler(plays())
+    with serve(handler=model.handler()) as srv:
+        first = run_benchmarks(out, cfg, [spec("hotpotqa"), spec("frames")], model=f"rerun-model@{srv.base_url}",
+                               progress=False)
+        folder = Path(first["report_dir"])
+        assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == sorted(r["folder"] for r in first["benchmarks"])
+        second = run_benchmarks(out, cfg, [spec("gaia")], model=f"rerun-model@{srv.base_url}", progress=False)
+    assert second["report_dir"] == str(folder)
+    saved = json.loads((folder / "eval_report.json").read_text())
+    listed = [r["folder"] for r in saved["benchmarks"]]
+    assert listed == [r["folder"] for r in second["benchmarks"]] and len(listed) == 1 and "gaia" in listed[0]
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*listed, "eval.md", "eval_report.json"])
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["benchmarks"]  # no staging folder left behind
+    assert "hotpotqa" not in (folder / "eval.md").read_text()
+
+
 def test_compare_puts_two_models_side_by_side_on_the_same_questions(world, key):
     out, cfg = world
     a, b = model_handler(plays()), model_handler(plays(lambda p: "Paris"))
@@ -286,6 +306,26 @@ def test_cli_writes_the_table_and_refuses_bad_input_in_one_line(world, tmp_path)
     assert [b["benchmark"] for b in report["benchmarks"]] == ["browsecomp", "gaia"] and report["judge"] is None
     printed = r.stdout + r.stderr
     assert "browsecomp" in printed and "gaia" in printed and SECRET not in printed
+
+
+@pytest.mark.parametrize("blank", ['""', '"   \\n\\t"', None])
+def test_an_empty_question_is_refused_like_a_missing_one_before_any_model_call(world, key, tmp_path, blank):
+    """`{"question": ""}` was asked, three model calls spent on nothing: an empty or blank question is refused
+    like a missing one, in one line naming the file, the line and the field, and the model is never called."""
+    from synth.engine.errors import InputError
+
+    out, cfg = world
+    bench = tmp_path / "blank.jsonl"
+    field = "" if blank is None else f'"question": {blank}, '
+    bench.write_text('{"question": "Which country holds Angel Falls?", "answer": "Venezuela"}\n'
+                     f'{{{field}"answer": "Paris"}}\n')
+    model = model_handler(plays())
+    with serve(handler=model.handler()) as srv:
+        with pytest.raises(InputError) as err:
+            run_benchmarks(out, cfg, [f"jsonl:{bench}"], model=f"m@{srv.base_url}", progress=False)
+        assert srv.count == 0
+    why = "missing" if blank is None else "empty or only whitespace (a question needs text)"
+    assert str(err.value) == f"{bench}: line 2: field `question`: {why}"
 
 
 def test_the_pipelines_student_is_the_default_model(world, tmp_path):

@@ -179,7 +179,8 @@ def test_bad_lines_are_skipped_counted_and_kept(tmp_path):
     r = outcome.report
     assert r["input"] == 14 and r["output"] == 4  # blank lines are not records
     assert r["dropped"] == {"bad_json": 1, "not_object": 2, "bad_id": 3, "bad_title": 1, "blank_title": 0,
-                            "nul_title": 0, "bad_text": 2, "no_text": 0, "duplicate_id": 1}
+                            "nul_title": 0, "long_title": 0, "bad_text": 2, "no_text": 0, "long_word": 0,
+                            "duplicate_id": 1}
     check_funnels(r)
     pages = store.read("corpus/pages")
     assert pages.column("page_id").to_pylist() == ["1", "2", "3", "4"]
@@ -361,6 +362,29 @@ def test_folder_rejects_name_their_file_and_bom_is_ignored(tmp_path):
         ingest(tmp_path, tmp_path / "src", "corpus.strict=true", out="strict")
 
 
+def test_strict_names_the_file_and_does_not_say_it_keeps_what_it_stops_at(tmp_path):
+    """--strict said "(the first record is kept)" though it stops, and named no file for a file source: it says
+    the line, why, the file (a folder's file and the folder), and that it stops; the rejects file still says
+    that a run without --strict keeps the first record."""
+    import shutil
+
+    records = [page("1", "A", ["A text.\n"]), page("1", "A again", ["More.\n"])]
+    src = write_kilt_jsonl(tmp_path / "dup.jsonl", records)
+    with pytest.raises(InputError) as err:
+        ingest(tmp_path, src, "corpus.strict=true", out="strict")
+    assert str(err.value) == (f"line 2: page id '1' was already read (in {src}); --strict stops at the first bad "
+                              "record: fix it, or run without --strict to skip and count bad records in "
+                              "rejects/ingest.jsonl")
+    (tmp_path / "src").mkdir()
+    shutil.copy(src, tmp_path / "src" / "b.jsonl")
+    with pytest.raises(InputError) as err:
+        ingest(tmp_path, tmp_path / "src", "corpus.strict=true", out="strict-folder")
+    assert str(err.value).startswith(f"line 2: page id '1' was already read (in b.jsonl) of the folder {tmp_path / 'src'}; "
+                                     "--strict stops at the first bad record")
+    _, store = ingest(tmp_path, src)
+    assert rejects_of(store)[0]["detail"] == "page id '1' was already read (the first record is kept)"
+
+
 def test_hf_jsonl_bad_lines_take_the_per_line_path(tmp_path):
     hf = [to_hf(r) for r in rules_corpus()]
     hf[2]["text"] = {"paragraph": "not a list"}
@@ -400,6 +424,54 @@ def test_blank_or_nul_titles_and_pages_without_text_are_dropped_by_name(tmp_path
                                                             "bad_title": 1}
     check_funnels(r)
     assert store.read("corpus/pages").column("title").to_pylist() == ["Kept", " Padded title "]
+
+
+def _pathological() -> tuple[list[dict], list[tuple[int, str, str]], list[str]]:
+    """Records at and past the bounds on a title and a word: the records, the rejects expected (line, reason, a
+    piece of the detail) and the titles kept."""
+    from synth.corpus.normalise import MAX_TITLE_CHARS, MAX_WORD_CHARS
+
+    blob = "ab" * 100_000  # 200,000 characters without a space
+    records = [
+        page("1", "Kept", ["Kept text.\n"]),
+        page("2", "t" * 1_000_000, ["A page whose title is a million characters.\n"]),
+        page("3", "Blob", [f"Here is {blob} in a paragraph.\n"]),
+        page("4", "Later blob", ["A fine first paragraph.\n", "x" * (MAX_WORD_CHARS + 1) + "\n"]),
+        page("5", "T" * MAX_TITLE_CHARS, ["A title at the bound is kept.\n"]),
+        page("6", "Word at the bound", ["w" * MAX_WORD_CHARS + " is kept, as is " + "é" * 700 + ".\n"]),
+        # no ASCII space for 1,500 characters, but Python splits at the no-break spaces: words of 499 kept
+        page("7", "Spaced by NBSP", ["\u00a0".join(["n" * 499] * 3) + "\n"]),
+        page("8", "Wide blob", ["Wide " + "é" * (MAX_WORD_CHARS + 1) + "\n"]),  # over the bound in characters
+    ]
+    rejects = [(2, "long_title", "is 1,000,000 characters long (at most 512"),
+               (3, "long_word", "`text`[1] holds a word of 200,000 characters with no space in it (at most 1,000)"),
+               (4, "long_word", "`text`[2] holds a word of 1,001 characters"),
+               (8, "long_word", "`text`[1] holds a word of 1,001 characters")]
+    return records, rejects, ["Kept", "T" * MAX_TITLE_CHARS, "Word at the bound", "Spaced by NBSP"]
+
+
+@pytest.mark.parametrize("path", ["fast", "per-record", "hf-parquet"])
+def test_pathological_titles_and_words_are_refused_at_ingest_and_counted(tmp_path, path):
+    """A million-character title and a 200,000-character word (which made the tokenizer stage's time grow with
+    the square of its length) are refused by name in rejects/ingest.jsonl, on every reading path; a title or a
+    word at the bound is kept, and the bound counts characters between Python's whitespace."""
+    records, expected, kept = _pathological()
+    if path == "per-record":
+        records = [dict(r, categories=5) for r in records]  # the block's Arrow parse fails: each line alone
+    src = write_hf_parquet(tmp_path / "hf.parquet", records) if path == "hf-parquet" else \
+        write_kilt_jsonl(tmp_path / "k.jsonl", records)
+    outcome, store = ingest(tmp_path, src)
+    rejects = rejects_of(store)
+    assert [(x["line"], x["reason"]) for x in rejects] == [(line, why) for line, why, _ in expected]
+    for x, (_, _, said) in zip(rejects, expected):
+        assert said.replace("`text`", "`text.paragraph`" if path == "hf-parquet" else "`text`") in x["detail"], x
+        assert len(x["raw"]) <= 200 and "\n" not in x["detail"]
+    r = outcome.report
+    assert {k: v for k, v in r["dropped"].items() if v} == {"long_title": 1, "long_word": 3}
+    check_funnels(r)
+    assert store.read("corpus/pages").column("title").to_pylist() == kept
+    with pytest.raises(InputError, match=r"^line 2: `wikipedia_title` is 1,000,000 characters long"):
+        ingest(tmp_path, src, "corpus.strict=true", out="strict")
 
 
 def test_hf_layout_blank_title_and_no_text(tmp_path):

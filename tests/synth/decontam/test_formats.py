@@ -129,6 +129,52 @@ def test_a_malformed_file_is_one_line_naming_file_record_and_field(tmp_path, fmt
     assert msg.startswith(f"{p}: ") and names in msg and "\n" not in msg
 
 
+BLANK_QUESTION = [  # format, file name, a record whose question is blank, the field the error names
+    ("hotpotqa", "h.json", '[{"_id": "a", "question": "", "answer": "x"}]', "record 0: field `question`"),
+    ("2wiki", "w.json", '[{"_id": "a", "question": " ", "answer": "x"}]', "record 0: field `question`"),
+    ("musique", "m.jsonl", '{"id": "a", "question": "\\n", "answer": "x", "paragraphs": []}\n',
+     "line 1: field `question`"),
+    ("frames", "f.tsv", "Prompt\tAnswer\twiki_links\n \tx\t[]\n", "row 0 (line 2): field `Prompt`"),
+    ("browsecomp", "b.csv", "problem,answer\n  ,x\n", "row 0 (line 2): field `problem`"),
+    ("gaia", "g.jsonl", '{"task_id": "t", "Question": "\\t", "Final answer": "x"}\n', "line 1: field `Question`"),
+    ("jsonl", "j.jsonl", '{"question": "q?", "answer": "x"}\n{"question": "", "answer": "y"}\n',
+     "line 2: field `question`"),
+]
+
+
+@pytest.mark.parametrize("fmt,name,text,names", BLANK_QUESTION)
+def test_an_empty_question_is_refused_like_a_missing_one(tmp_path, fmt, name, text, names) -> None:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        read_benchmark(p, fmt)
+    assert str(err.value) == f"{p}: {names}: empty or only whitespace (a question needs text)"
+
+
+def test_what_is_not_a_benchmark_file_says_what_it_is_and_a_json_error_where(tmp_path) -> None:
+    """A folder or a FIFO given as FILE was "file not found"; a JSON error stopped mid-phrase ("Invalid control
+    character at"): each says what is wrong with what was given."""
+    import os
+
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for path, said in [(tmp_path, "a folder, not a file"), (fifo, "a FIFO (named pipe), not a regular file"),
+                       (tmp_path / "absent.jsonl", "no such file")]:
+        with pytest.raises(InputError) as err:
+            read_benchmark(path, "jsonl")
+        assert str(err.value) == f"{path}: {said}: give a benchmark file (jsonl)"
+    bad = tmp_path / "ctl.jsonl"
+    bad.write_text('{"question": "q?"}\n{"question": "a\tb"}\n', encoding="utf-8")  # a raw tab in a string
+    with pytest.raises(InputError) as err:
+        read_benchmark(bad, "jsonl")
+    assert str(err.value) == f"{bad}: line 2: not JSON (Invalid control character at column 16)"
+    arr = tmp_path / "arr.json"
+    arr.write_text('[{"question": "q?",\n  "answer": }]', encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        read_benchmark(arr, "hotpotqa")
+    assert str(err.value) == f"{arr}: line 2: not JSON (Expecting value at column 13)"
+
+
 def test_hub_layouts_of_hotpotqa_are_read_too(tmp_path) -> None:
     # The Hugging Face copy stores supporting_facts and context as parallel lists (Parquet or JSONL).
     row = {"id": "h1", "question": "q?", "answer": "Ed Wood", "type": "bridge", "level": "easy",

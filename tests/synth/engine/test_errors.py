@@ -86,3 +86,46 @@ def test_a_damaged_parquet_file_is_named_with_the_stage_that_wrote_it(tmp_path):
     assert str(outside).startswith(f"{loose}: ") and "restore or remove it" in str(outside)
     assert damaged_table(ValueError("'x.parquet' is fine")) is None
     assert damaged_table(OSError(errno.ENOSPC, "No space left")) is None
+
+
+def test_what_is_not_a_file_is_said_for_what_it_is(tmp_path):
+    """Every FILE hopforge reads (a config, a benchmark, an n-gram file, an SFT recipe) is checked by not_a_file:
+    "file not found" for a folder or a FIFO told the user nothing about what they typed."""
+    import os
+    import socket
+
+    from synth.engine.errors import not_a_file
+
+    f = tmp_path / "f.json"
+    f.write_text("{}")
+    (tmp_path / "link").symlink_to(f)
+    os.mkfifo(tmp_path / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    try:
+        assert not_a_file(f) is None and not_a_file(tmp_path / "link") is None
+        assert not_a_file(tmp_path) == "a folder, not a file"
+        assert not_a_file(tmp_path / "fifo") == "a FIFO (named pipe), not a regular file"
+        assert not_a_file(tmp_path / "sock") == "a socket, not a regular file"
+        assert not_a_file("/dev/null") == "a device, not a regular file"
+        assert not_a_file(tmp_path / "absent") == "no such file"
+        assert not_a_file(f / "inside") == "no such file (a folder on its path is a file)"
+    finally:
+        sock.close()
+
+
+def test_a_json_error_says_where_without_a_half_phrase():
+    import json
+
+    from synth.engine.errors import json_problem
+
+    for text, said in [('{"a": "x\ty"}', "Invalid control character at column 9"),
+                       ('{"a": }', "Expecting value at column 7"), ('{"a": "x', "Unterminated string starting at column 7")]:
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as e:
+            assert json_problem(e) == said
+    try:
+        json.loads('{"a": "x\ty"}')
+    except json.JSONDecodeError as e:
+        assert json_problem(e, at="character") == "Invalid control character at character 8"

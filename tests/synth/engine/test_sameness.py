@@ -113,3 +113,30 @@ def test_a_table_leaves_out_measured_latencies_and_counts_paths_inside_the_run_r
     b = table_digest(run("/runs/b", 1.63), roots=("/runs/b",))
     assert a == b
     assert table_digest(tmp_path / "runs_a") != table_digest(tmp_path / "runs_b")  # without the run's root
+
+
+def test_a_file_that_cannot_be_read_is_named_as_damaged_not_an_arrow_traceback(tmp_path):
+    """A part cut short (no footer) or a report cut mid-value: one typed error naming the file and why, so a
+    caller can mark that output damaged and go on; a whole table still digests."""
+    import os
+
+    import pytest
+
+    from synth.engine.errors import DamagedFile, InputError
+    from synth.engine.sameness import json_digest
+
+    folder = _table(tmp_path / "t", ROWS, parts=2)
+    whole = table_digest(folder)
+    part = sorted(folder.glob("*.parquet"))[1]
+    for size in (100, part.stat().st_size // 2):
+        os.truncate(part, size)
+        with pytest.raises(DamagedFile) as err:
+            table_digest(folder)
+        assert err.value.path == str(part) and "magic bytes" in err.value.why and isinstance(err.value, InputError)
+        assert str(err.value).startswith(f"{part}: cannot read this Parquet file (") and "\n" not in str(err.value)
+    report = tmp_path / "r.json"
+    report.write_text('{"input": 3, "outp')
+    with pytest.raises(DamagedFile) as err:
+        json_digest(report)
+    assert err.value.path == str(report) and "JSON file" in str(err.value)
+    assert table_digest(_table(tmp_path / "u", ROWS, parts=2)) == whole

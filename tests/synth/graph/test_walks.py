@@ -312,3 +312,27 @@ def test_evidence_lookup_picks_the_first_anchor(tmp_path):
     with pytest.raises(MissingEvidence, match="'a', 'zz'"):
         lookup_evidence(pf, lf, ["a"], ["zz"])
     assert lookup_evidence(pf, lf, [], []).num_rows == 0
+
+
+def test_a_walk_slot_holds_at_most_what_the_preflight_counts(tmp_path):
+    """The preflight refuses a walk.num_walks this machine cannot hold by walk_slot_bytes: the stage's memory
+    (traced) grows by at most that per slot, and not by much less (the bound says what a slot really costs)."""
+    import tracemalloc
+
+    from synth.graph.config import walk_slot_bytes
+
+    cfg = Config()
+    cfg.walk.hops, cfg.walk.max_in_degree = 3, 40
+    store = build(tmp_path, corpus_edges(), cfg)
+    peaks = {}
+    for n in (20_000, 120_000):
+        cfg.walk.num_walks = n
+        run_stage(WALKS, cfg, store, progress=False)  # numba's compile and the graph's pages, before tracing
+        tracemalloc.start()
+        try:
+            run_stage(WALKS, cfg, store, force=True, progress=False)
+            peaks[n] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    per_slot = (peaks[120_000] - peaks[20_000]) / 100_000
+    assert walk_slot_bytes(3) / 3 < per_slot <= walk_slot_bytes(3), per_slot

@@ -175,6 +175,22 @@ def test_order_and_content_do_not_depend_on_concurrency(tmp_path, monkeypatch):
         assert rows[0] == rows[1] and len(rows[0]) == 2
 
 
+def test_a_question_records_the_model_the_endpoint_says_wrote_it(tmp_path, monkeypatch):
+    """An endpoint answering as another model than teacher.model: the question rows say which one wrote them."""
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    store = make_chain_store(tmp_path, n=3, hops=3)
+
+    def handler(req):
+        reply = _handler(req, mode=0)
+        reply.model = "another-model"
+        return reply
+
+    with serve(handler=handler) as srv:
+        run_stage(QUESTIONS, _openai_cfg(srv.base_url), store)
+    rows = _questions(tmp_path)
+    assert rows and {r["teacher_model"] for r in rows} == {"another-model"}
+
+
 def test_missing_key_fails_fast_naming_the_variable(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     store = make_chain_store(tmp_path, n=1, hops=3)

@@ -289,6 +289,69 @@ def test_a_reply_cut_at_max_tokens_is_truncated_even_with_an_answer_tag(tmp_path
     assert by["Birch"]["stop_reason"] == "answer" and by["Birch"]["final_answer"] == "Birch 0-3"
 
 
+def test_the_model_the_endpoint_says_answered_is_recorded_and_a_different_one_warned_once(tmp_path, monkeypatch,
+                                                                                         caplog):
+    """An endpoint that answers `"model": "another-model"` to requests for `m` was silently taken for `m`: the
+    traces record the served name as teacher_model (and still do when replayed from the call cache), the stage
+    report counts the answers by served model, and one warning names both."""
+    import logging
+
+    from synth.teacher import client
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setattr(client, "_SERVED_SAID", set())  # said once a process: this test's process included
+    store = _store(tmp_path, n=3)
+
+    def handler(req):
+        return Reply(content="It is <answer>Alder 0-3</answer>", model="another-model")
+
+    cfg = load_config(None, ["rollout.n=2", "teacher.backend=openai", "teacher.model=m", "teacher.max_retries=0",
+                             "teacher.tool_protocol=native", "rollout.policy=fixed"])
+    with serve(handler=handler) as srv, caplog.at_level(logging.WARNING, logger="hopforge"):
+        cfg.teacher.base_url = srv.base_url
+        run_stage(ROLLOUT, cfg, store)
+        warned = [r.getMessage() for r in caplog.records if "answers as model" in r.getMessage()]
+        assert len(warned) == 1 and "'another-model'" in warned[0] and "teacher.model 'm'" in warned[0]
+        assert {t["teacher_model"] for t in _traces(tmp_path)} == {"another-model"}
+        report = json.loads(store.path("reports/rollout.json").read_text())
+        assert report["teacher"]["served_models"] == {"another-model": 6}
+        sent = srv.count
+        run_stage(ROLLOUT, cfg, store, force=True)  # every answer from the call cache
+        assert srv.count == sent and {t["teacher_model"] for t in _traces(tmp_path)} == {"another-model"}
+
+
+def test_a_native_run_whose_replies_are_cut_or_empty_says_so_not_that_tools_are_ignored(tmp_path, monkeypatch,
+                                                                                        caplog):
+    """Replies always cut at max_tokens (or empty), from an endpoint whose probe answered with a native tool call,
+    were warned about as "may be ignoring" the tools with advice to change teacher.tool_protocol: the warning now
+    names the cause, the setting to raise, and no protocol advice."""
+    import logging
+
+    from synth.teacher.probe import NativeWatch, TOOL_PROBE_MESSAGES
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for kind, reply, said in [("cut", Reply(content="Let me think about which page to open first, since the",
+                                            finish_reason="length"), "were cut at teacher.max_tokens=64 before"),
+                              ("empty", Reply(content=""), "were empty (no text, no tool call)")]:
+        store = _store(tmp_path / kind, n=3)
+
+        def handler(req, reply=reply):
+            if req["messages"] == TOOL_PROBE_MESSAGES:  # the probe: tool calls work natively
+                return Reply(tool_calls=[call("get_weather", {"city": "Paris"})])
+            return reply
+
+        cfg = load_config(None, ["rollout.n=3", "teacher.backend=openai", "teacher.model=m", "teacher.max_retries=0",
+                                 "teacher.tool_protocol=auto", "teacher.max_tokens=64", "rollout.policy=fixed"])
+        caplog.clear()
+        with serve(handler=handler) as srv, caplog.at_level(logging.WARNING, logger="hopforge"):
+            cfg.teacher.base_url = srv.base_url
+            run_stage(ROLLOUT, cfg, store)
+        warned = [r.getMessage() for r in caplog.records if "never called one" in r.getMessage()]
+        assert len(warned) == 1, [r.getMessage() for r in caplog.records]
+        assert f"was sent tools {NativeWatch.SILENT_AFTER} times" in warned[0] and said in warned[0], warned[0]
+        assert "ignoring" not in warned[0] and "tool_protocol" not in warned[0]
+
+
 def test_a_native_run_whose_every_call_arrives_as_text_stops_instead_of_committing(tmp_path, monkeypatch):
     """No preflight here (the stage is run directly, as a library user would): the run's own replies show
     that every call is written as text, so the stage stops rather than commit trajectories without a call."""

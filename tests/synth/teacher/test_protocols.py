@@ -202,3 +202,22 @@ def test_native_warns_when_tools_are_silently_ignored(tmp_path, monkeypatch, cap
     working = NativeWatch()
     working.check({"tool_calls": [call("search", {"query": "x"})]}, TOOLS)
     assert not any(working.check({"content": "Done."}, TOOLS) for _ in range(20))  # calls work: answers are fine
+
+
+def test_native_names_what_the_silent_replies_were():
+    """Replies cut at max_tokens or empty are not a server ignoring tools: the warning counts each kind and says
+    what to do for it, the most frequent first."""
+    from synth.teacher.probe import NativeWatch
+
+    watch = NativeWatch(max_tokens=256)
+    replies = [({"content": "Let me see"}, "length")] * 5 + [({"content": ""}, "stop")] * 2 + \
+        [({"content": "It is sunny."}, "stop")]
+    said = [watch.check(msg, TOOLS, finish) for msg, finish in replies]
+    assert said[:-1] == [None] * 7
+    assert said[-1] == (
+        "was sent tools 8 times and never called one: 5 were cut at teacher.max_tokens=256 before they ended "
+        "(finish_reason `length`): a call would come at their end, so raise teacher.max_tokens (a thinking model "
+        "spends many tokens first); 2 were empty (no text, no tool call): look at the server's log, its chat "
+        "template and that it serves the model; 1 answered in text without a call: the server may be ignoring the "
+        "tools. `hopforge check` probes it; teacher.tool_protocol auto, or a text protocol (hermes, llama3, mistral, "
+        "react), works without the server's tool support")

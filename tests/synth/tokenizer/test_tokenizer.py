@@ -32,6 +32,42 @@ def test_demo_tokenizer_is_deterministic_and_loads(tmp_path, table):
     assert count_tokens(tok, [text, "a"]) == [count_tokens(tok, text), 1]
 
 
+def _plain_bpe(texts, vocab_size):
+    """The demo BPE as it was trained before pieces were cut: the reference for text without a long word."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def test_the_trainer_counts_a_long_word_in_pieces_and_the_tokenizer_is_unchanged_for_prose(table):
+    """The BPE trainer re-scans a word for every merge inside it, so its time grew with the square of the longest
+    word (a 200,000-character word: minutes): it now counts a word in pieces of TRAIN_PIECE_BYTES, so no merge
+    spans more than a piece, while prose trains to the very same tokenizer, which still splits words as before."""
+    import json
+    import random
+
+    from synth.tokenizer.tokens import TRAIN_PIECE_BYTES, page_texts, train_bpe
+
+    prose, _ = page_texts(table)
+    rng = random.Random(5)
+    blob = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(4 * TRAIN_PIECE_BYTES))
+    whole = _plain_bpe(prose + [f"A blob {blob} here."] * 3, 4096)
+    assert max(map(len, whole.get_vocab())) > 2 * TRAIN_PIECE_BYTES  # uncut, the blob's merges grow past a piece
+    tok = train_bpe(prose + [f"A blob {blob} here."] * 3, 4096)
+    assert max(map(len, tok.get_vocab())) <= TRAIN_PIECE_BYTES
+    assert tok.decode(tok.encode(f"A blob {blob} here.").ids) == f"A blob {blob} here."
+    assert json.loads(tok.to_str())["pre_tokenizer"]["type"] == "ByteLevel"  # the cut is the trainer's only
+    assert train_bpe(prose, 4096).to_str() == _plain_bpe(prose, 4096).to_str()
+
+
 def test_run_tokenizer_stage(tmp_path, table):
     from flows.config import Config
     from synth.engine.stage import Stage, StageContext

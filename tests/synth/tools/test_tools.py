@@ -121,6 +121,8 @@ def test_dispatcher_handles_malformed_json_and_unknown_tools(box):
     for raw in ['{"query": "volcano"', "not json", "{'query': 'x'}"]:
         got, info = _call(box, "search", raw)
         assert "not valid JSON" in got["error"] and info.arguments is None and info.is_error
+    got, _ = _call(box, "search", '{"query": "a\tb"}')  # a raw tab: json's msg alone stops mid-phrase
+    assert "not valid JSON (Invalid control character at character 12)" in got["error"]
     got, info = _call(box, "search", '{"query": "\\ud800 volcano"}')  # a lone surrogate, as JSON allows
     assert isinstance(got, list) and not info.is_error
     got, info = _call(box, "search", "[1, 2]")
