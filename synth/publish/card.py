@@ -34,11 +34,12 @@ from filters.base import NOT_BEST
 from filters.correctness import CorrectnessFilter
 from filters.rlconfig import STUDENT
 from synth.engine.records import SPLITS, Split
-from synth.engine.reports import (AdversaryCount, AnswerFacts, BandedReport, DepthFacts, FilterReport, IngestReport,
+from synth.engine.reports import (AdversaryCount, AnswerFacts, StyleFacts, BandedReport, DepthFacts, FilterReport, IngestReport,
                                   PassFacts, QuestionsReport, RunReports, StageReport)
 from synth.publish.decontam import decontam_section
 from synth.publish.signals import signals_section
 from synth.report.headline import read_headline
+from synth.report.trust import by_source_table, style_table
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
 from synth.text.markdown import md_code, md_fence, md_text
@@ -453,6 +454,7 @@ def _depth_section(q: QuestionsReport | None) -> list[str]:
     if checked.questions:
         lines[-1] += (f" Of the {_n(checked.questions)} drafts the validators checked, the ratio was "
                       f"{_n(checked.ratio)} and {_n(round(100 * checked.full_depth_share, 1))}% needed every hop.")
+    lines += [""] + by_source_table(depth.by_source) + style_table(QuestionsReport.of(q).style or StyleFacts())
     adv = depth.adversaries
     if adv.kept and adv.names:
         lines += ["", "The depth is measured against every one of these searches, not only the agents' own tool, "

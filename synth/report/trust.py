@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from synth.engine.records import SPLITS
-from synth.engine.reports import AdversaryCount, DepthFacts, RunReports
+from synth.engine.reports import AdversaryCount, DepthFacts, DepthSummary, RunReports, StyleFacts
 from synth.text.markdown import md_code, md_text
 
 
@@ -94,27 +94,15 @@ def trust_sections(md: list[str], root: Path, reports: RunReports, verdicts: lis
                "`questions.min_effective_depth` of its hops.", "",
                "| questions | count | mean nominal | mean effective | effective / nominal | every hop needed |",
                "| --- | ---: | ---: | ---: | ---: | ---: |"]
-        rows = [("checked", depth.checked), ("kept", depth.kept)]
-        rows += [(f"kept, from {kind}s", d) for kind, d in sorted(depth.by_source.items())]
-        for name, d in rows:
+        for name, d in (("checked", depth.checked), ("kept", depth.kept)):
             if d.questions:
                 md.append(f"| {name} | {d.questions:,} | {d.mean_nominal:.2f} | {d.mean_effective:.2f} | "
                           f"{d.ratio:.3f} | {d.full_depth_share:.1%} |")
         md.append("")
+        md += by_source_table(depth.by_source)
         style = q.style if q else None
         if style is not None and style.questions:
-            md += ["Form of the kept questions: facts between entities, as the benchmarks ask them.", "",
-                   "| figure | value |", "| --- | ---: |",
-                   f"| questions with navigation language (link, page, article, follow...) | {style.navigation_questions:,} |",
-                   f"| hops that state a relation read in the previous entity's text | {style.relation_hops:,} of "
-                   f"{style.clues_read:,} ({style.relation_share:.1%}) |",
-                   f"| clues that parse as whole noun phrases | {style.noun_phrase_clues:,} of {style.clues_read:,} "
-                   f"({style.noun_phrase_share:.1%}) |",
-                   f"| answers that are named entities | {style.named_answers:,} of {style.questions:,} "
-                   f"({style.named_answer_share:.1%}) |", ""]
-            md += ["| answer type (spaCy NER) | questions |", "| --- | ---: |"]
-            md += [f"| {md_text(t)} | {n:,} |" for t, n in style.answer_types.items()]
-            md.append("")
+            md += style_table(style)
             summary["style"] = style.to_dict()
         adv = depth.adversaries
         if adv.names:
@@ -178,3 +166,34 @@ def trust_sections(md: list[str], root: Path, reports: RunReports, verdicts: lis
 
 
 __all__ = ["split_counts", "trust_sections"]
+
+
+def style_table(style: StyleFacts) -> list[str]:
+    """The kept questions' form as Markdown (the report's and the dataset card's one rendering of it)."""
+    if not style.questions:
+        return []
+    md = ["Form of the kept questions: facts between entities, as the benchmarks ask them.", "",
+          "| figure | value |", "| --- | ---: |",
+          f"| questions with navigation language (link, page, article, follow...) | {style.navigation_questions:,} |",
+          f"| hops that state a relation read in the previous entity's text | {style.relation_hops:,} of "
+          f"{style.clues_read:,} ({style.relation_share or 0:.1%}) |",
+          f"| clues that parse as whole noun phrases | {style.noun_phrase_clues:,} of {style.clues_read:,} "
+          f"({style.noun_phrase_share or 0:.1%}) |",
+          f"| answers that are named entities | {style.named_answers:,} of {style.questions:,} "
+          f"({style.named_answer_share or 0:.1%}) |", "",
+          "| answer type (spaCy NER) | questions |", "| --- | ---: |"]
+    md += [f"| {md_text(t)} | {n:,} |" for t, n in style.answer_types.items()]
+    return md + [""]
+
+
+def by_source_table(by_source: dict[str, DepthSummary]) -> list[str]:
+    """The kept questions' depth per source kind as Markdown (the report's and the card's one rendering)."""
+    rows = [(kind, d) for kind, d in sorted(by_source.items()) if d.questions]
+    if not rows:
+        return []
+    md = ["| kept questions from | count | mean nominal | mean effective | at >= 6 effective hops |",
+          "| --- | ---: | ---: | ---: | ---: |"]
+    for kind, d in rows:
+        deep = sum(n for e, n in d.effective.items() if int(e) >= 6)
+        md.append(f"| {md_text(kind)}s | {d.questions:,} | {d.mean_nominal:.2f} | {d.mean_effective:.2f} | {deep:,} |")
+    return md + [""]
