@@ -10,6 +10,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# MKL's reproducible mode, before any test's first matrix product (synth/tools/dense.py sets it on import, too
+# late in a session where another test ran torch first): a text's vector does not depend on its batch.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 
 import pytest  # noqa: E402
@@ -21,7 +24,7 @@ pytest_plugins = ["helpers.rlrun"]
 
 @pytest.fixture(scope="session")
 def demo_store(tmp_path_factory):
-    """The demo corpus up to the index, with 3-hop walks and some subgraphs: ``(store, cfg)``, built once.
+    """The demo corpus up to the page vectors, with 3-hop walks and some subgraphs: ``(store, cfg)``, built once.
 
     Three hops, because a clue that no adversary's search finds is rare on a 10,000-page corpus: about one
     3-hop walk in thirteen gets one for every hop (one 4-hop walk in thirty)."""
