@@ -31,11 +31,14 @@ FAISS's exact search is likewise told never to switch to BLAS for large batches
 on another device (a GPU) or another instruction set differ in their last bits; the content keys follow
 neither, as they follow no machine.
 
-**Cost**, measured on the demo corpus on 2 cores shared with other work, one torch thread a process: a page's
-title and description (13 tokens on average) embeds at about 260 pages per CPU second, so the demo's 10,033
-pages take about 20 s in two worker processes; a title and lead (108 tokens) at about 40.  A query alone costs
-about 8-14 ms of CPU (a model this small is bound by its matrix products: 21 MFLOP a token), in a batch
-about 3 ms; ``tools.dense.query_max_tokens`` caps what a long query (a whole question) costs.
+**Cost**, measured on the demo corpus on 2 cores shared with other work (load 2-5), one torch thread a process:
+a page's title and description (13 tokens on average) embeds at 200-260 pages per CPU second, so the demo's
+10,033 pages take 40-50 CPU seconds, split over the worker processes; a title and lead (108 tokens) at about 40
+pages per CPU second.  A query alone costs 13-15 ms of CPU (a model this small is bound by its matrix products,
+21 MFLOP a token, and a lone short text uses them badly), about 10 ms a text in batches of 4 and 4 ms in batches
+of 64; ``tools.dense.query_max_tokens`` caps what a long query (a whole question) costs.  The question checks
+embed each text once (a memo), in one batch a question, and the oracle's clue writer asks the dense adversary
+only of the clues every lexical one misses (:meth:`synth.teacher.oracle.clues.ClueMaker.found`).
 """
 
 from __future__ import annotations

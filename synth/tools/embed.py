@@ -13,9 +13,9 @@ same bytes for any shard size, batch size or worker count, which are operational
 (``tools.dense.model`` and, through ``key_extra``, its identity) and ``tools.dense.text``, so a second run
 reuses the vectors and a change of either embeds again.
 
-Measured on the demo corpus (10,033 pages, 2 shared cores): title and description at about 260 pages per
-CPU second a process, so the stage takes about half a minute with two workers, loading the model included
-(``reports/embed.json``: ``pages_per_cpu_s``, ``cpu_seconds``).
+Measured on the demo corpus (10,033 pages, 2 cores shared with other work): title and description at 200-260
+pages per CPU second a process (``reports/embed.json``: ``pages_per_cpu_s``, ``cpu_seconds``), 50 CPU seconds in
+all; the stage took 53 s of wall time with two workers under load, loading the model included.
 """
 
 from __future__ import annotations
