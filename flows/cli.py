@@ -106,6 +106,8 @@ for _stage, _doc, *_rest in [
     ("walks", "Walk k-hop entity paths over the link graph (builds the graph first if needed).", True),
     ("expand", "Expand connected subgraphs of K pages around seed pages (OpenSeeker-v2).", True),
     ("index", "Build the local BM25 search index (DIR/index) over corpus/pages."),
+    ("embed", "Embed every page (tools.dense: its title and description, or lead) into DIR/embed, the vectors the "
+              "dense retriever searches."),
     ("questions", "Write verified multi-hop questions from walks (and subgraphs) through the teacher; sources and "
                   "questions that retrace a benchmark of questions.decontaminate are dropped first."),
     ("rollout", "Roll out rollout.n teacher ReAct trajectories per question over the local tools (writes traces)."),

@@ -85,6 +85,8 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
         problems += _check_benchmarks(cfg)
     problems += _check_tokenizer(cfg, cfg_name, via)
     problems += memory_problems(cfg, cfg_name, via, stages)
+    if stages is None or "embed" in stages or "questions" in stages:
+        problems += _check_dense(cfg, cfg_name, via)
     if network and not problems:
         problems += _check_models(cfg, cfg_name, via, sft=stages is None or "sft" in stages)
     if out is not None:
@@ -367,6 +369,22 @@ def _check_tokenizer(cfg, config: str | None, via: Via) -> list[str]:
     looks_local = tok.startswith(("/", "./", "../", "~")) or Path(tok).expanduser().exists()
     if tok != "demo" and looks_local and not Path(tok).expanduser().is_dir():
         return [f"tokenizer: no such folder: {tok}: {how_to_set('tokenizer', 'Qwen/Qwen2.5-7B-Instruct', config, via)}"]
+    return []
+
+
+def _check_dense(cfg, config: str | None, via: Via) -> list[str]:
+    """The dense retriever's model folder (``tools.dense.model``): the embed stage, which runs after the
+    index, would find it missing only then."""
+    from synth.tools.config import PACKAGED_MODEL
+
+    if cfg.tools.dense.model == PACKAGED_MODEL:
+        return []
+    from synth.tools.dense import model_folder
+
+    try:
+        model_folder(cfg.tools.dense.model)
+    except ConfigError as e:
+        return [f"{e}: {how_to_set('tools.dense.model', '/models/all-MiniLM-L6-v2', config, via)}"]
     return []
 
 

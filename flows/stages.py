@@ -31,8 +31,16 @@ def _questions_identity(cfg, store) -> str:
 
 
 def _questions_reads(cfg) -> tuple[str, ...]:
-    # The text-level decontamination's n-gram size, read only when benchmark files are set.
-    return ("filters.ngram",) if cfg.questions.decontaminate else ()
+    # The text-level decontamination's n-gram size, read only when benchmark files are set; the dense
+    # retriever's settings (the model that embeds queries, how much of a query it reads) with a dense adversary.
+    return (("filters.ngram",) if cfg.questions.decontaminate else ()) + \
+        (("tools.dense",) if "dense" in cfg.questions.adversaries else ())
+
+
+def _dense_identity(cfg, store) -> str:
+    from synth.tools.embed import dense_identity
+
+    return dense_identity(cfg, store)
 
 
 def _rollout_reads(cfg) -> tuple[str, ...]:
@@ -77,10 +85,19 @@ EXPAND = Stage("expand", "synth.graph.expand:run_expand", reads=("ingest", "grap
 # Only the pages and the code shape the index; tools.* act at query time.
 INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs=("index",), command="index")
 
+# Every page's vector for search by meaning: the model (key_extra: its name and file hash) and what of a page is
+# embedded shape it; a page's vector depends on neither its shard nor its batch, so the batch size, device,
+# threads and shard size are operational.  The shards are torch on the CPU: they run in processes.
+EMBED = Stage("embed", "synth.tools.embed:SHARDS", sharded=True, reads=("ingest",),
+              sections=("tools.dense.model", "tools.dense.text"), outputs=("embed",), command="embed",
+              key_extra=_dense_identity, cpu_shards=True)
+
 QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True,
                   # the index: shortcut checks; the graph: skippable and ambiguous hops (every pipeline has it,
-                  # since walks need it; a store made by hand may not, and then corpus/links stands in)
-                  reads=("ingest", "walks"), optional_reads=("expand", "index", "graph"),
+                  # since walks need it; a store made by hand may not, and then corpus/links stands in); embed: the
+                  # page vectors of the dense adversary, which like every adversary searches only with the index (a
+                  # store with the index and a dense adversary but no vectors is a MissingInput naming `embed`)
+                  reads=("ingest", "walks"), optional_reads=("expand", "index", "graph", "embed"),
                   # key_extra: the bytes of the benchmark files (questions.decontaminate)
                   sections=("questions", "teacher", "tools.search_max_k"), more_sections=_questions_reads,
                   outputs=("questions", "rejects/questions"), command="questions", key_extra=_questions_identity,
@@ -151,6 +168,6 @@ RL_BAND = Stage("rl_band", "sft.rlband:SHARDS", sharded=True, reads=("sft", "que
                           "rollout.compress_observations", "rollout.keep_observations", "rollout.max_tokens"),
                 outputs=("rl_pool", "rl_band/traces", "rl_band/guided", "rl_curriculum"), command="rl-band")
 
-PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE, REPORT,
-                     SFT, EVAL, RL_BAND])
+PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, EMBED, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE,
+                     REPORT, SFT, EVAL, RL_BAND])
 BY_NAME = PIPELINE.by_name

@@ -34,8 +34,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
 from flows.config import Config, ConfigError, load_config
-from flows.stages import (ASSEMBLE, EVAL, EXPAND, FILTER, GRAPH, INDEX, INGEST, PIPELINE, QUESTIONS, REPORT, RL_BAND,
-                          ROLLOUT, SFT, TOKENIZER, WALKS)
+from flows.stages import (ASSEMBLE, EMBED, EVAL, EXPAND, FILTER, GRAPH, INDEX, INGEST, PIPELINE, QUESTIONS, REPORT,
+                          RL_BAND, ROLLOUT, SFT, TOKENIZER, WALKS)
 from synth.engine.errors import InputError, StageFailed
 from synth.engine.stage import ShardJob, Stage, StageOutcome
 from synth.engine.store import MissingInput, Store
@@ -177,6 +177,7 @@ def synth_stages(config: str = "configs/demo.yaml", overrides: list[str] = [], o
         run(WALKS)
         run(EXPAND)
         run(INDEX)
+        run(EMBED)
         run(QUESTIONS)
         run(ROLLOUT)
         run(TOKENIZER)

@@ -14,6 +14,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # machine at load 5 to 7 exceeds ("Timed out while attempting to connect to ephemeral Prefect API server").  The
 # tests' harness reads it (``prefect_test_harness(server_startup_timeout=None)``).
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")
+# MKL's reproducible mode, before any test's first matrix product (synth/tools/dense.py sets it on import, too
+# late in a session where another test ran torch first): a text's vector does not depend on its batch.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 
 import pytest  # noqa: E402
@@ -26,7 +29,7 @@ pytest_plugins = ["helpers.rlrun",
 
 @pytest.fixture(scope="session")
 def demo_store(tmp_path_factory):
-    """The demo corpus up to the index, with 3-hop walks and some subgraphs: ``(store, cfg)``, built once.
+    """The demo corpus up to the page vectors, with 3-hop walks and some subgraphs: ``(store, cfg)``, built once.
 
     Three hops, because a clue that no adversary's search finds is rare on a 10,000-page corpus: about one
     3-hop walk in thirteen gets one for every hop (one 4-hop walk in thirty)."""

@@ -64,11 +64,13 @@ class QuestionsConfig(Section):
         "in the top `shortcut_k` of one search is found by it.  Unset (the default): `tools.search_max_k`, the most "
         "results one search of the agents' tool returns; set, it may not be below that, since a solver who asks "
         "for more results than the checks looked at would see pages they never checked.")
-    adversaries: list[Literal["tool", "body", "keywords"]] = Field(
-        default_factory=lambda: ["tool", "body", "keywords"], min_length=1,
+    adversaries: list[Literal["tool", "body", "keywords", "dense"]] = Field(
+        default_factory=lambda: ["tool", "body", "keywords", "dense"], min_length=1,
         description="The searches a clue must survive, for the effective depth and the oracle's clue checks: `tool` "
         "(the agents' search), `body` (a plain BM25 over page text, no title), `keywords` (a text's content words "
-        "alone, with both rankings). Every one by default: a question needs every hop against each.")
+        "alone, with both rankings), `dense` (a dense retriever over the `embed` stage's page vectors, "
+        "`tools.dense`: it finds a page by meaning, a paraphrase with no word of its page). Every one by "
+        "default: a question needs every hop against each.")
     min_effective_depth: float = Field(
         1.0, ge=0, le=1, description="Least effective depth a question keeps, as a share of its hops (`enterable_hop`): "
         "the hops left from the latest page of the chain that one search for a clue, a quote, a hop's sentence or the "

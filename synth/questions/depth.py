@@ -21,7 +21,10 @@ default), so the guarantee does not rest on the agents' own tool alone:
 * ``body``: a plain BM25 over the page bodies, no title and no boost (a different ranking: a page whose
   title holds no clue word but whose text holds them all comes first here);
 * ``keywords``: the text's content words only, the question's frame words ("previous", "page", "link")
-  and function words removed, searched with both rankings (what a solver types into any engine).
+  and function words removed, searched with both rankings (what a solver types into any engine);
+* ``dense``: a dense retriever (:class:`synth.tools.dense.DenseIndex`: the ``embed`` stage's page vectors, a
+  sentence-transformers model for the query, exact inner product), which finds a page by meaning: a
+  paraphrase that shares no word with its page is found here and by no lexical search.
 
 A search that returns a page of the chain other than the start is an *entry point* at that
 page.  That is wider than "the page the clue is read on, or the page it leads to": a
@@ -33,21 +36,27 @@ clue was searched, how, the query, the page and its rank), which the ``enterable
 in its drop reason and its repair request, and each adversary's own effective depth.
 
 A query already made is answered from memory (a repaired question repeats most of its
-clues, and the same bag of terms ranks the same).  Searches are cheap (about 0.15 ms on the
+clues, and the same bag of terms ranks the same).  Lexical searches are cheap (about 0.15 ms on the
 demo's index, ``bench/questions.py``): pruning them by the terms the chain pages hold cost
-more, in reading and analysing those pages, than the searches it saved.
+more, in reading and analysing those pages, than the searches it saved.  A dense search costs more (the
+query is embedded by a model: several milliseconds alone, a few in a batch), so :meth:`DepthMeter.measure`
+hands every text of a question to :meth:`Adversaries.prefetch` first, which embeds those not yet searched
+in one batch; a text's vector does not depend on its batch (:mod:`synth.tools.dense`), so neither does a
+depth.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 from synth.engine.records import Question
 from synth.text.clues import keywords
 from synth.text.question_text import sentences
 
-ADVERSARIES = ("tool", "body", "keywords")  # questions.adversaries: the searches a clue must survive (docstring)
+LEXICAL = ("tool", "body", "keywords")  # the adversaries that search the index alone
+ADVERSARIES = LEXICAL + ("dense",)  # questions.adversaries: the searches a clue must survive (docstring)
 
 _QUOTE = re.compile(r'"([^"]{3,})"|\u201c([^\u201d]{3,})\u201d')
 
@@ -74,7 +83,8 @@ class Entry:
 
 
 SEARCHES = {"tool": "the agents' search tool", "body": "a plain BM25 over page bodies (no title)",
-            "keywords": "a keyword search (content words only)"}
+            "keywords": "a keyword search (content words only)",
+            "dense": "a dense retriever (nearest pages by meaning)"}
 
 
 @dataclass(frozen=True)
@@ -108,23 +118,56 @@ class Adversaries:
     """The searches of ``questions.adversaries`` over one index, each top ``k`` asked once (module docstring).
 
     :meth:`found` is what the checks and the oracle's clue writer both ask: the pages each adversary
-    returns for one text.
+    returns for one text.  ``dense`` (a :class:`synth.tools.dense.DenseIndex`) is what the ``dense`` adversary
+    searches; ``names`` unset means every adversary there is an index for (:data:`LEXICAL` without ``dense``).
     """
 
-    def __init__(self, index, k: int = 5, names: tuple[str, ...] | list[str] = ADVERSARIES):
+    def __init__(self, index, k: int = 5, names: tuple[str, ...] | list[str] | None = None, dense=None):
+        names = (ADVERSARIES if dense is not None else LEXICAL) if names is None else names
         unknown = [n for n in names if n not in ADVERSARIES]
         if unknown or not names:
             raise ValueError(f"unknown adversaries {unknown} (known: {', '.join(ADVERSARIES)})" if unknown
                              else "at least one adversary is needed")
+        if "dense" in names and dense is None:
+            raise ValueError("the dense adversary needs the page vectors of the embed stage (a DenseIndex)")
         self.index, self.k, self.names = index, k, tuple(dict.fromkeys(names))
+        self.dense = dense if "dense" in self.names else None
         self.searches = 0
         self.pruned = 0  # searches answered from memory (the same bag of terms ranks the same)
+        self.dense_texts = 0  # texts searched by the dense adversary (each once; the index's memo may answer some)
+        self.dense_cpu_seconds = 0.0  # CPU time of this thread in the dense index (embedding, mostly)
         self._hits: dict[tuple, list[str]] = {}
+
+    def prefetch(self, texts) -> None:
+        """Embed, in one batch, the texts the ``dense`` adversary is about to search and has not (a no-op
+        without it): each then costs a lookup when :meth:`top` asks (module docstring)."""
+        if self.dense is not None:
+            todo = [t for t in dict.fromkeys(texts) if t.strip() and ("dense", t) not in self._hits]
+            if todo:
+                c0 = time.thread_time()
+                for text, top in zip(todo, self.dense.search_many(todo, self.k)):
+                    self._hits[("dense", text)] = top
+                self.searches += len(todo)
+                self.dense_texts += len(todo)
+                self.dense_cpu_seconds += time.thread_time() - c0
 
     def top(self, text: str, ranking: str = "tool") -> list[str] | None:
         """The top ``k`` of one search with one ranking (None: the query has no terms)."""
         from synth.tools.analysis import query_terms
 
+        if ranking == "dense":  # the text as written: a model reads it, no bag of terms
+            if self.dense is None or not text.strip():
+                return None
+            key = ("dense", text)
+            if key in self._hits:
+                self.pruned += 1
+            else:
+                self.searches += 1
+                c0 = time.thread_time()
+                self._hits[key] = self.dense.search_ids(text, self.k)
+                self.dense_texts += 1
+                self.dense_cpu_seconds += time.thread_time() - c0
+            return self._hits[key]
         # Texts the ranking cannot tell apart share one search: its own memo key (its field's terms, so
         # "branch" and "branches" are one stemmed query but two unstemmed ones), else the text itself.
         memo_key = getattr(self.index.ranking(ranking), "memo_key", None) if hasattr(self.index, "ranking") else None
@@ -142,10 +185,13 @@ class Adversaries:
             self._hits[key] = self.index.search_ids(text, self.k, ranking=ranking)
         return self._hits[key]
 
-    def found(self, text: str) -> list[tuple[str, str, list[str]]]:
-        """``(adversary, query, top k)`` of every adversary's searches for ``text``."""
+    def found(self, text: str, dense: bool = True) -> list[tuple[str, str, list[str]]]:
+        """``(adversary, query, top k)`` of every adversary's searches for ``text`` (without ``dense``: but the
+        dense adversary's)."""
         out = []
         for name in self.names:
+            if name == "dense" and not dense:
+                continue
             if name == "keywords":
                 kw = keywords(text)
                 if kw and kw != text:
@@ -155,17 +201,18 @@ class Adversaries:
                 out.append((name, text, self.top(text, name) or []))
         return out
 
-    def pages(self, text: str) -> list[str]:
-        """Every page any adversary's search for ``text`` returns, each once, in the order found."""
-        return list(dict.fromkeys(p for _, _, top in self.found(text) for p in top))
+    def pages(self, text: str, dense: bool = True) -> list[str]:
+        """Every page any adversary's search for ``text`` returns, each once, in the order found (without
+        ``dense``: but the dense adversary's)."""
+        return list(dict.fromkeys(p for _, _, top in self.found(text, dense) for p in top))
 
 
 class DepthMeter:
-    """Measures :class:`Depth` against one index and its :class:`Adversaries`."""
+    """Measures :class:`Depth` against one index and its :class:`Adversaries` (``dense``: the dense one's vectors)."""
 
-    def __init__(self, index, k: int = 5, adversaries: tuple[str, ...] | list[str] = ADVERSARIES):
+    def __init__(self, index, k: int = 5, adversaries: tuple[str, ...] | list[str] | None = None, dense=None):
         self.index, self.k = index, k
-        self.adversaries = Adversaries(index, k, adversaries)
+        self.adversaries = Adversaries(index, k, adversaries, dense)
 
     @property
     def searches(self) -> int:
@@ -184,7 +231,9 @@ class DepthMeter:
         k = len(q.hops)
         where = {pid: j for j, pid in enumerate(q.path) if j >= 1}
         best: dict[str, Entry] = {}
-        for hop, how, text in searches(q):
+        todo = searches(q)
+        self.adversaries.prefetch(text for _, _, text in todo)
+        for hop, how, text in todo:
             for adversary, query, top in self.adversaries.found(text):
                 for rank, pid in enumerate(top, start=1):
                     j = where.get(pid)
@@ -235,5 +284,5 @@ def summary(depths: list[tuple[int, int]]) -> dict:
             "nominal": {str(a): sum(1 for x, _ in depths if x == a) for a in sorted({x for x, _ in depths})}}
 
 
-__all__ = ["ADVERSARIES", "SEARCHES", "Entry", "Depth", "Adversaries", "DepthMeter", "searches",
+__all__ = ["LEXICAL", "ADVERSARIES", "SEARCHES", "Entry", "Depth", "Adversaries", "DepthMeter", "searches",
            "required", "summary", "by_adversary"]

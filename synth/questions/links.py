@@ -191,10 +191,10 @@ class ShardCorpus:
             self._pages[page_id] = self.index.get_page(page_id)
         return self._pages[page_id]
 
-    def search_ids(self, text: str, k: int) -> list[str]:
+    def search_ids(self, text: str, k: int, dense: bool = True) -> list[str]:
         if k != self.k:
             return self.index.search_ids(text, k)
-        return self.adversaries.pages(text)
+        return self.adversaries.pages(text, dense)
 
     def rarity(self, word: str) -> float:
         if word not in self._rarity:

@@ -41,7 +41,7 @@ from synth.questions.sources import load_sources, page_meta
 from synth.questions.validate import Validator
 from synth.questions.write import Funnel, Repairs, write_questions
 from synth.engine.records import REJECT_SCHEMA, Question, Reject
-from synth.engine.store import write_parquet_atomic
+from synth.engine.store import MissingInput, write_parquet_atomic
 from synth.teacher.client import Teacher, TeacherError, merged_usage, shard_usage, stage_teacher
 
 
@@ -67,6 +67,18 @@ def _index(ctx: StageContext):
     return ctx.resource("index", lambda: SearchIndex.open(ctx.store.path("index")))
 
 
+def _dense(ctx: StageContext):
+    """The dense adversary's page vectors and query model, once per process (None: no adversary is dense)."""
+    if "dense" not in ctx.cfg.questions.adversaries:
+        return None
+    if not ctx.store.exists("embed"):
+        raise MissingInput(f"the dense adversary (questions.adversaries) searches the page vectors, which are not "
+                           f"in {ctx.store.root} (run `hopforge embed --out {ctx.store.root}` first)")
+    from synth.tools.dense import open_dense
+
+    return ctx.shared("dense", lambda: open_dense(ctx.store, ctx.cfg.tools.dense))
+
+
 def _validator(ctx: StageContext, sources: list[Source]) -> Validator:
     """The shard's validator: the link view of its pages, and the index when shortcut checks are on."""
     t0, c0 = time.perf_counter(), time.thread_time()
@@ -77,7 +89,7 @@ def _validator(ctx: StageContext, sources: list[Source]) -> Validator:
     qcfg = ctx.cfg.questions
     index = _index(ctx) if ctx.store.exists("index") else None
     v = Validator(links, index, search_depth(qcfg, ctx.cfg.tools), qcfg.min_effective_depth, qcfg.check_shortcut,
-                  qcfg.adversaries)
+                  qcfg.adversaries, _dense(ctx) if index is not None else None)
     v.seconds += time.perf_counter() - t0  # loading what the checks read is part of their cost
     v.cpu_seconds += time.thread_time() - c0
     return v

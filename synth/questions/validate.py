@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from synth.engine.records import Question
-from synth.questions.depth import ADVERSARIES, SEARCHES, Depth, DepthMeter, required
+from synth.questions.depth import SEARCHES, Depth, DepthMeter, required
 from synth.text.clues import FIT, rival_fits
 from synth.text.question_text import content_words, navigation, repeats_description, sentences
 from synth.teacher.tasks import Source
@@ -117,10 +117,10 @@ class Validator:
     """The checks of the module docstring over one shard's questions, with what they cost."""
 
     def __init__(self, links, index=None, k: int = 5, min_depth: float = 0.0, shortcuts: bool = True,
-                 adversaries: tuple[str, ...] | list[str] = ADVERSARIES):
+                 adversaries: tuple[str, ...] | list[str] | None = None, dense=None):
         self.links, self.index, self.k = links, index, k
         self.min_depth, self.shortcuts = min_depth, shortcuts
-        self.depth = DepthMeter(index, k, adversaries) if index is not None else None
+        self.depth = DepthMeter(index, k, adversaries, dense) if index is not None else None
         self.depths: list[Depth] = []  # every question checked (repairs included)
         self.depth_of: dict[str, Depth] = {}  # the last measure of each question id
         self.seconds = 0.0  # wall time, and CPU time of the checking thread (steadier on shared cores)
@@ -155,11 +155,14 @@ class Validator:
 
     def stats(self) -> dict:
         """Questions checked, seconds spent (in all, loading included, and per check), searches sent and
-        skipped, and graph lookups."""
+        skipped, the texts the dense adversary searched and its CPU seconds (with one), and graph lookups."""
         depth = self.depth
         return {"checked": self.checked, "seconds": round(self.seconds, 4), "cpu_seconds": round(self.cpu_seconds, 4),
                 **{f"seconds_{k}": round(v, 4) for k, v in self.by_check.items()},
                 "searches": depth.searches if depth else 0, "searches_remembered": depth.pruned if depth else 0,
+                **({"dense_texts": depth.adversaries.dense_texts,
+                    "dense_cpu_seconds": round(depth.adversaries.dense_cpu_seconds, 4)}
+                   if depth and depth.adversaries.dense is not None else {}),
                 "graph_lookups": self.links.lookups}
 
     # ---- the checks, in order -------------------------------------------------------------

@@ -122,9 +122,10 @@ class CorpusView(Protocol):
     def page(self, page_id: str) -> dict | None:
         """A page as the tools show it: ``paragraphs`` and ``links`` (``[anchor, page id, title]``)."""
 
-    def search_ids(self, text: str, k: int) -> list[str]:
+    def search_ids(self, text: str, k: int, dense: bool = True) -> list[str]:
         """The pages one search for ``text`` returns in the unmasked index, top ``k``: at the checks' depth
-        ``k``, every page any of the question checks' adversaries returns (``questions.adversaries``)."""
+        ``k``, every page any of the question checks' adversaries returns (``questions.adversaries``); with
+        ``dense`` false, those of the adversaries that need no model to read the query (the lexical ones)."""
 
     def rarity(self, word: str) -> float:
         """How rare a word is in the corpus (its inverse document frequency)."""

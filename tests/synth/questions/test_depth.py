@@ -5,7 +5,9 @@ import pytest
 
 from synth.engine.records import PAGE_SCHEMA, Hop, Question
 from synth.engine.store import write_parquet_atomic
-from synth.questions.depth import ADVERSARIES, Adversaries, DepthMeter, by_adversary
+from synth.questions.depth import ADVERSARIES, LEXICAL, Adversaries, DepthMeter, by_adversary, searches
+from synth.tools.dense import DenseIndex, Embedder
+from synth.tools.embed import page_texts
 from synth.tools.search import SearchIndex, build_index
 
 
@@ -32,6 +34,14 @@ def index(tmp_path_factory) -> SearchIndex:
     write_parquet_atomic(pa.Table.from_pylist(PAGES, schema=PAGE_SCHEMA), root / "pages" / "a.parquet")
     build_index(root / "pages", root / "index", threads=1, heap_mb=32)
     return SearchIndex.open(root / "index")
+
+
+@pytest.fixture(scope="module")
+def dense() -> DenseIndex:
+    """The pages' vectors by the packaged all-MiniLM-L6-v2, as the embed stage makes them."""
+    embedder = Embedder()
+    table = pa.Table.from_pylist(PAGES, schema=PAGE_SCHEMA)
+    return DenseIndex([p["page_id"] for p in PAGES], embedder.encode(page_texts(table, "title_description")), embedder)
 
 
 def _question(sub_questions: list[str]) -> Question:
@@ -73,10 +83,13 @@ def test_keywords_drop_the_frame_and_search_with_both_rankings(index):
 
 def test_the_adversaries_are_checked_and_searches_remembered(index):
     with pytest.raises(ValueError, match="unknown adversaries"):
-        Adversaries(index, 5, ["tool", "dense"])
+        Adversaries(index, 5, ["tool", "semantic"])
     with pytest.raises(ValueError, match="at least one"):
         Adversaries(index, 5, [])
-    adv = Adversaries(index, 5, ADVERSARIES)
+    with pytest.raises(ValueError, match="dense adversary needs the page vectors"):
+        Adversaries(index, 5, ADVERSARIES)  # named, but no DenseIndex to search
+    assert Adversaries(index, 5).names == LEXICAL  # unnamed: the adversaries there are indexes for
+    adv = Adversaries(index, 5, LEXICAL)
     adv.found("strong wind at sea")
     made = adv.searches  # the tool's, the body's, and the keywords' with the tool (with the body: the same bag)
     assert (made, adv.pruned) == (3, 1)
@@ -95,3 +108,23 @@ def test_a_remembered_search_is_one_the_ranking_cannot_tell_apart(index, first, 
     assert adv.pruned == 0
     assert adv.top(first.upper(), "body") == direct[first]  # case aside the same words: from memory
     assert adv.pruned == 1
+
+
+def test_a_paraphrase_only_the_dense_retriever_finds_is_an_entry_point(index, dense):
+    # "vessel" is no word of any page: no lexical search finds Ship for the second hop's clue, which means it.
+    first, second = "Which kind of weather is meant?", "Which vessel does that article mention?"
+    assert index.search_ids(second, 1) == [] and index.search_ids(second, 1, ranking="body") == []
+    assert dense.search_ids(second, 1) == ["3"]  # the premise: by meaning, Ship first
+    q = _question([first, second])
+    lexical = DepthMeter(index, k=1, adversaries=LEXICAL).measure(q)
+    assert lexical.effective == 2 and lexical.entry is None  # three lexical adversaries: full depth
+    meter = DepthMeter(index, k=1, dense=dense)
+    assert meter.adversaries.names == ADVERSARIES
+    d = meter.measure(q)
+    assert d.effective == 0 and d.by_adversary == {"tool": 2, "body": 2, "keywords": 2, "dense": 0}
+    assert (d.entry.adversary, d.entry.hop, d.entry.page, d.entry.rank) == ("dense", 1, 2, 1)
+    assert "dense retriever" in d.entry.describe(2) and "'Ship'" in d.entry.describe(2)
+    # The question's texts were searched in one batch first, each once: the depth's own searches were remembered.
+    adv = meter.adversaries
+    assert adv.dense_texts == len({t for _, _, t in searches(q)}) == 3 and adv.pruned >= 3
+    assert by_adversary([d])["dense"] == {"questions": 1, "entered": 1, "hops_caught": 2, "full_depth_share": 0.0}

@@ -79,8 +79,10 @@ def store(tmp_path, corpus):
 
 
 def _cfg(url):
+    # The lexical adversaries: on a corpus of a few dozen pages, the dense one's top 10 is a third of it.
     return load_config(None, ["teacher.backend=openai", f"teacher.base_url={url}", "teacher.model=m",
-                              "teacher.max_retries=0", "questions.from_subgraphs=false"])
+                              "teacher.max_retries=0", "questions.from_subgraphs=false",
+                              "questions.adversaries=[tool,body,keywords]"])
 
 
 @pytest.mark.parametrize("fixes", [False, True])
