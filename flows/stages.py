@@ -89,7 +89,8 @@ INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs
 # embedded shape it; a page's vector depends on neither its shard nor its batch, so the batch size, device,
 # threads and shard size are operational.  The shards are torch on the CPU: they run in processes.
 EMBED = Stage("embed", "synth.tools.embed:SHARDS", sharded=True, reads=("ingest",),
-              sections=("tools.dense.model", "tools.dense.text"), outputs=("embed",), command="embed",
+              sections=("tools.dense.model", "tools.dense.text", "questions.adversaries"), outputs=("embed",),
+              command="embed",
               key_extra=_dense_identity, cpu_shards=True)
 
 QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True,

@@ -65,12 +65,14 @@ class QuestionsConfig(Section):
         "results one search of the agents' tool returns; set, it may not be below that, since a solver who asks "
         "for more results than the checks looked at would see pages they never checked.")
     adversaries: list[Literal["tool", "body", "keywords", "dense"]] = Field(
-        default_factory=lambda: ["tool", "body", "keywords", "dense"], min_length=1,
+        default_factory=lambda: ["tool", "body", "keywords"], min_length=1,
         description="The searches a clue must survive, for the effective depth and the oracle's clue checks: `tool` "
         "(the agents' search), `body` (a plain BM25 over page text, no title), `keywords` (a text's content words "
         "alone, with both rankings), `dense` (a dense retriever over the `embed` stage's page vectors, "
-        "`tools.dense`: it finds a page by meaning, a paraphrase with no word of its page). Every one by "
-        "default: a question needs every hop against each.")
+        "`tools.dense`: it finds a page by meaning, a paraphrase with no word of its page). The three lexical "
+        "ones by default; `dense` costs a model call a clue candidate (on 2 cores it makes the demo's questions "
+        "stage several times slower), so add it where a GPU or the time is there. A question needs every hop "
+        "against each one listed.")
     min_effective_depth: float = Field(
         1.0, ge=0, le=1, description="Least effective depth a question keeps, as a share of its hops (`enterable_hop`): "
         "the hops left from the latest page of the chain that one search for a clue, a quote, a hop's sentence or the "

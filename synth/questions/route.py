@@ -60,6 +60,10 @@ class Router:
     def __init__(self, corpus, budget: int = 48, maker: ClueMaker | None = None):
         self.corpus, self.budget = corpus, budget
         self.maker = maker or ClueMaker(corpus)
+        # Each hop tried is checked against the searches that need no model; the whole chain, once found, against
+        # every adversary (the dense one too) by the writer's own check, which backs the search up when it fails.
+        self.hop_maker = ClueMaker(corpus)
+        self.hop_maker.dense = False
         self.stats = RouteStats()
         self._entities: dict[str, dict] = {}
         self._named: dict[tuple[str, str], bool] = {}
@@ -114,7 +118,7 @@ class Router:
             self.stats.clue_checks += 1
             chain = [self.entity(p) for p in path + [n]]
             h = HopContext(chain, len(path) - 1, [giveaways(chain[-1])], src.seed, free=free)
-            return self.maker.choose(h)[0] is not None
+            return self.hop_maker.choose(h)[0] is not None
 
         def dfs(path: list[str], named_only: bool) -> list[str] | None:
             i = len(path) - 1

@@ -74,7 +74,11 @@ def _embedder(ctx: StageContext) -> Embedder:
 
 
 def plan(ctx: StageContext) -> list[list[int]]:
-    """Shards of ``tools.dense.shard_pages`` pages, in page order: ``[start, end)`` rows of ``corpus/pages``."""
+    """Shards of ``tools.dense.shard_pages`` pages, in page order: ``[start, end)`` rows of ``corpus/pages``; none
+    when no reader needs the vectors (``dense`` is not among ``questions.adversaries``): the stage then commits an
+    empty ``embed`` in no time instead of running a model over every page."""
+    if "dense" not in ctx.cfg.questions.adversaries:
+        return []
     n, size = _pages(ctx).count_rows(), ctx.cfg.tools.dense.shard_pages
     return [[a, min(a + size, n)] for a in range(0, n, size)]
 
@@ -121,10 +125,11 @@ def finish(ctx: StageContext, summaries: list[EmbedShard]) -> StageResult:
         at += len(part)
     out.flush()
     del out
-    ids = _pages(ctx).to_table(columns=["page_id"]).column("page_id").to_pylist()
+    ids = _pages(ctx).to_table(columns=["page_id"]).column("page_id").to_pylist() if summaries else []
     write_meta(folder, ids, dim, embedder, ctx.cfg.tools.dense.text)
     cpu = sum(s.cpu_seconds for s in summaries)
-    return StageResult(input=n, output=n, extra={
+    idle = "" if summaries else "no reader needs page vectors: dense is not among questions.adversaries"
+    return StageResult(input=n, output=n, idle=idle, extra={
         "model": embedder.name, "identity": embedder.identity, "dim": dim, "text": ctx.cfg.tools.dense.text,
         "shards": len(summaries), "cpu_seconds": round(cpu, 3),
         "pages_per_cpu_s": round(n / cpu, 1) if cpu else None})

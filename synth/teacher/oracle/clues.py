@@ -112,6 +112,9 @@ class ClueMaker:
         # A hop whose text states no relation a parser reads gets a generic one ("is associated with") only
         # when this is off: with it on (the questions stage's default), every hop states a fact.
         self.facts_only = bool(getattr(corpus, "facts_only", False))
+        # The dense adversary's searches (a model call each) are asked of every candidate unless this is off: a
+        # router that only ranks the ways a walk could go leaves them to the writer's check of the whole chain.
+        self.dense = True
 
     # ---- what the checks read ---------------------------------------------------------------
     def search(self, text: str, dense: bool = True) -> list[str]:
@@ -135,6 +138,8 @@ class ClueMaker:
             hit = next((p for p in self.search(text, False) if p in entry), None)
             if hit is not None:
                 return text, hit
+        if not self.dense:
+            return None
         for text in sorted(texts, key=len):
             hit = next((p for p in self.search(text) if p in entry), None)
             if hit is not None:
