@@ -10,9 +10,10 @@ the link graph, seeded per walk, within ``budget`` clue checks), so the question
 length and as much of its path as can be clued.  At the last hop, pages that are named entities
 (people, places, organisations, works, events: :func:`synth.text.parse.named_in` and
 :func:`~synth.text.parse.named_title`) come before concepts, since the benchmarks a student is judged on
-answer with named entities; a concept ends a walk only when no named page can.  A page that already
-ends :data:`ANSWER_REPEATS` of the shard's walks ends no more, so routing does not funnel walks into one
-hub answer ("Sun", "Earth") that a student would learn to guess.
+answer with named entities; a concept ends a walk only when no named page can.  A hub (more pages link
+to it than ``walk.max_in_degree``) ends no routed walk, so routing does not funnel walks into one hub
+answer that a student would learn to guess.  Every choice depends on the walk and the corpus alone, never on
+the other walks of its shard, so the questions do not depend on ``questions.shard_size`` or the workers.
 
 Every teacher then gets the routed walk: the real ones as the oracle, so a paid call is spent only on
 a path whose every hop can be clued.  A new hop's evidence is the paragraph of the current page that
@@ -33,7 +34,6 @@ from synth.text.parse import named_in, named_title
 from synth.text.question_text import giveaways
 
 WIDTH = 8  # links tried per page before the search backs up
-ANSWER_REPEATS = 2  # walks of one shard that may end on the same answer
 
 
 @dataclass
@@ -57,8 +57,9 @@ class RouteStats:
 class Router:
     """Routes walks through one shard's corpus view (module docstring)."""
 
-    def __init__(self, corpus, budget: int = 48, maker: ClueMaker | None = None):
-        self.corpus, self.budget = corpus, budget
+    def __init__(self, corpus, budget: int = 48, maker: ClueMaker | None = None, max_in_degree: int | None = 150):
+        self.corpus, self.budget, self.max_in_degree = corpus, budget, max_in_degree
+        self._in_degree: dict[str, int] = {}
         self.maker = maker or ClueMaker(corpus)
         # Each hop tried is checked against the searches that need no model; the whole chain, once found, against
         # every adversary (the dense one too) by the writer's own check, which backs the search up when it fails.
@@ -67,7 +68,6 @@ class Router:
         self.stats = RouteStats()
         self._entities: dict[str, dict] = {}
         self._named: dict[tuple[str, str], bool] = {}
-        self.answers: dict[str, int] = {}  # answer page -> walks of this shard routed to it
 
     def entity(self, page_id: str) -> dict:
         """``{page_id, title, description, aliases}`` of a page, as a source carries it."""
@@ -78,6 +78,14 @@ class Router:
                                            "description": self.corpus.description(page_id) or None,
                                            "aliases": list(page.get("aliases") or [])}
         return e
+
+    def in_degree(self, page_id: str) -> int:
+        """How many pages link to ``page_id`` (the link graph's in-degree; 0 when the view has no graph)."""
+        if page_id not in self._in_degree:
+            graph = getattr(self.corpus.links, "_graph", None)
+            node = int(graph.nodes_of([page_id])[0]) if graph is not None else -1
+            self._in_degree[page_id] = len(graph.predecessors(node)) if node >= 0 else 0
+        return self._in_degree[page_id]
 
     def named(self, here: str, there: str) -> bool:
         """Whether page ``there`` is a named entity, as ``here``'s text writes it or by its title."""
@@ -137,9 +145,11 @@ class Router:
                 nbrs.remove(walk[i + 1])
                 nbrs.insert(0, walk[i + 1])
             last = i == k - 1
-            if last:  # named entities end a walk before concepts do; an answer the shard's walks already end on
-                # ANSWER_REPEATS times ends no more of them
-                nbrs = [n for n in nbrs if self.answers.get(n, 0) < ANSWER_REPEATS]
+            if last:  # named entities end a walk before concepts do; a hub (more than max_in_degree pages link
+                # to it, as walk.max_in_degree keeps walks off hubs) ends none: it is decided page by page, so the
+                # route of a walk depends on nothing else the shard holds
+                if self.max_in_degree is not None:
+                    nbrs = [n for n in nbrs if self.in_degree(n) <= self.max_in_degree]
                 nbrs.sort(key=lambda n: not self.named(path[-1], n))
                 if named_only:
                     nbrs = [n for n in nbrs if self.named(path[-1], n)]
@@ -172,7 +182,6 @@ class Router:
         changed = [i for i in range(1, len(path)) if path[i] != walk[i]]
         if self.named(path[-2], path[-1]):
             self.stats.named_answers += 1
-        self.answers[path[-1]] = self.answers.get(path[-1], 0) + 1
         if not changed:
             self.stats.walked += 1
             return src

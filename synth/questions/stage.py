@@ -142,7 +142,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> QuestionsShard:
     routing = RouteStats()
     if qcfg.route and corpus is not None:
         walked = {s.source_id: s for s in sources}
-        sources, routing = _route(sources, corpus, qcfg.route_budget)
+        sources, routing = _route(sources, corpus, qcfg.route_budget, ctx.cfg.walk.max_in_degree)
         if screen is not None:  # a re-routed walk is screened again: its new path may retrace a benchmark
             moved = [s for s in sources if s is not walked.get(s.source_id)]
             kept_moved = {id(s) for s in screen.drop_routed(moved, funnel, tally)}
@@ -272,10 +272,11 @@ def _phrasing(ctx: StageContext, kept: list[Question]) -> dict:
 SHARDS = Shards(plan=plan, run=run_shard, finish=finish, summary=QuestionsShard)
 
 
-def _route(sources: list[Source], corpus: ShardCorpus, budget: int) -> tuple[list[Source], RouteStats]:
+def _route(sources: list[Source], corpus: ShardCorpus, budget: int, max_in_degree: int | None
+           ) -> tuple[list[Source], RouteStats]:
     """Walks routed so that every hop can be clued (:mod:`synth.questions.route`); a walk with no such route
     within ``budget`` clue checks is written as walked (counted ``unroutable`` in the report's ``routing``)."""
-    router = Router(corpus, budget)
+    router = Router(corpus, budget, max_in_degree=max_in_degree)
     out = []
     for src in sources:
         if src.kind != "walk":
