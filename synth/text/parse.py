@@ -110,7 +110,7 @@ class Relation:
     word: str
 
 
-_BAD_CONNECTOR = re.compile(r"\b(one)\b", re.I)
+_BAD_CONNECTOR = re.compile(r"\b(a|an|one)\b", re.I)  # the clue's description starts at its first article
 _NOUN_PREPS = {"of", "in", "for", "from", "on", "at", "to", "with", "by"}
 _ENGINE = None  # inflect, for "a" or "an" before a noun
 
@@ -177,8 +177,9 @@ def relation(sentence: str, anchor: str) -> Relation | None:
         elif (gov.pos_ in NOUN_TAGS and gov.dep_ in ("attr", "appos") and prep.text.lower() in _NOUN_PREPS
               and gov.head.lemma_ in ("be", gov.head.lemma_ if gov.dep_ == "appos" else "be")):
             # "X is the capital of Y", "X, a member of Y": the noun the subject is said to be
-            det = "the" if any(c.dep_ == "det" and c.text.lower() == "the" for c in gov.children) else _article(gov.text).split()[0]
-            words = ["is", det, gov, prep]
+            # "the" is kept; "a" or "an" is not, so that the clue's description starts at the first article
+            the = ["the"] if any(c.dep_ == "det" and c.text.lower() == "the" for c in gov.children) else []
+            words = ["is", *the, gov, prep]
             word = gov
     elif h.dep_ in ("dobj", "oprd") and h.head.pos_ == "VERB" and h.head.lemma_ != "be" and (group := _verb_group(h.head)):
         words, word = group, h.head

@@ -172,9 +172,16 @@ class ClueMaker:
                 self._prefetched.add(h.here["page_id"])
                 prefetch(s for s in (sentence_with(text, a) for a in anchors.values()) if s)
             anchor = anchors.get(h.bridge["page_id"])
-            rel = relation(sentence_with(text, anchor), anchor) if anchor else None
+            sentence = sentence_with(text, anchor) if anchor else ""
+            rel = relation(sentence, anchor) if anchor else None
             if rel is not None and navigation(rel.words):
                 rel = None
+            if rel is not None:
+                # The word a reader takes from the relation (its last content word, synth.teacher.oracle.reading)
+                # must stand in the sentence, or no reader can tell the link by it ("is contained by": "contains"
+                # is a frame word, never a content word).
+                said = [w for w in re.findall(r"[^\W\d_]+", rel.words) if content_words(w)]
+                rel = Relation(rel.words, said[-1]) if said and relation_holds(sentence, said[-1]) else None
             self._relations[key] = rel
         rel = self._relations[key]
         if rel is not None and any(self._gives_away(g, w) for g in h.later for w in rel.words.split()):

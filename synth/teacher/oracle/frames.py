@@ -15,7 +15,7 @@ about an entity (a test checks this).
 The text contract the oracle agent reads (:mod:`synth.teacher.oracle.reading`): the first
 sentence holds the start entity's exact title; then one sentence per hop, in chain order,
 each "{lead}{ref} {relation} {article} {phrase}."; the last sentence asks for the final entity.
-The relation holds no "a", "an" or "one", so the description starts at the last of them.
+The relation holds no "a", "an" or "one", so the description starts at the first of them after the reference.
 Nothing here adds ``.``,
 ``!`` or ``?`` inside a sentence, so :func:`synth.text.question_text.sentences` splits
 them back.

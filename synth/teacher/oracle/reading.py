@@ -136,7 +136,7 @@ class Clue:
 
 
 _ARTICLE = re.compile(r"\b(?:an?|one of the)\s+(.+?)(?=[;.]|$)")
-_LAST_ARTICLE = re.compile(r"(?i).*\b(an?|one of the)\s+")
+_FIRST_ARTICLE = re.compile(r"(?i)\b(an?|one of the)\s+")
 _FRAME_START = re.compile("^(?:" + "|".join(sorted({re.escape(l.strip(" ,")) for l in LEADS if l.strip()}, key=len,
                                                    reverse=True)) + r")\b,?\s*", re.I)
 _REF = re.compile("^(?:" + "|".join(sorted({re.escape(r) for r in REFS}, key=len, reverse=True)) + r")\b\s*", re.I)
@@ -145,14 +145,15 @@ _GENERIC = {g.lower() for g in GENERIC}
 
 def read_clue(sentence: str) -> Clue:
     """A hop sentence read as a :class:`Clue` (the contract of :mod:`synth.teacher.oracle.frames`): the
-    description starts at the last article; the words between the reference and it are the relation,
+    description starts at the first article after the reference; the words between the reference and it are the relation,
     whose last content word is the word the previous entity's sentence holds (none for a generic one)."""
     body = sentence.split(";", 1)[0].strip().rstrip(".?!")
-    m = _LAST_ARTICLE.match(body)
+    rest = _REF.sub("", _FRAME_START.sub("", body), count=1)
+    m = _FIRST_ARTICLE.search(rest)
     if m is None:
         return Clue(sentence, body, None, frozenset(content_words(body)))
-    kind = body[m.start(1):]
-    head = _REF.sub("", _FRAME_START.sub("", body[:m.start(1)].strip()), count=1).strip(" ,")
+    kind = rest[m.start(1):]
+    head = rest[:m.start(1)].strip(" ,")
     relation = None
     if head.lower() not in _GENERIC:
         words = [w for w in re.findall(r"[^\W\d_]+", head) if content_words(w)]
