@@ -13,7 +13,8 @@ import pytest
 
 HOPFORGE = [sys.executable, "-m", "flows.cli"]
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["--set", "walk.num_walks=240", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=4",
+# Routed walks (questions.route): most 3-hop walks then get a question, enough rollout shards for every kill.
+SMALL = ["--set", "walk.num_walks=60", "--set", "walk.hops=3", "--set", "questions.route=true", "--set", "expand.num_subgraphs=4",
          "--set", "rollout.n=2", "--set", "questions.shard_size=4", "--set", "rollout.shard_size=2",
          "--set", "runner.shard_workers=2", "--until", "report"]
 TABLES = ["corpus/pages", "corpus/links", "walks", "subgraphs", "questions", "rejects/questions", "traces", "sft",

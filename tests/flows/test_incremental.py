@@ -75,8 +75,10 @@ def test_added_pages_pay_only_for_new_walks(tmp_path, demo_file):
     assert len(differ) <= repairs
 
 
-STUDENT = ["walk.num_walks=150", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
-           "sft.overrides=[max_steps=2, eval_fraction=0.3, max_length=8192]", "eval.max_turns=2",
+# Routed walks (questions.route): most 3-hop walks then get a question, so the student has rows to train; rows of
+# routed questions run to ~15k tokens.
+STUDENT = ["walk.num_walks=60", "walk.hops=3", "questions.route=true", "expand.num_subgraphs=0", "rollout.n=2",
+           "assemble.lengths=[2048]", "sft.overrides=[max_steps=2, eval_fraction=0.3]", "eval.max_turns=2",
            "eval.max_new_tokens=8", "eval.max_questions=2", "filters.min_tool_calls=2",
            "questions.splits={sft: 0.6, rl: 0.1, eval: 0.3}"]
 

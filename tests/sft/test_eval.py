@@ -14,8 +14,9 @@ from flows.stages import PIPELINE
 from synth.engine.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["walk.num_walks=360", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
-         "sft.overrides=[max_steps=4, eval_fraction=0.3, max_length=8192]", "eval.max_turns=3",
+# Routed walks (questions.route): most 3-hop walks then get a question.
+SMALL = ["walk.num_walks=100", "walk.hops=3", "questions.route=true", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
+         "sft.overrides=[max_steps=4, eval_fraction=0.3]", "eval.max_turns=3",
          "eval.max_new_tokens=24", "filters.min_tool_calls=2", "questions.splits={sft: 0.6, rl: 0.1, eval: 0.3}"]
 
 
