@@ -100,7 +100,8 @@ QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True,
                   # store with the index and a dense adversary but no vectors is a MissingInput naming `embed`)
                   reads=("ingest", "walks"), optional_reads=("expand", "index", "graph", "embed"),
                   # key_extra: the bytes of the benchmark files (questions.decontaminate)
-                  sections=("questions", "teacher", "tools.search_max_k", "walk.max_in_degree"),
+                  sections=("questions", "teacher", "tools.search_max_k", "walk.max_in_degree",
+                            "walk.max_answer_repeats"),
                   more_sections=_questions_reads,
                   outputs=("questions", "rejects/questions"), command="questions", key_extra=_questions_identity,
                   # the validators (and the offline teacher) are Python: shards run in processes, each teacher

@@ -20,6 +20,7 @@ and the next run retries it; see :class:`synth.questions.write.Funnel`.)
 ``no_clue``        the teacher found no clue for some hop that only the previous page resolves, and said so
 ``no_chain``       the teacher found no chain long enough through a subgraph, and said so
 ``duplicate``      the same question as an earlier one, after normalisation
+``answer_repeat``  its answer page already answers ``walk.max_answer_repeats`` earlier questions (source order)
 ``too_easy`` / ``unsolvable`` / ``obfuscate_failed`` / ``shortcut``  the optional checks
 ``contaminated_path`` / ``contaminated_entity``  the walk or subgraph retraces a benchmark question; no question
                    is requested (:mod:`synth.questions.decontam`, ``questions.decontaminate``)

@@ -198,6 +198,7 @@ def finish(ctx: StageContext, summaries: list[QuestionsShard]) -> StageResult:
     # A shard drops in the order it decides (first drafts, then repairs), so the rows go in source order: the
     # table (and the explorer, which lists it as written) is then the same for any questions.shard_size.
     at = {s.question_id: i for i, s in enumerate(_sources(ctx))}
+    kept = _cap_answers(kept, at, ctx.cfg.walk.max_answer_repeats, dropped, rejects)
     rejects.sort(key=lambda r: at.get(r.record_id, len(at)))
     w = ctx.writer("questions", Question.SCHEMA)
     w.write(Question.to_table(kept))
@@ -217,6 +218,28 @@ def finish(ctx: StageContext, summaries: list[QuestionsShard]) -> StageResult:
         extra["decontamination"] = decontam_report(screen.files(), merge_tallies([s.decontamination for s in summaries]))
     return StageResult(input=n_in, output=len(kept), dropped=dict(dropped), extra=extra, failed=dict(failed),
                        failed_items=summary_failed_items(summaries))
+
+
+def _cap_answers(kept: list[Question], at: dict[str, int], cap: int | None, dropped: Counter,
+                 rejects: list[Reject]) -> list[Question]:
+    """``kept`` less the questions whose answer page already answers ``cap`` earlier ones, in source order
+    (``answer_repeat``): the walks stage caps each walk's last page at ``walk.max_answer_repeats``, and routing
+    moves a walk's answer, often onto the few pages many routes can clue (a star: "Sun"), which a student would
+    learn to guess.  Decided in source order, so it does not depend on the shards."""
+    if not cap:
+        return kept
+    count: Counter[str] = Counter()
+    over: set[str] = set()
+    for q in sorted(kept, key=lambda q: at.get(q.question_id, len(at))):
+        if count[q.answer_page_id] >= cap:
+            over.add(q.question_id)
+            dropped["answer_repeat"] += 1
+            rejects.append(Reject(q.question_id, q.source_id, "answer_repeat",
+                                  f"its answer {q.answer!r} already answers {cap} earlier questions "
+                                  "(walk.max_answer_repeats)", q.question))
+        else:
+            count[q.answer_page_id] += 1
+    return [q for q in kept if q.question_id not in over]
 
 
 def _depth_report(kept: list[Question], summaries: list[QuestionsShard], adversaries: list[str]) -> dict:

@@ -6,7 +6,7 @@ questions as written: what a solver reads, checked with code of its own here, no
 
 import json
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import numpy as np
 import pyarrow.dataset as ds
@@ -74,7 +74,21 @@ def test_walks_and_subgraphs_get_questions_and_every_drop_is_named(written):
     # of 809 walks when this was written; 56 of 726 against the lexical adversaries alone: a clue generic enough
     # for every engine is rare on 10,000 pages, and one no search by meaning finds rarer still).
     assert walk_questions >= 0.006 * walks, (walk_questions, walks)
-    assert set(report["dropped"]) <= {"no_clue", "no_chain", "enterable_hop", "answer_leak", "duplicate"}
+    assert set(report["dropped"]) <= {"no_clue", "no_chain", "enterable_hop", "answer_leak", "duplicate",
+                                      "answer_repeat"}
+
+
+def test_no_page_answers_more_questions_than_the_walks_cap(written, demo_store):
+    # Routing moves answers; many routes could end on the few pages a clue singles out everywhere ("a star").
+    report, questions, *_ = written
+    cap = demo_store[1].walk.max_answer_repeats
+    per_answer = Counter(q["answer_page_id"] for q in questions)
+    assert max(per_answer.values()) <= cap, per_answer.most_common(3)
+    rejects = ds.dataset(demo_store[0].root / "rejects/questions").to_table().to_pylist()
+    capped = [r for r in rejects if r["reason"] == "answer_repeat"]
+    assert len(capped) == report["dropped"].get("answer_repeat", 0)
+    for r in capped:  # each was dropped for a page that answers `cap` kept questions
+        assert "walk.max_answer_repeats" in r["detail"]
 
 
 def test_the_reports_depth_and_style_figures_match_the_questions_table(written):
