@@ -101,6 +101,22 @@ def is_noun_phrase(phrase: str) -> bool:
     return last.pos_ in NOUN_TAGS + ("NUM", "PRON", "ADJ", "PUNCT") and last.pos_ != "ADP" and last.dep_ not in ("det", "cc", "prep")
 
 
+_MODIFIER_DEPS = ("amod", "compound", "nmod", "nummod", "poss", "advmod")
+
+
+@lru_cache(maxsize=1 << 15)
+def cut_short(phrase: str, source: str) -> bool:
+    """Whether ``phrase`` ends on a word that modifies a later word wherever ``source``, the text it was cut
+    from, has it: "a multicellular" from "multicellular eukaryotic organisms", "a small" from "Small roll of
+    tobacco".  Such a phrase has lost its noun, whatever a parser makes of it alone."""
+    words = re.findall(r"[^\W_][\w'-]*", phrase)
+    if not words or not source:
+        return False
+    last = words[-1].lower()
+    uses = [t for t in parse(source) if t.text.lower() == last]
+    return bool(uses) and all(t.dep_ in _MODIFIER_DEPS and t.head.i > t.i for t in uses)
+
+
 @dataclass(frozen=True)
 class Relation:
     """What a sentence states between its subject and an anchor: ``words`` said before the anchor's
@@ -231,7 +247,7 @@ def is_named(label: str) -> bool:
     return label != CONCEPT
 
 
-__all__ = ["NAMED", "CONCEPT", "Relation", "nlp", "parse", "prefetch", "is_noun_phrase", "relation", "entity_type", "is_named",
+__all__ = ["NAMED", "CONCEPT", "Relation", "nlp", "parse", "prefetch", "is_noun_phrase", "cut_short", "relation", "entity_type", "is_named",
            "named_title", "named_in"]
 
 

@@ -39,7 +39,7 @@ from synth.teacher.oracle.frames import hop_sentence, relation as relation_words
 from synth.teacher.tasks import CorpusView
 from synth.text.clues import (ambiguous_with, definition, head_noun, keywords, matches, phrases, proper_case,
                               relation_holds, sentence_with)
-from synth.text.parse import Relation, is_noun_phrase, prefetch, relation
+from synth.text.parse import Relation, cut_short, is_noun_phrase, prefetch, relation
 from synth.text.question_text import Giveaways, content_words, navigation, repeats_description
 
 _ENGINE = inflect.engine()
@@ -198,18 +198,19 @@ class ClueMaker:
         """(phrase, relation) pairs in the order they are tried: every phrase with the relation the current
         entity's text states (a fact), coarsest first, then, unless ``facts_only``, every phrase with a generic
         relation.  A phrase that a parser does not
-        read as a whole noun phrase (:func:`synth.text.parse.is_noun_phrase`), or that holds navigation
-        language, is never tried."""
+        read as a whole noun phrase (:func:`synth.text.parse.is_noun_phrase`), that has lost its noun in the
+        cutting (:func:`synth.text.parse.cut_short`), or that holds navigation language, is never tried."""
         text = self._text(h.bridge["page_id"])[0]
         pid = h.bridge["page_id"]
         if pid not in self._phrases:
             self._phrases[pid] = phrases(self.definition(pid, h.bridge.get("description")), rarity=self.corpus.rarity)
         conn = self.connector(h)
+        defn = self.definition(pid, h.bridge.get("description"))
         usable = []
         for p in self._phrases[pid]:
             first, _, rest = p.text.partition(" ")
             phrase = " ".join(x for x in (proper_case(first, text), rest) if x)
-            if not navigation(phrase):
+            if not navigation(phrase) and not cut_short(phrase, defn):
                 usable.append(phrase)
         if conn is not None:
             for phrase in usable:

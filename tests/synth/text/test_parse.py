@@ -2,7 +2,7 @@
 
 import pytest
 
-from synth.text.parse import CONCEPT, entity_type, is_named, is_noun_phrase, named_in, named_title, relation
+from synth.text.parse import CONCEPT, cut_short, entity_type, is_named, is_noun_phrase, named_in, named_title, relation
 
 
 @pytest.mark.parametrize("phrase", ["a river in Asia", "circular machine", "an Italian painter", "part of speech",
@@ -43,3 +43,16 @@ def test_named_entities_are_told_from_concepts():
     assert named_title("ABBA") and named_title("A Christmas Carol") and not named_title("Climate change")
     assert named_in("The Rhine flows through Germany.", "Germany")
     assert not named_in("Gas is a state of matter. Gas expands.", "Gas")
+
+
+@pytest.mark.parametrize("phrase, source, short", [
+    ("a multicellular", "Animals are multicellular eukaryotic organisms of the kingdom Animalia.", True),
+    ("a small", "Small roll of tobacco made to be smoked", True),
+    ("an inorganic", "Inorganic compound of hydrogen and oxygen", True),
+    ("a small roll", "Small roll of tobacco made to be smoked", False),
+    ("a compound", "Chemical compound of hydrogen and oxygen", False),
+    ("a star", "Star at the center of the Solar System", False),
+])
+def test_a_phrase_cut_before_its_noun_is_told_by_its_source(phrase, source, short):
+    # Alone, spaCy's small model tags "an inorganic" a noun phrase; in its source the word modifies a noun.
+    assert cut_short(phrase, source) is short
