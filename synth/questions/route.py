@@ -68,6 +68,7 @@ class Router:
         self.stats = RouteStats()
         self._entities: dict[str, dict] = {}
         self._named: dict[tuple[str, str], bool] = {}
+        self._ends_named: dict[str, bool] = {}
 
     def entity(self, page_id: str) -> dict:
         """``{page_id, title, description, aliases}`` of a page, as a source carries it."""
@@ -95,6 +96,15 @@ class Router:
             text, anchor = self._anchor(here, there)
             self._named[key] = named_title(title) or named_in(text, anchor or title)
         return self._named[key]
+
+    def ends_named(self, page_id: str) -> bool:
+        """Whether ``page_id`` links to a named entity that may end a routed walk (not a hub)."""
+        if page_id not in self._ends_named:
+            self.corpus.links.extend([page_id])
+            self._ends_named[page_id] = any(
+                self.named(page_id, m) for m in self.corpus.neighbours(page_id, False)
+                if self.max_in_degree is None or self.in_degree(m) <= self.max_in_degree)
+        return self._ends_named[page_id]
 
     def _anchor(self, here: str, there: str) -> tuple[str, str | None]:
         page = self.corpus.page(here) or {}
@@ -145,6 +155,9 @@ class Router:
                 nbrs.remove(walk[i + 1])
                 nbrs.insert(0, walk[i + 1])
             last = i == k - 1
+            if named_only and i == k - 2:  # a penultimate page with no named page to end on cannot finish this pass:
+                # it costs no clue check
+                nbrs = [n for n in nbrs if self.ends_named(n)]
             if last:  # named entities end a walk before concepts do; a hub (more than max_in_degree pages link
                 # to it, as walk.max_in_degree keeps walks off hubs) ends none: it is decided page by page, so the
                 # route of a walk depends on nothing else the shard holds
