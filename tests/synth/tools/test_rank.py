@@ -242,3 +242,15 @@ def test_the_searching_stages_key_the_ranker_and_the_model_and_read_the_vectors(
     PIPELINE.stage_key(ROLLOUT, bm25, other)  # bm25 reads no vectors
     with pytest.raises(MissingInput, match="needs the output of stage 'embed'.*hopforge embed"):
         PIPELINE.stage_key(ROLLOUT, dense, other)
+
+
+def test_the_report_and_the_card_name_the_ranker_and_the_model():
+    from synth.engine.reports import RolloutReport
+    from synth.report.runinfo import search_text
+
+    facts = search_facts(ToolsConfig(ranker="hybrid"))
+    assert facts["identity"] == f"{facts['model']}@{facts['model_sha']}" and facts["rrf_k"] == 60
+    assert RolloutReport.from_dict({"search": facts}).search == facts  # reports/rollout.json, read back
+    text = search_text(facts)
+    assert "`hybrid`" in text and f"`{facts['model']}`" in text and f"`{facts['model_sha']}`" in text
+    assert "BM25" in search_text(None) and "`bm25`" in search_text({"ranker": "bm25"})  # a run before the ranker
