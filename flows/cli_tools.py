@@ -24,10 +24,11 @@ tools_app = typer.Typer(no_args_is_help=True, help="The agent's tools (search / 
 
 
 def _open_index(out: Path, cfg):
-    """The index under ``out``; a missing one raises MissingInput naming `hopforge index --out DIR`."""
-    from synth.tools.search import SearchIndex
+    """The index under ``out`` searched with ``tools.ranker`` (:func:`synth.tools.rank.open_search`); a missing one
+    raises MissingInput naming `hopforge index --out DIR` (missing page vectors: `hopforge embed`)."""
+    from synth.tools.rank import open_search
 
-    return SearchIndex.open(out / "index", snippet_chars=cfg.tools.snippet_chars)
+    return open_search(out / "index", cfg.tools)
 
 
 @tools_app.command("serve")

@@ -85,8 +85,8 @@ def checked(config: str | Path | None, overrides: list[str] | None = None, out: 
         problems += _check_benchmarks(cfg)
     problems += _check_tokenizer(cfg, cfg_name, via)
     problems += memory_problems(cfg, cfg_name, via, stages)
-    if stages is None or "embed" in stages or "questions" in stages:
-        problems += _check_dense(cfg, cfg_name, via)
+    if stages is None or "embed" in stages or "questions" in stages or cfg.tools.ranker != "bm25":
+        problems += _check_dense(cfg, cfg_name, via)  # the model embeds pages, or the agents' queries
     if network and not problems:
         problems += _check_models(cfg, cfg_name, via, sft=stages is None or "sft" in stages)
     if out is not None:

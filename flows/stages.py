@@ -43,6 +43,23 @@ def _dense_identity(cfg, store) -> str:
     return dense_identity(cfg, store)
 
 
+def _embed_reads(cfg) -> tuple[str, ...]:
+    from synth.tools.embed import embed_reads
+
+    return embed_reads(cfg)
+
+
+def _vectors(cfg) -> tuple[str, ...]:
+    # The stages that search with the agents' tools read the page vectors under a dense or hybrid tools.ranker.
+    return ("embed",) if cfg.tools.ranker != "bm25" else ()
+
+
+def _search_key(cfg, store) -> str:
+    from synth.tools.rank import search_key
+
+    return search_key(cfg, store)
+
+
 def _rollout_reads(cfg) -> tuple[str, ...]:
     # The adaptive policy stops no question early that can enter rl_pool: it reads whether sft questions are
     # shared into the pool, and, when they are, whether the teacher's rollouts measure its band.
@@ -87,10 +104,12 @@ INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs
 
 # Every page's vector for search by meaning: the model (key_extra: its name and file hash) and what of a page is
 # embedded shape it; a page's vector depends on neither its shard nor its batch, so the batch size, device,
-# threads and shard size are operational.  The shards are torch on the CPU: they run in processes.
+# threads and shard size are operational.  The shards are torch on the CPU: they run in processes.  It embeds only
+# for a reader (questions.adversaries holds dense, or tools.ranker is dense or hybrid; tools.ranker enters its key
+# unless the dense adversary needs the vectors anyway: _embed_reads).
 EMBED = Stage("embed", "synth.tools.embed:SHARDS", sharded=True, reads=("ingest",),
               sections=("tools.dense.model", "tools.dense.text", "questions.adversaries"), outputs=("embed",),
-              command="embed",
+              command="embed", more_sections=_embed_reads,
               key_extra=_dense_identity, cpu_shards=True)
 
 QUESTIONS = Stage("questions", "synth.questions.stage:SHARDS", sharded=True,
@@ -115,6 +134,9 @@ ROLLOUT = Stage("rollout", "synth.rollout.stage:SHARDS", sharded=True, reads=("q
                 # the grounded filter's threshold.
                 sections=("rollout", "teacher", "tools", "filters.keep_per_question", "filters.min_f1",
                           "filters.min_grounding"), more_sections=_rollout_reads,
+                # tools.ranker (in `tools`) picks the agents' search; under dense or hybrid the page vectors and the
+                # model's identity (key_extra) shape the traces too (synth/tools/rank.py)
+                more_reads=_vectors, key_extra=_search_key,
                 command="rollout")
 
 TOKENIZER = Stage("tokenizer", "synth.tokenizer.tokens:run_tokenizer", reads=("ingest",), sections=("tokenizer",),
@@ -157,6 +179,7 @@ EVAL = Stage("eval", "sft.evaluate:run_eval", reads=("sft", "questions", "rollou
              sections=("eval", "teacher", "tools", "filters.min_f1", "filters.min_grounding", "sft.context",
                        "questions.splits.eval", "rollout.compress_observations", "rollout.keep_observations",
                        "rollout.max_tokens"),
+             more_reads=_vectors, key_extra=_search_key,  # the agents' search under tools.ranker, as in rollout
              outputs=("eval",), command="eval")
 
 # Under rl.band_by: student, the warm-start student's own rollouts decide the band and this stage writes
@@ -169,6 +192,7 @@ RL_BAND = Stage("rl_band", "sft.rlband:SHARDS", sharded=True, reads=("sft", "que
                 sections=("rl", "teacher", "eval.max_turns", "eval.max_new_tokens", "tools", "filters.min_f1",
                           "filters.min_grounding", "questions.share_sft_rl", "sft.context",
                           "rollout.compress_observations", "rollout.keep_observations", "rollout.max_tokens"),
+                more_reads=_vectors, key_extra=_search_key,  # the agents' search under tools.ranker, as in rollout
                 outputs=("rl_pool", "rl_band/traces", "rl_band/guided", "rl_curriculum"), command="rl-band")
 
 PIPELINE = Pipeline([INGEST, GRAPH, WALKS, EXPAND, INDEX, EMBED, QUESTIONS, ROLLOUT, TOKENIZER, FILTER, ASSEMBLE,

@@ -24,7 +24,7 @@ from synth.engine.errors import InputError
 from synth.engine.records import Question, Split, Trace
 from synth.report.stage import INF, erf_curve, recovery_turn
 from synth.rollout.loop import RolloutSettings, rollout_one
-from synth.tools.search import SearchIndex
+from synth.tools.rank import open_search
 from synth.teacher.client import Teacher
 from synth.tools.toolbox import Toolbox
 
@@ -144,7 +144,7 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
     held = eval_questions(store)
     questions = held[: ecfg.max_questions]
     run_cfg = harness_settings(cfg)
-    index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+    index = open_search(store, cfg.tools)  # the agents' search under tools.ranker
     # No call cache: a checkpoint retrained at the same path must never be answered from stale calls.
     teacher = Teacher(teacher_cfg, None)
     cut = TurnCounter(ecfg.max_new_tokens)

@@ -60,7 +60,7 @@ from synth.engine.store import write_parquet_atomic
 from synth.rollout.loop import rollout_one
 from synth.corpus.answerkeys import answer_keys
 from synth.text.answers import is_correct
-from synth.tools.search import SearchIndex
+from synth.tools.rank import open_search
 from synth.tools.toolbox import Toolbox
 
 log = logging.getLogger("hopforge")
@@ -130,7 +130,7 @@ def _run(ctx: StageContext, i: int, qids: list[str]) -> RlBandShard:
     n = cfg.rl.n
     keys = answer_keys(ctx.store, cfg.filters.min_f1, ctx.shared)  # the filter's rule (and the reward's)
     teacher, model = _student(ctx)
-    index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+    index = ctx.shared("search", lambda: open_search(ctx.store, cfg.tools))  # tools.ranker; opened once a process
     run_cfg = harness_settings(cfg)  # eval's harness: the student sees the context it trained in (sft.context)
     cut = TurnCounter(cfg.eval.max_new_tokens)
     counted = CountedTurns(teacher, cut)

@@ -35,7 +35,7 @@ from synth.report.stage import calibration_of
 from synth.rollout.loop import rollout_one
 from synth.teacher.client import Teacher
 from synth.text.answers import judge as rule_judge
-from synth.tools.search import SearchIndex
+from synth.tools.rank import open_search
 from synth.tools.toolbox import Toolbox
 
 log = logging.getLogger("hopforge")
@@ -97,7 +97,7 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
     from synth.engine.progress import Bar
 
     settings = harness_settings(cfg)
-    index = SearchIndex.open(store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+    index = open_search(store, cfg.tools)  # the agents' search under tools.ranker
     teacher = Teacher(teacher_cfg, None)  # no call cache: a retrained checkpoint must never be answered from old calls
     final, out_dir = out_dir, _staging(out_dir)  # written aside, then put in the place of an earlier run's whole
     price = cfg.teacher.price_per_mtok

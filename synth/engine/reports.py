@@ -437,7 +437,8 @@ class RolloutReasoning(Facts):
 
 @dataclass(frozen=True)
 class RolloutReport(StageReport):
-    """``reports/rollout.json``: samples per question (``n``) and where the teacher's reasoning was."""
+    """``reports/rollout.json``: samples per question (``n``), where the teacher's reasoning was, and how the agents'
+    search ranked (``search``; a report without it is of a BM25 run)."""
 
     n: int | None = None
     policy: str | None = None
@@ -445,6 +446,8 @@ class RolloutReport(StageReport):
     reasoning: RolloutReasoning | None = None
     samples_by_split: dict[str, int] = field(default_factory=dict)
     stop_reasons: dict[str, int] = field(default_factory=dict)
+    # The agents' search: {"ranker"} and, for dense or hybrid, the embedding model (synth.tools.rank.search_facts).
+    search: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

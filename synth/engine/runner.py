@@ -88,7 +88,7 @@ class Pipeline:
                 log.warning("%s: the output of %s lacks %d items whose teacher call failed; `hopforge %s --out %s` "
                             "retries them", stage.name, up, entry["failed"], self.command_of(up), store.root)
 
-        for up in stage.reads:
+        for up in stage.required(cfg):
             entry = store.stage_entry(up)
             if entry is None:
                 raise MissingInput(f"stage '{stage.name}' needs the output of stage '{up}', which is not in "

@@ -166,7 +166,8 @@ class Stage:
     ``sections`` are the config sections and dotted fields the stage reads (its key hashes them, and its
     ``ctx.cfg`` shows it nothing else: :class:`~synth.engine.config.ConfigView`); ``more_sections(cfg)`` adds
     those it reads only under some settings (the teacher, for a filter whose LLM judge is on), so a change
-    to them reruns the stage only then.
+    to them reruns the stage only then.  ``more_reads(cfg)`` likewise adds stages it reads only under some
+    settings (:meth:`required`).
 
     ``by_content`` maps a read stage to the tables of it the stage reads, when those are all it
     reads of it: that input enters the key by the content of those tables (a hash of their files,
@@ -183,6 +184,9 @@ class Stage:
     command: str = ""  # the CLI command that runs it, for error messages
     key_extra: Callable[[Any, Store], str] | None = None
     more_sections: Callable[[Any], Iterable[str]] | None = None
+    # Stages it reads only under some settings (the page vectors, for a rollout under a dense ranker): required then,
+    # and their keys enter ours only then.
+    more_reads: Callable[[Any], Iterable[str]] | None = None
     sharded: bool = False
     by_content: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     # The shards' work is CPU-bound Python (the questions validators): `hopforge run` runs them in runner.cpu_workers
@@ -194,6 +198,11 @@ class Stage:
         if unknown:
             raise ValueError(f"stage {self.name}: by_content names {sorted(unknown)}, which it does not read")
         object.__setattr__(self, "by_content", {k: tuple(v) for k, v in self.by_content.items()})
+
+    def required(self, cfg: Any) -> tuple[str, ...]:
+        """The stages it reads under ``cfg``: ``reads`` and, after them, ``more_reads(cfg)``."""
+        more = tuple(m for m in (self.more_reads(cfg) if self.more_reads else ()) if m not in self.reads)
+        return self.reads + tuple(dict.fromkeys(more))
 
     def declared(self, cfg: Any) -> tuple[str, ...]:
         """The config the stage reads under ``cfg``: ``sections`` and, after them, ``more_sections(cfg)``."""

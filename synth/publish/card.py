@@ -39,6 +39,7 @@ from synth.engine.reports import (AdversaryCount, AnswerFacts, StyleFacts, Bande
 from synth.publish.decontam import decontam_section
 from synth.publish.signals import signals_section
 from synth.report.headline import read_headline
+from synth.report.runinfo import search_text
 from synth.report.trust import by_source_table, style_table
 from synth.teacher.config import Price
 from synth.teacher.stats import TeacherUsage
@@ -516,8 +517,9 @@ def render_card(f: dict) -> str:
            + (f", plus {out(reports.expand)} expanded subgraphs" if reports.expand else "") + ").",
            f"2. **questions**: a teacher writes one multi-hop question through every entity of a walk; "
            f"verified questions kept: {out(reports.questions)}.",
-           f"3. **rollouts**: teacher ReAct agents answer each question with search / open / find over a local "
-           f"BM25 index of the corpus (the answer page masked); {out(reports.rollout)} traces.",
+           f"3. **rollouts**: teacher ReAct agents answer each question with search / open / find over "
+           f"{search_text(reports.rollout.search if reports.rollout else None)}, the answer page masked; "
+           f"{out(reports.rollout)} traces.",
            "4. **filters**: " + ", ".join(md_code(x) for x in (fr.chain or [])) + ", then best-of-n by "
            f"entity rubric; {_n(fr.output)} kept as `sft`.",
            "5. **datasets**: `sft`"

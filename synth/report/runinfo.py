@@ -7,6 +7,7 @@ Shared by the report (:mod:`synth.report.stage`) and the explorer (:mod:`synth.r
 from __future__ import annotations
 
 from synth.engine.reports import RunReports, read_reports
+from synth.text.markdown import md_code
 
 STAGE_ORDER = ("ingest", "graph", "walks", "expand", "questions", "rollout", "filter", "assemble")
 # What one record of each stage's input and output is (the stage table and the drops plot say it).
@@ -27,4 +28,19 @@ def funnel_rows(reports: RunReports) -> list[dict]:
     return rows
 
 
-__all__ = ["STAGE_ORDER", "STAGE_UNITS", "RunReports", "funnel_rows", "read_reports"]
+def search_text(facts: dict | None) -> str:
+    """How the agents' search ranked (the rollout report's ``search``, :func:`synth.tools.rank.search_facts`), as
+    Markdown: ``tools.ranker`` and, for dense or hybrid, the embedding model's name and the sha of its files.  A
+    report without it is of a run before the ranker existed: BM25."""
+    facts = facts or {}
+    ranker = facts.get("ranker") or "bm25"
+    if ranker == "bm25":
+        return f"a local BM25 index of the corpus (tools.ranker {md_code('bm25')})"
+    model = f"embedding model {md_code(facts.get('model'))}, files sha {md_code(facts.get('model_sha'))}"
+    if ranker == "dense":
+        return f"dense retrieval over every page's vector (tools.ranker {md_code('dense')}; {model})"
+    return (f"a local BM25 index and dense retrieval fused by reciprocal rank fusion, k = {facts.get('rrf_k', 60)} "
+            f"(tools.ranker {md_code(ranker)}; {model})")
+
+
+__all__ = ["STAGE_ORDER", "STAGE_UNITS", "RunReports", "funnel_rows", "read_reports", "search_text"]

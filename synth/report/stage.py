@@ -51,7 +51,7 @@ from synth.report.explorer import write_explorer
 from synth.report.headline import read_headline
 from synth.engine.reports import (AnswerFacts, ContextFacts, FilterReport, MatchFacts, PreferenceFacts, ReasoningFacts,
                                   RolloutReasoning, RolloutReport, RunReports, StageReport)
-from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports
+from synth.report.runinfo import STAGE_ORDER, STAGE_UNITS, funnel_rows, read_reports, search_text
 from synth.report.trust import trust_sections
 from synth.rollout.labels import evidence_states, full_evidence_turn
 from synth.teacher.config import Price
@@ -515,13 +515,16 @@ def _trace_sections(md: list[str], facts: list[TraceFacts], reports: RunReports,
                     plots: Any, fig: Any, t_min: int | None, t_max: int | None,
                     pool: tuple[list[str], set[str]] = ([], set())) -> None:
     one_per_turn = sum(1 for f in facts if f.n_turns == f.n_tool_calls + 1)
+    reports = RunReports.of(reports)
+    search = reports.rollout.search if reports.rollout else {}
+    rep.summary["search"] = dict(search or {"ranker": "bm25"})
     md += ["## Traces", "", f"{len(facts):,} traces from {len({f.question_id for f in facts}):,} questions; "
            f"{sum(f.correct for f in facts):,} correct. Turns per trace: mean "
            f"{sum(f.n_turns for f in facts) / len(facts):.1f}; {one_per_turn:,} traces make one tool call a turn "
-           "and answer in one more (turns = tool calls + 1), so turns are not plotted apart from tool calls.", ""]
+           "and answer in one more (turns = tool calls + 1), so turns are not plotted apart from tool calls.", "",
+           f"The agents' search: {search_text(search)}.", ""]
     kept = [f.kept for f in facts]
     known = all(k is not None for k in kept)
-    reports = RunReports.of(reports)
     chain = reports.filter.chain if reports.filter else None
     in_chain = chain is None or "low_step" in chain
     plots.tool_calls([f.n_tool_calls for f in facts], kept if known else None, t_min, t_max, out / "tool_calls.png",

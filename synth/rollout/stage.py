@@ -27,6 +27,7 @@ from synth.engine.records import SPLITS, TEACHER_FAILED as FAILED, Question, Spl
 from synth.corpus.answerkeys import AnswerKeys, answer_keys
 from synth.text.answers import AnswerKey, is_correct
 from synth.rollout.loop import rollout_one
+from synth.tools.rank import open_search, search_facts
 from synth.tools.search import SearchIndex
 from synth.engine.store import write_parquet_atomic
 from synth.teacher.client import merged_usage, shard_usage, stage_teacher
@@ -49,7 +50,7 @@ def _inputs(ctx: StageContext) -> tuple[list[Question], SearchIndex, AnswerKeys]
     def load() -> tuple[list[Question], SearchIndex, AnswerKeys]:
         cfg = ctx.cfg
         questions = load_questions(ctx.store, cfg.rollout.max_questions)
-        index = SearchIndex.open(ctx.store.path("index"), snippet_chars=cfg.tools.snippet_chars)
+        index = open_search(ctx.store, cfg.tools)  # tools.ranker: BM25, dense or hybrid
         return questions, index, answer_keys(ctx.store, cfg.filters.min_f1)
 
     return ctx.shared("inputs", load)
@@ -212,6 +213,8 @@ def finish(ctx: StageContext, summaries: list[RolloutShard]) -> StageResult:
         extra={"questions": len(_inputs(ctx)[0]), "n": ctx.cfg.rollout.n, "policy": ctx.cfg.rollout.policy,
                "samples_by_split": dict(samples), "samples_saved": sum(s.saved for s in summaries),
                "stop_reasons": dict(stops),
+               # the agents' search: tools.ranker and, dense or hybrid, the embedding model's name and files' sha
+               "search": search_facts(ctx.cfg.tools),
                "turns": sum(s.turns for s in summaries), "tool_calls": sum(s.tool_calls for s in summaries),
                "tool_errors": sum(s.tool_errors for s in summaries), "shards": len(summaries),
                # Where the teacher's server put its reasoning (and so where it was sent back), traces per field;

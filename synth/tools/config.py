@@ -7,9 +7,10 @@ these values are, so the ``index`` stage's key leaves them out.  The index write
 settings and the tool server's limits below are operational (they change how fast the
 index is built, or what the server accepts from a client, never what a page holds).
 
+``tools.ranker`` picks the ranking the agents' ``search`` serves (BM25, dense or both fused, :mod:`synth.tools.rank`).
 ``tools.dense`` is the dense retriever (:mod:`synth.tools.dense`): its model and what of a page it embeds
-key the ``embed`` stage; the stages that search by meaning (the questions stage's ``dense`` adversary) read
-the whole section.
+key the ``embed`` stage; the stages that search by meaning (the questions stage's ``dense`` adversary, and the
+agents' search under a dense or hybrid ranker) read the whole section.
 """
 
 from __future__ import annotations
@@ -58,8 +59,22 @@ class DenseConfig(Section):
         1024, ge=1)
 
 
+RANKERS = ("bm25", "dense", "hybrid")  # tools.ranker's values
+
+
 class ToolsConfig(Section):
     """The local search environment of teacher rollouts and the tool server (LiteResearcher-style)."""
+
+    ranker: Literal["bm25", "dense", "hybrid"] = Field(
+        "bm25",
+        description="How the agents' `search` ranks pages, in rollouts, the student's eval and RL band, the "
+        "benchmarks and `hopforge tools serve` (so verl's tool too): `bm25`, the tantivy index's BM25 (title "
+        "weighted, exact title first); `dense`, the `embed` stage's page vectors searched with the query's vector "
+        "(`tools.dense`: it finds a page by meaning, a paraphrase with no word of its page); `hybrid`, both fused "
+        "by reciprocal rank fusion (each page scores the sum of 1/(60 + rank) over the two lists, each 100 deep). "
+        "Under every ranker a query equal to a page's title finds that page first, the answer page stays masked "
+        "with k results still returned, and snippets, titles and descriptions come from the index. `dense` and "
+        "`hybrid` make the `embed` stage embed every page and cost a model call per query (synth/tools/rank.py).")
 
     page_chars: int = Field(
         2000, ge=200, le=100_000,
@@ -124,4 +139,4 @@ class ToolsConfig(Section):
         return self
 
 
-__all__ = ["PACKAGED_MODEL", "DenseConfig", "ToolsConfig"]
+__all__ = ["PACKAGED_MODEL", "RANKERS", "DenseConfig", "ToolsConfig"]

@@ -11,7 +11,10 @@ processes with one torch thread each (``tools.dense.threads``), so a crash resum
 A page's vector does not depend on its shard, batch or process (:mod:`synth.tools.dense`), so the output is the
 same bytes for any shard size, batch size or worker count, which are operational.  The key holds the model
 (``tools.dense.model`` and, through ``key_extra``, its identity) and ``tools.dense.text``, so a second run
-reuses the vectors and a change of either embeds again.
+reuses the vectors and a change of either embeds again.  The stage embeds only when a reader needs the vectors
+(:func:`needed`: the questions' ``dense`` adversary, or ``tools.ranker`` ``dense`` / ``hybrid``); otherwise it
+commits an empty ``embed`` at once.  Its key holds ``questions.adversaries`` and, unless they hold ``dense``,
+``tools.ranker`` (so without a dense adversary a switch between ``dense`` and ``hybrid`` embeds once more).
 
 Measured on the demo corpus (10,033 pages, 2 cores shared with other work): title and description at 200-260
 pages per CPU second a process (``reports/embed.json``: ``pages_per_cpu_s``, ``cpu_seconds``), 50 CPU seconds in
@@ -73,11 +76,24 @@ def _embedder(ctx: StageContext) -> Embedder:
     return ctx.shared("embedder", lambda: Embedder.from_config(ctx.cfg.tools.dense))
 
 
+def needed(cfg) -> bool:
+    """Whether a reader needs the page vectors: the questions stage's ``dense`` adversary, or the agents' search
+    under ``tools.ranker`` ``dense`` or ``hybrid`` (:mod:`synth.tools.rank`)."""
+    return "dense" in cfg.questions.adversaries or cfg.tools.ranker != "bm25"
+
+
+def embed_reads(cfg) -> tuple[str, ...]:
+    """Stage ``more_sections``: ``tools.ranker``, which decides whether the stage embeds, unless the ``dense``
+    adversary already needs the vectors (then the ranker changes nothing here, and :func:`needed` never reads it)."""
+    return () if "dense" in cfg.questions.adversaries else ("tools.ranker",)
+
+
 def plan(ctx: StageContext) -> list[list[int]]:
     """Shards of ``tools.dense.shard_pages`` pages, in page order: ``[start, end)`` rows of ``corpus/pages``; none
-    when no reader needs the vectors (``dense`` is not among ``questions.adversaries``): the stage then commits an
-    empty ``embed`` in no time instead of running a model over every page."""
-    if "dense" not in ctx.cfg.questions.adversaries:
+    when no reader needs the vectors (:func:`needed`: ``dense`` is not among ``questions.adversaries`` and
+    ``tools.ranker`` is ``bm25``): the stage then commits an empty ``embed`` in no time instead of running a model
+    over every page."""
+    if not needed(ctx.cfg):
         return []
     n, size = _pages(ctx).count_rows(), ctx.cfg.tools.dense.shard_pages
     return [[a, min(a + size, n)] for a in range(0, n, size)]
@@ -128,7 +144,8 @@ def finish(ctx: StageContext, summaries: list[EmbedShard]) -> StageResult:
     ids = _pages(ctx).to_table(columns=["page_id"]).column("page_id").to_pylist() if summaries else []
     write_meta(folder, ids, dim, embedder, ctx.cfg.tools.dense.text)
     cpu = sum(s.cpu_seconds for s in summaries)
-    idle = "" if summaries else "no reader needs page vectors: dense is not among questions.adversaries"
+    idle = "" if summaries else ("no reader needs page vectors: dense is not among questions.adversaries "
+                                       "and tools.ranker is bm25")
     return StageResult(input=n, output=n, idle=idle, extra={
         "model": embedder.name, "identity": embedder.identity, "dim": dim, "text": ctx.cfg.tools.dense.text,
         "shards": len(summaries), "cpu_seconds": round(cpu, 3),
@@ -137,4 +154,5 @@ def finish(ctx: StageContext, summaries: list[EmbedShard]) -> StageResult:
 
 SHARDS = Shards(plan=plan, run=run_shard, finish=finish, summary=EmbedShard)
 
-__all__ = ["SHARDS", "dense_identity", "page_texts", "lead", "plan", "run_shard", "finish"]
+__all__ = ["SHARDS", "dense_identity", "embed_reads", "needed", "page_texts", "lead", "plan", "run_shard",
+           "finish"]

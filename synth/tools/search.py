@@ -34,6 +34,7 @@ colons, ``AND OR NOT`` and brackets are just characters and cannot raise.
 Other rankings (a dense retriever, a hybrid) plug in through :class:`Ranking` and
 :meth:`SearchIndex.register_ranking`; :class:`FusedRanking` combines several by reciprocal rank
 fusion; setting :attr:`SearchIndex.default_ranking` to one makes it the ranking ``search`` serves.
+:func:`synth.tools.rank.open_search` does so from ``tools.ranker`` for every caller of the agents' tools.
 
 Ties are broken by page id, so results do not depend on how the index
 happened to be segmented.  The snippet of a hit is its best paragraph by BM25
@@ -78,7 +79,8 @@ class Ranking(Protocol):
     ``top`` returns at most ``k`` page ids, best first, none of ``exclude`` (a set of page ids).  It is
     called from many threads at once, so it must only read shared state.  A dense ranking embeds the
     query and searches its own vector index; registered with :meth:`SearchIndex.register_ranking` it
-    serves ``search`` (and the tools, when ``tools.ranking`` names it) with the index's snippets.
+    serves ``search`` (and the tools, under ``tools.ranker``: :func:`synth.tools.rank.open_search`) with the
+    index's snippets.
     """
 
     def top(self, query: str, k: int, exclude: frozenset[str]) -> list[str]: ...
@@ -360,6 +362,15 @@ class SearchIndex:
             return False
         q = tantivy.Query.term_query(self._schema, "title_key", key, index_option="basic")
         return self._searcher.search(q, 1, count=True).count > 0
+
+    def title_page_ids(self, text: str) -> list[str]:
+        """The ids of the pages titled ``text``, case and underscores aside (the pages the ``tool`` ranking's
+        exact-title bonus lifts), in :func:`~synth.corpus.titles.page_order`: the page a link to that title
+        resolves to first."""
+        key = title_key(text) if isinstance(text, str) else ""
+        if not key:
+            return []
+        return sorted((d["page_id"][0] for d in self._lookup_all("title_key", key, limit=None)), key=page_order)
 
     # ---- lookup ----------------------------------------------------------------------------
     def get_page(self, page: str) -> dict | None:

@@ -3,7 +3,7 @@
 Like ASearcher's ``/retrieve`` and ``/access`` servers, over the same index and with the
 same behaviour as :class:`synth.tools.toolbox.Toolbox`::
 
-    GET  /health                         {"status": "ok", "docs": N, "index": DIR}
+    GET  /health                         {"status": "ok", "docs": N, "index": DIR, "ranker": tools.ranker}
     GET  /tools                          the OpenAI function schemas
     GET  /search?q=...&k=5[&exclude=ID]  [{page_id, title, snippet}]
     GET  /open?page=...&offset=0         {page_id, title, offset, next_offset, total_chars, text}
@@ -68,6 +68,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from synth.tools.rank import open_search
 from synth.tools.search import SearchIndex
 from synth.tools.registry import get_tool, tool_names
 from synth.tools.toolbox import ToolError, check_arguments
@@ -84,10 +85,20 @@ MAX_JSON_DEPTH = 32
 JSON_TYPE = "application/json"
 
 
+def served_ranker(index: SearchIndex) -> str:
+    """The ``tools.ranker`` an open index's ``search`` serves (``bm25`` for the index's own ``tool`` ranking)."""
+    return "bm25" if index.default_ranking == "tool" else index.default_ranking
+
+
 def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
-    """The FastAPI app over one open index."""
+    """The FastAPI app over one open index, which must search with ``cfg.ranker`` (open it with
+    :func:`synth.tools.rank.open_search`)."""
     cfg = cfg or ToolsConfig()
     schemas = tool_schemas(cfg)
+    ranker = served_ranker(index)
+    if ranker != cfg.ranker:
+        raise ValueError(f"the index searches with {ranker} but tools.ranker is {cfg.ranker}: open it with "
+                         "synth.tools.rank.open_search(index_dir, tools)")
     app = FastAPI(title="hopforge tools", description="search / open / find over a local Wikipedia index")
 
     limit = cfg.max_request_bytes
@@ -167,7 +178,7 @@ def create_app(index: SearchIndex, cfg: ToolsConfig | None = None) -> FastAPI:
     @app.get("/health")
     def health() -> dict:
         """Liveness, and how many pages the index holds."""
-        return {"status": "ok", "docs": index.num_docs, "index": str(index.index_dir)}
+        return {"status": "ok", "docs": index.num_docs, "index": str(index.index_dir), "ranker": ranker}
 
     @app.get("/tools")
     def tools() -> list[dict]:
@@ -331,11 +342,13 @@ def server_config(index: SearchIndex, cfg: ToolsConfig, host: str, port: int, **
 
 
 def serve(index_dir: str | Path, cfg: ToolsConfig | None = None, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve the tools over the index in ``index_dir`` until interrupted (blocks)."""
+    """Serve the tools over the index in ``index_dir`` until interrupted (blocks); ``search`` ranks with
+    ``cfg.ranker`` (:func:`synth.tools.rank.open_search`: under dense or hybrid, the page vectors beside the index)."""
     check_loopback(host)
     cfg = cfg or ToolsConfig()
-    index = SearchIndex.open(index_dir, snippet_chars=cfg.snippet_chars)
-    log.info("hopforge tools: %s pages from %s on http://%s:%d", f"{index.num_docs:,}", index.index_dir, host, port)
+    index = open_search(index_dir, cfg)
+    log.info("hopforge tools: %s pages from %s on http://%s:%d, search ranked by %s", f"{index.num_docs:,}",
+             index.index_dir, host, port, cfg.ranker)
     uvicorn.Server(server_config(index, cfg, host, port)).run()
 
 
@@ -366,11 +379,13 @@ class RunningServer:
 
 def start_server(index: SearchIndex | str | Path, cfg: ToolsConfig | None = None, host: str = "127.0.0.1",
                  port: int = 0, timeout: float = 30.0) -> RunningServer:
-    """Start the tool server in this process, in a thread; ``port=0`` takes a free port (see ``.url``)."""
+    """Start the tool server in this process, in a thread; ``port=0`` takes a free port (see ``.url``).  Given a
+    folder, the index is opened with ``cfg.ranker`` (:func:`synth.tools.rank.open_search`); an open index is served
+    with the ranking it has."""
     check_loopback(host)
     cfg = cfg or ToolsConfig()
     if not isinstance(index, SearchIndex):
-        index = SearchIndex.open(index, snippet_chars=cfg.snippet_chars)
+        index = open_search(index, cfg)
     server = uvicorn.Server(server_config(index, cfg, host, port, lifespan="off"))
     thread = threading.Thread(target=server.run, name="hopforge-toolserver", daemon=True)
     thread.start()
@@ -384,5 +399,5 @@ def start_server(index: SearchIndex | str | Path, cfg: ToolsConfig | None = None
     return RunningServer(server, thread, host, bound)
 
 
-__all__ = ["MAX_JSON_DEPTH", "LoopbackHostOnly", "create_app", "serve", "server_config", "start_server",
+__all__ = ["MAX_JSON_DEPTH", "LoopbackHostOnly", "create_app", "served_ranker", "serve", "server_config", "start_server",
            "RunningServer", "ToolServerProtocol", "check_loopback", "host_problem", "json_depth", "parse_json_body"]

@@ -13,7 +13,8 @@ its tools from a YAML file; ``configs/rl/tools.yaml`` lists this class once per 
 ``config`` keys: ``name`` (search | open | find, or an optional tool its ``tools`` offers:
 ``multi_search`` with ``tools: {extra_tools: [multi_search]}``), ``url`` (the tool server, default
 ``http://127.0.0.1:8765``), ``tools`` (the run's ``tools:`` section, default: hopforge's
-defaults; it decides the schemas' numbers, the optional tools and ``mask_answer_page``), ``timeout_s``,
+defaults; it decides the schemas' numbers, the optional tools and ``mask_answer_page``, and its ``ranker`` must be
+the one the server searches with: ``hopforge tools serve`` serves ``tools.ranker``), ``timeout_s``,
 ``max_retries``, ``verify_server`` and ``require_exclude`` (a masked tool refuses a call whose row
 gives it no ``exclude``, instead of searching unmasked; ``configs/rl/tools-multisearch.yaml`` sets it
 for ``multi_search``).  No ``tool_schema`` is needed: it is taken from
@@ -26,7 +27,8 @@ What RL sees is what SFT trained on:
   ``minimum``, ``maximum``, ``additionalProperties``) in its own key order, so
   :class:`ExactToolSchema` dumps the schema dict of :mod:`synth.tools.schema` as it is:
   the JSON of the SFT rows' ``tools``, key for key.  With ``verify_server`` the tool also
-  checks that the server serves the same schemas (same ``tools`` settings): when they
+  checks that the server serves the same schemas (same ``tools`` settings) and ranks with the same
+  ``tools.ranker`` (its ``/health``): when they
   differ it refuses to start (or, when the server was not up yet, refuses its first call).
 - **Behaviour.**  Every call goes to the tool server (:mod:`synth.tools.server`), the same
   ``run_search`` / ``run_open`` / ``run_find`` over the same index as the rollouts'
@@ -233,22 +235,40 @@ class HopforgeTool(BaseTool):
                 "section into the tool config's `config.tools`")
         self._verified = True
 
+    def _check_ranker(self, health: Any) -> None:
+        """The server's ``search`` must rank as the tool config says (``tools.ranker``: its ``/health`` names it;
+        a server that names none ranks by BM25)."""
+        served = (health.get("ranker") if isinstance(health, dict) else None) or "bm25"
+        if served != self.tools_cfg.ranker:
+            raise ToolServerError(
+                f"the tool server at {self.url} searches with tools.ranker={served} but this tool config says "
+                f"{self.tools_cfg.ranker}: serve the run's config (`hopforge tools serve --config CONFIG --out DIR`) "
+                "and copy its `tools:` section into the tool config's `config.tools`")
+
     def _verify_now(self) -> None:
-        """Check the server's schemas at construction; a server not up yet is checked at the first call."""
+        """Check the server's schemas and ranker at construction; a server not up yet is checked at the first
+        call."""
         try:
             r = httpx.get(self.url + "/tools", timeout=min(self.timeout_s, 5.0), trust_env=False)
             served = r.json() if r.status_code == 200 else None
+            h = httpx.get(self.url + "/health", timeout=min(self.timeout_s, 5.0), trust_env=False)
+            health = h.json() if h.status_code == 200 else None
         except (httpx.HTTPError, ValueError) as e:
             log.warning("hopforge tool %s: the tool server at %s is not answering yet (%s); its tools are checked "
                         "at the first call", self.name, self.url, e)
             return
-        if served is not None:
+        if served is not None and health is not None:
+            self._check_ranker(health)
             self._check(served)
 
     async def _verify(self) -> None:
         status, served = await self._request("GET", "/tools")
         if status != 200:
             raise ToolServerError(f"the tool server at {self.url} answered {status} to /tools")
+        status, health = await self._request("GET", "/health")
+        if status != 200:
+            raise ToolServerError(f"the tool server at {self.url} answered {status} to /health")
+        self._check_ranker(health)
         self._check(served)
 
 

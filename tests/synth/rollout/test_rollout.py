@@ -9,16 +9,18 @@ import json
 import re
 
 import pyarrow.dataset as ds
+import pytest
 
 from helpers.openai_server import Reply, call, serve
 from helpers.walkstore import commit_stage, make_chain_store
 from flows.config import load_config
 from synth.engine.records import Hop, Question, Trace, Walk
 from synth.engine.runner import run_stage
+from synth.engine.store import MissingInput
 from synth.rollout.loop import PLACEHOLDER, trace_id
 from synth.tools.analysis import analyze, query_terms
 from synth.tools.registry import tool_names
-from flows.stages import INDEX, ROLLOUT
+from flows.stages import EMBED, INDEX, ROLLOUT
 
 
 def _traces(root):
@@ -133,6 +135,24 @@ def test_oracle_rollouts_follow_the_real_index(tmp_path):
     again = run_stage(ROLLOUT, cfg, store, force=True)
     assert _traces(tmp_path) == traces
     assert again.report["teacher"]["requests"] == 0
+    assert out.report["search"] == {"ranker": "bm25"}  # the agents' search, as the report and card name it
+
+
+def test_rollouts_search_with_the_configured_ranker_and_its_traces_follow_it(tmp_path):
+    store = _store(tmp_path, n=2)
+    bm25 = run_stage(ROLLOUT, load_config(None, ["rollout.n=1", "rollout.policy=fixed"]), store)
+    cfg = load_config(None, ["rollout.n=1", "rollout.policy=fixed", "tools.ranker=hybrid", "runner.cpu_workers=1"])
+    with pytest.raises(MissingInput, match="needs the output of stage 'embed'"):
+        run_stage(ROLLOUT, cfg, store)  # the page vectors are an input under a dense ranker
+    run_stage(EMBED, cfg, store)
+    out = run_stage(ROLLOUT, cfg, store)
+    assert not out.reused and out.key != bm25.key  # another ranker: the traces are made again
+    search = out.report["search"]
+    assert search["ranker"] == "hybrid" and search["model"] == "all-MiniLM-L6-v2" and len(search["model_sha"]) >= 12
+    assert store.stage_entry("rollout")["extra"] == f"ranker=hybrid model={search['identity']}"  # manifest.json
+    questions = {q["question_id"]: q for q in ds.dataset(tmp_path / "questions").to_table().to_pylist()}
+    for t in _traces(tmp_path):
+        assert questions[t["question_id"]]["answer_page_id"] not in t["searched_page_ids"]  # still masked
 
 
 def _scripted(req):

@@ -20,9 +20,6 @@ from synth.engine.store import Store
 from synth.tools.dense import DenseIndex, Embedder, packaged_model
 from synth.tools.embed import page_texts
 
-# The stage embeds only for a reader of the vectors: the dense adversary.
-DENSE = ["questions.adversaries=[tool, body, keywords, dense]"]
-
 
 def _page(pid: str, title: str, description: str | None, paragraphs: list[str]) -> dict:
     return {"page_id": pid, "title": title, "paragraphs": paragraphs, "description": description, "aliases": None,
@@ -38,6 +35,9 @@ PAGES = [
     _page("6", "Oak", None, []),
     _page("7", "Everest", "Highest mountain on Earth", ["Mount Everest is in the Himalayas."]),
 ]
+
+
+DENSE = "tools.ranker=dense"  # a reader of the vectors: without one the stage commits an empty embed
 
 
 def _store(root) -> Store:
@@ -64,7 +64,7 @@ def test_a_page_is_its_title_and_description_or_its_lead():
 
 def test_the_vectors_are_reused_and_made_again_when_the_model_or_the_text_changes(tmp_path):
     store = _store(tmp_path / "run")
-    cfg = load_config(None, [*DENSE, "runner.cpu_workers=1"])
+    cfg = load_config(None, [DENSE, "runner.cpu_workers=1"])
     first = run_stage(EMBED, cfg, store, progress=False)
     ids, vectors, meta = _vectors(store)
     assert not first.reused and ids == [p["page_id"] for p in PAGES] and vectors.shape == (7, 384)
@@ -76,11 +76,11 @@ def test_the_vectors_are_reused_and_made_again_when_the_model_or_the_text_change
     assert index.search_ids("the French capital", 1) == ["3"] and index.search_ids("a boat", 1) == ["1"]
 
     # The batch size, threads and shard size are operational: the same key, nothing embedded again.
-    again = run_stage(EMBED, load_config(None, [*DENSE, "runner.cpu_workers=1", "tools.dense.batch_size=2",
+    again = run_stage(EMBED, load_config(None, [DENSE, "runner.cpu_workers=1", "tools.dense.batch_size=2",
                                                 "tools.dense.shard_pages=3"]), store, progress=False)
     assert again.reused and again.key == first.key
 
-    lead = run_stage(EMBED, load_config(None, [*DENSE, "runner.cpu_workers=1", "tools.dense.text=title_lead"]), store,
+    lead = run_stage(EMBED, load_config(None, [DENSE, "runner.cpu_workers=1", "tools.dense.text=title_lead"]), store,
                      progress=False)
     assert not lead.reused and lead.key != first.key
     _, lead_vectors, lead_meta = _vectors(store)
@@ -91,7 +91,7 @@ def test_the_vectors_are_reused_and_made_again_when_the_model_or_the_text_change
     other = tmp_path / "other-model"
     shutil.copytree(packaged_model(), other, copy_function=shutil.copy)
     (other / "config_sentence_transformers.json").write_text('{"note": "another model"}\n')
-    theirs = run_stage(EMBED, load_config(None, [*DENSE, "runner.cpu_workers=1", f"tools.dense.model={other}"]), store,
+    theirs = run_stage(EMBED, load_config(None, [DENSE, "runner.cpu_workers=1", f"tools.dense.model={other}"]), store,
                        progress=False)
     assert not theirs.reused and theirs.key not in (first.key, lead.key)
     assert _vectors(store)[2]["identity"].startswith("other-model@")
@@ -104,15 +104,15 @@ def test_the_vectors_are_reused_and_made_again_when_the_model_or_the_text_change
 def test_a_bad_model_path_stops_the_stage_in_one_line(tmp_path):
     store = _store(tmp_path / "run")
     with pytest.raises(ConfigError, match=r"^tools.dense.model: no model folder at /no/such/model \(") as e:
-        run_stage(EMBED, load_config(None, [*DENSE, "tools.dense.model=/no/such/model"]), store, progress=False)
+        run_stage(EMBED, load_config(None, [DENSE, "tools.dense.model=/no/such/model"]), store, progress=False)
     assert "\n" not in str(e.value)
 
 
 def test_shards_in_worker_processes_give_the_bytes_of_one_pass(tmp_path):
     one = _store(tmp_path / "one")
-    run_stage(EMBED, load_config(None, [*DENSE, "runner.cpu_workers=1", "tools.dense.shard_pages=100"]), one, progress=False)
+    run_stage(EMBED, load_config(None, [DENSE, "runner.cpu_workers=1", "tools.dense.shard_pages=100"]), one, progress=False)
     sharded = _store(tmp_path / "sharded")
-    out = run_stage(EMBED, load_config(None, [*DENSE, "runner.cpu_workers=2", "tools.dense.shard_pages=2",
+    out = run_stage(EMBED, load_config(None, [DENSE, "runner.cpu_workers=2", "tools.dense.shard_pages=2",
                                               "tools.dense.batch_size=3"]), sharded, progress=False)
     assert out.report["shards"] == 4 and out.report["output"] == 7
     ids, vectors, _ = _vectors(sharded)
