@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/hopforge run --config configs/demo.yaml --set questions.route=true --set expand.num_subgraphs=200 --out $(OUT)
+	$(BIN)/hopforge run --config configs/demo.yaml --out $(OUT)
 
 test: setup
 	bash scripts/ensure_chromium.sh

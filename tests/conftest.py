@@ -35,5 +35,5 @@ def demo_store(tmp_path_factory):
     3-hop walk in thirteen gets one for every hop (one 4-hop walk in thirty)."""
     from helpers.demostore import build_demo_store
 
-    return build_demo_store(tmp_path_factory.mktemp("demo"), "walk.hops=3", "walk.num_walks=900",
+    return build_demo_store(tmp_path_factory.mktemp("demo"), "walk.hops=3", "walk.num_walks=900", "questions.route=false",
                             "expand.num_subgraphs=300")

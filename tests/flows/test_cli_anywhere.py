@@ -18,7 +18,7 @@ import pytest
 from helpers.cli import hopforge_command
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["--set", "walk.num_walks=60", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
+SMALL = ["--set", "questions.route=false", "--set", "walk.num_walks=60", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
          "--set", "rollout.n=2"]
 
 

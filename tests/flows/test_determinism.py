@@ -26,7 +26,7 @@ from synth.engine.sameness import canonical, figures, is_table
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "configs" / "demo.yaml")
-SLICE = ["walk.num_walks=1000", "expand.num_subgraphs=500"]
+SLICE = ["questions.route=false", "walk.num_walks=1000", "expand.num_subgraphs=500"]
 RUNS = {
     "one": ("6", ["teacher.concurrency=1", "runner.cpu_workers=1", "runner.shard_workers=1"]),
     "spread": ("4", ["teacher.concurrency=32", "runner.cpu_workers=2", "runner.shard_workers=4",

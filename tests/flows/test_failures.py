@@ -21,7 +21,7 @@ from helpers.cli import hopforge_command
 from synth.engine.store import RunLock
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["--set", "walk.num_walks=80", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
+SMALL = ["--set", "questions.route=false", "--set", "walk.num_walks=80", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
          "--set", "rollout.n=2", "--set", "questions.shard_size=4", "--set", "rollout.shard_size=2",
          "--set", "runner.shard_workers=2"]
 

@@ -23,7 +23,7 @@ CONFIG = str(ROOT / "configs" / "demo.yaml")
 # 8 walks hold out no question for eval, so the eval stage is empty: the run accepts that (runner.allow_empty).
 # One training step: the flow's tests check that sft runs and is reused, not what it learns (the tiny recipe's 40
 # steps took two minutes of the fixture, and past pytest's limit on a loaded machine).
-SMALL = ["walk.num_walks=150", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2", "runner.allow_empty=true",
+SMALL = ["questions.route=false", "walk.num_walks=150", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2", "runner.allow_empty=true",
          "sft.overrides=[max_steps=1]"]
 TABLES = ["questions", "traces", "sft"]
 SECRET = "sk-hopforge-test-secret-0123456789"

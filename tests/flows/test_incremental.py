@@ -12,7 +12,7 @@ from flows.stages import PIPELINE
 from synth.engine.store import Store
 
 UNTIL_REPORT = [s for s in PIPELINE][: [s.name for s in PIPELINE].index("report") + 1]
-SMALL = ["walk.num_walks=100", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "questions.shard_size=24",
+SMALL = ["questions.route=false", "walk.num_walks=100", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "questions.shard_size=24",
          "rollout.shard_size=4", "walk.incremental=true"]
 
 

@@ -14,7 +14,7 @@ import pytest
 from helpers.cli import hopforge_command
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["--set", "walk.num_walks=12", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
+SMALL = ["--set", "questions.route=false", "--set", "walk.num_walks=12", "--set", "walk.hops=3", "--set", "expand.num_subgraphs=0",
          "--set", "runner.shard_workers=2"]
 
 # Runs the hopforge command line with one write of the walks stage made to fail as the machine would:

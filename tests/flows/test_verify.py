@@ -17,7 +17,7 @@ from helpers.cli import hopforge_command
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "configs" / "demo.yaml")
-SMALL = ["walk.num_walks=60", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2"]
+SMALL = ["questions.route=false", "walk.num_walks=60", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2"]
 
 
 @pytest.fixture(scope="module")

@@ -262,7 +262,7 @@ def test_priced_usage_from_recorded_tokens() -> None:
     assert "cost_usd" not in per["total"]  # one stage unpriced: no total
 
 
-SMALL = ["walk.num_walks=60", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2"]
+SMALL = ["questions.route=false", "walk.num_walks=60", "walk.hops=3", "expand.num_subgraphs=2", "rollout.n=2"]
 
 
 @pytest.fixture(scope="module")
