@@ -117,3 +117,24 @@ def test_shards_in_worker_processes_give_the_bytes_of_one_pass(tmp_path):
     assert out.report["shards"] == 4 and out.report["output"] == 7
     ids, vectors, _ = _vectors(sharded)
     assert ids == _vectors(one)[0] and vectors.tobytes() == _vectors(one)[1].tobytes()
+
+
+def test_shards_on_dask_workers_give_the_bytes_of_one_pass(tmp_path):
+    # The flow's Dask runner (runner.task_runner=dask): what a user with a cluster embeds on many workers with.
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.synth_flow import synth_stages, task_runner_for
+
+    one = _store(tmp_path / "one")
+    run_stage(EMBED, load_config(None, [DENSE, "runner.cpu_workers=1", "tools.dense.shard_pages=100"]), one,
+              progress=False)
+    on_dask = _store(tmp_path / "dask")
+    overrides = [DENSE, "runner.task_runner=dask", "runner.dask_workers=2", "tools.dense.shard_pages=2"]
+    config = tmp_path / "config.yaml"
+    config.write_text("seed: 0\n")
+    with prefect_test_harness(server_startup_timeout=None):
+        flow = synth_stages.with_options(task_runner=task_runner_for(load_config(str(config), overrides)))
+        [outcome] = flow(config=str(config), overrides=overrides, out=str(on_dask.root), stages=["embed"])
+    assert outcome.name == "embed" and outcome.report["shards"] == 4 and outcome.report["output"] == 7
+    ids, vectors, _ = _vectors(on_dask)
+    assert ids == _vectors(one)[0] and vectors.tobytes() == _vectors(one)[1].tobytes()
