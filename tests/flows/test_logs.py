@@ -22,8 +22,9 @@ from helpers.cli import hopforge_command
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINE = 300
-SMALL = ["questions.route=false", "walk.num_walks=360", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
-         "sft.overrides=[max_steps=4, eval_fraction=0.3, max_length=8192]", "eval.max_turns=2",
+# Routed walks (questions.route): most 3-hop walks then get a question, so the student has rows to train.
+SMALL = ["walk.num_walks=100", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
+         "sft.overrides=[max_steps=4, eval_fraction=0.3]", "eval.max_turns=2",
          "eval.max_new_tokens=16", "eval.max_questions=2", "filters.min_tool_calls=2",
          "questions.splits={sft: 0.6, rl: 0.1, eval: 0.3}"]
 SETS = [a for s in SMALL for a in ("--set", s)]
