@@ -17,7 +17,9 @@ def demo_config(*overrides: str):
     """The demo config with ``overrides`` (``key=value`` strings)."""
     from flows.config import load_config
 
-    return load_config(str(ROOT / "configs" / "demo.yaml"), list(overrides))
+    # Walks unrouted unless an override routes them: these stores serve tests of the stages' own machinery, and
+    # routing is tested on its own (tests/synth/questions/test_route.py).
+    return load_config(str(ROOT / "configs" / "demo.yaml"), ["questions.route=false", *overrides])
 
 
 def build_demo_store(root: Path, *overrides: str):
