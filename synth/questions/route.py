@@ -97,13 +97,16 @@ class Router:
             self._named[key] = named_title(title) or named_in(text, anchor or title)
         return self._named[key]
 
+    def may_end(self, page_id: str) -> bool:
+        """Whether a routed walk may end on ``page_id``: it is no hub (no more in-links than ``max_in_degree``)."""
+        return self.max_in_degree is None or self.in_degree(page_id) <= self.max_in_degree
+
     def ends_named(self, page_id: str) -> bool:
         """Whether ``page_id`` links to a named entity that may end a routed walk (not a hub)."""
         if page_id not in self._ends_named:
             self.corpus.links.extend([page_id])
-            self._ends_named[page_id] = any(
-                self.named(page_id, m) for m in self.corpus.neighbours(page_id, False)
-                if self.max_in_degree is None or self.in_degree(m) <= self.max_in_degree)
+            self._ends_named[page_id] = any(self.named(page_id, m) for m in self.corpus.neighbours(page_id, False)
+                                            if self.may_end(m))
         return self._ends_named[page_id]
 
     def _anchor(self, here: str, there: str) -> tuple[str, str | None]:
@@ -161,8 +164,7 @@ class Router:
             if last:  # named entities end a walk before concepts do; a hub (more than max_in_degree pages link
                 # to it, as walk.max_in_degree keeps walks off hubs) ends none: it is decided page by page, so the
                 # route of a walk depends on nothing else the shard holds
-                if self.max_in_degree is not None:
-                    nbrs = [n for n in nbrs if self.in_degree(n) <= self.max_in_degree]
+                nbrs = [n for n in nbrs if self.may_end(n)]
                 nbrs.sort(key=lambda n: not self.named(path[-1], n))
                 if named_only:
                     nbrs = [n for n in nbrs if self.named(path[-1], n)]
