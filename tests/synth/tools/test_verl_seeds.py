@@ -137,17 +137,17 @@ def test_check_answer_runs_through_verls_tool_registry(rl_run, rl_rows, rl_quest
     assert "error" in json.loads(call_tool(loop, "check_answer", {"candidate": "x"}, first["extra_info"]["tools_kwargs"]))
 
 
-# ---- the README's RL section: one verl command line per seed method ----------------------------------------
+# ---- the RL page of the docs (docs/rl.md): one verl command line per seed method ---------------------------
 
 RL_CONFIG_DIR = ROOT / "configs" / "rl"
 TOOLS, CAPF, MULTI = "tools.yaml", "tools-capf.yaml", "tools-multisearch.yaml"
 HOPFORGE_EST = {"algorithm.adv_estimator": "hopforge", "algorithm.use_kl_in_reward": False}
 
-# What each labelled README line (``# [label]``) must set: ``cfg`` (dotted keys of the composed config), ``kw`` (the
+# What each labelled docs/rl.md line (``# [label]``) must set: ``cfg`` (dotted keys of the composed config), ``kw`` (the
 # reward_kwargs verl hands filters/reward.py), ``tools`` (the rollouts' tool config), ``rl`` (the RL settings of the
 # data step that precedes the line: its own ``hopforge run``, else the [grpo] block's), ``judge`` (a judge endpoint
-# whose key variable the block exports).  A label in the README without an entry here, or an entry without a README
-# line, fails the test.
+# whose key variable the block exports).  A label in docs/rl.md without an entry here, or an entry without a line
+# there, fails the test.
 SEED_LINES: dict[str, dict] = {
     "grpo": {"cfg": {"algorithm.adv_estimator": "grpo"}, "kw": {"mode": "em", "evidence_weight": 0.0,
              "step_weight": 0.0}, "tools": TOOLS, "rl": {"band_by": "teacher", "baselines": False, "guidance": False}},
@@ -194,8 +194,10 @@ MAIN_PPO = "python -m verl.trainer.main_ppo"
 
 
 def _rl_section() -> str:
-    readme = (ROOT / "README.md").read_text()
-    return readme.split("\n## RL with verl\n", 1)[1].split("\n## ", 1)[0]
+    """docs/rl.md, the README's "RL with verl" section (its subsections included) moved to a page of its own."""
+    page = (ROOT / "docs" / "rl.md").read_text()
+    assert page.startswith("# RL with verl\n")
+    return page
 
 
 def _labelled_blocks(section: str) -> tuple[dict[str, str], list[str]]:
@@ -209,7 +211,7 @@ def _labelled_blocks(section: str) -> tuple[dict[str, str], list[str]]:
             m = re.match(r"# \[([a-z0-9-]+)\]", line)
             if m:
                 label, lines = m.group(1), []
-                assert label not in chunks, f"two README blocks are labelled [{label}]"
+                assert label not in chunks, f"two docs/rl.md blocks are labelled [{label}]"
                 chunks[label] = ""
             elif label is None:
                 assert MAIN_PPO not in line, f"a verl line outside a labelled block: {line}"
@@ -271,7 +273,7 @@ def _at(cfg, dotted: str):
 
 def test_every_seed_method_has_a_readme_line_that_verl_composes_into_what_its_label_claims(tmp_path,
                                                                                           monkeypatch) -> None:
-    """Every ``python -m verl.trainer.main_ppo`` line of the README's RL section, with the ``hopforge`` data lines
+    """Every ``python -m verl.trainer.main_ppo`` line of the RL page (docs/rl.md), with the ``hopforge`` data lines
     before it, run by bash as written (``python`` and ``hopforge`` record their arguments): the hopforge calls parse
     by the CLI into the RL settings the method needs; the verl line composes through Hydra over
     ``configs/rl/qwen2.5-7b-lora.yaml`` (and verl's ``ppo_trainer``), passes verl's start-up checks, loads
@@ -295,8 +297,8 @@ def test_every_seed_method_has_a_readme_line_that_verl_composes_into_what_its_la
 
     monkeypatch.chdir(ROOT)
     chunks, table = _labelled_blocks(_rl_section())
-    assert sorted(chunks) == sorted(SEED_LINES), "README labels and the test's expectations differ"
-    assert sorted(table) == sorted(SEED_LINES), "the README table's methods and its labelled lines differ"
+    assert sorted(chunks) == sorted(SEED_LINES), "docs/rl.md labels and the test's expectations differ"
+    assert sorted(table) == sorted(SEED_LINES), "docs/rl.md's table of methods and its labelled lines differ"
     # the reward managers verl 0.9.1's reward loop registers (its package imports aiohttp, absent here: read them)
     managers = set(re.findall(r'register\(\s*"([a-z_]+)"', "".join(
         f.read_text() for f in (Path(verl.__file__).parent / "experimental" / "reward_loop" / "reward_manager")
