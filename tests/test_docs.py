@@ -90,6 +90,13 @@ def test_the_readme_is_short_and_starts_with_the_two_commands_ci_runs() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
+def test_the_readmes_links_name_files_that_exist() -> None:
+    """mkdocs checks the site's links; the README is no page of the site, so its own are checked here."""
+    readme = (ROOT / "README.md").read_text()
+    links = [link for link in re.findall(r"\]\(([^)#\s]+)", readme) if "://" not in link]
+    assert links and [link for link in links if not (ROOT / link).exists()] == []
+
+
 def test_the_config_reference_lists_every_field_of_every_section_with_its_description(hook) -> None:
     from flows.config import Config
 
