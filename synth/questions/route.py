@@ -30,7 +30,7 @@ from synth.engine.seeding import derive_seed
 from synth.teacher.oracle.clues import ClueMaker, HopContext
 from synth.teacher.oracle.writer import NoClue, chain_question
 from synth.teacher.tasks import Source
-from synth.text.parse import named_in, named_title
+from synth.text.parse import entity_type, is_named, named_in, named_title
 from synth.text.question_text import giveaways
 
 WIDTH = 8  # links tried per page before the search backs up
@@ -68,6 +68,7 @@ class Router:
         self.stats = RouteStats()
         self._entities: dict[str, dict] = {}
         self._named: dict[tuple[str, str], bool] = {}
+        self._named_page: dict[str, bool] = {}
         self._ends_named: dict[str, bool] = {}
 
     def entity(self, page_id: str) -> dict:
@@ -94,8 +95,17 @@ class Router:
         if key not in self._named:
             title = self.corpus.title(there)
             text, anchor = self._anchor(here, there)
-            self._named[key] = named_title(title) or named_in(text, anchor or title)
+            self._named[key] = (named_title(title) or named_in(text, anchor or title)) and self.named_page(there)
         return self._named[key]
+
+    def named_page(self, page_id: str) -> bool:
+        """Whether the report counts ``page_id`` a named entity as an answer: spaCy's label of its title in its
+        lead (:func:`synth.text.parse.entity_type`, what ``style`` reads), so the router prefers what is counted."""
+        if page_id not in self._named_page:
+            page = self.corpus.page(page_id) or {}
+            lead = ((page.get("paragraphs") or [""])[0] or "")[:400]
+            self._named_page[page_id] = is_named(entity_type(self.corpus.title(page_id), lead))
+        return self._named_page[page_id]
 
     def may_end(self, page_id: str) -> bool:
         """Whether a routed walk may end on ``page_id``: it is no hub (no more in-links than ``max_in_degree``)."""
