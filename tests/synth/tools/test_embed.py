@@ -138,3 +138,23 @@ def test_shards_on_dask_workers_give_the_bytes_of_one_pass(tmp_path):
     assert outcome.name == "embed" and outcome.report["shards"] == 4 and outcome.report["output"] == 7
     ids, vectors, _ = _vectors(on_dask)
     assert ids == _vectors(one)[0] and vectors.tobytes() == _vectors(one)[1].tobytes()
+
+
+def test_switching_the_reader_reuses_the_vectors_and_no_reader_idles_the_stage(tmp_path):
+    store = _store(tmp_path / "run")
+    base = ["runner.cpu_workers=1"]
+    bm25 = run_stage(EMBED, load_config(None, base), store, progress=False)
+    assert bm25.report["output"] == 0 and "tools.ranker is bm25" in bm25.report["idle"]  # no reader: nothing embedded
+    dense = run_stage(EMBED, load_config(None, [*base, "tools.ranker=dense"]), store, progress=False)
+    assert not dense.reused and dense.key != bm25.key and dense.report["output"] == len(PAGES)
+    vectors = _vectors(store)[1]
+    # The vectors depend on neither the ranker nor which reader asked for them: the same key, nothing embedded.
+    for reader in (["tools.ranker=hybrid"], ["questions.adversaries=[tool,body,keywords,dense]"],
+                   ["tools.ranker=hybrid", "questions.adversaries=[tool,dense]"]):
+        again = run_stage(EMBED, load_config(None, [*base, *reader]), store, progress=False)
+        assert again.reused and again.key == dense.key, reader
+    assert _vectors(store)[1].tobytes() == vectors.tobytes()
+    # Back to no reader: the idle output again (its key), and bm25 with a dense adversary is a reader.
+    idle = run_stage(EMBED, load_config(None, [*base, "questions.adversaries=[tool,body]"]), store, progress=False)
+    assert idle.key not in (dense.key, bm25.key) and idle.report["output"] == 0 and idle.report["idle"]
+    assert run_stage(EMBED, load_config(None, base), store, progress=False).key == bm25.key
