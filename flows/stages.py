@@ -108,7 +108,7 @@ INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs
 # for a reader (questions.adversaries holds dense, or tools.ranker is dense or hybrid); which reader does not enter
 # its key, since the vectors are the same for any (the settings enter only when it idles: _embed_reads).
 EMBED = Stage("embed", "synth.tools.embed:SHARDS", sharded=True, reads=("ingest",),
-              sections=("tools.dense.model", "tools.dense.text"), outputs=("embed",),
+              sections=("tools.dense.model", "tools.dense.text", "tools.dense.document_prompt"), outputs=("embed",),
               command="embed", more_sections=_embed_reads,
               key_extra=_dense_identity, cpu_shards=True)
 

@@ -75,7 +75,7 @@ def _pages(ctx: StageContext):
 
 def _embedder(ctx: StageContext) -> Embedder:
     # One model per process and stage run: every shard the process runs uses it.
-    return ctx.shared("embedder", lambda: Embedder.from_config(ctx.cfg.tools.dense))
+    return ctx.shared("embedder", lambda: Embedder.for_documents(ctx.cfg.tools.dense))
 
 
 def needed(cfg) -> bool:
@@ -138,7 +138,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> EmbedShard:
     embedder = _embedder(ctx)
     bar = ctx.shared_bar("pages", _pages(ctx).count_rows(), "pages")
     t0 = time.thread_time()
-    vectors = embedder.encode(texts, progress=bar.update)
+    vectors = embedder.encode_documents(texts, progress=bar.update)
     seconds = time.thread_time() - t0
     save_npy(_part(ctx, i), vectors)
     return EmbedShard(pages=len(texts), dim=int(vectors.shape[1]), cpu_seconds=round(seconds, 3))
