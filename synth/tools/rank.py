@@ -114,8 +114,18 @@ def open_search(where: Any, tools: ToolsConfig, embed_dir: str | Path | None = N
 
 
 def rebuild_command(tools: ToolsConfig, root: str | Path) -> str:
-    """The command that embeds the pages for ``tools`` into ``root/embed``."""
-    return f"hopforge embed --out {root} --set tools.ranker={tools.ranker}"
+    """The command that embeds the pages for ``tools`` into ``root/embed``: with the ``tools.dense`` settings that
+    shape the vectors (model, text, document prompt) where they are not the defaults, so that it makes the very
+    vectors ``tools`` asks for."""
+    import shlex
+
+    from synth.tools.config import DenseConfig
+
+    default = DenseConfig()
+    shaping = [f"tools.dense.{name}={getattr(tools.dense, name)}" for name in ("model", "text", "document_prompt")
+               if getattr(tools.dense, name) != getattr(default, name) and getattr(tools.dense, name) is not None]
+    return shlex.join(["hopforge", "embed", "--out", str(root), "--set", f"tools.ranker={tools.ranker}",
+                       *(a for s in shaping for a in ("--set", s))])
 
 
 def open_vectors(folder: str | Path, tools: ToolsConfig, root: str | Path | None = None):
