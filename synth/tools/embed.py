@@ -13,8 +13,10 @@ same bytes for any shard size, batch size or worker count, which are operational
 (``tools.dense.model`` and, through ``key_extra``, its identity) and ``tools.dense.text``, so a second run
 reuses the vectors and a change of either embeds again.  The stage embeds only when a reader needs the vectors
 (:func:`needed`: the questions' ``dense`` adversary, or ``tools.ranker`` ``dense`` / ``hybrid``); otherwise it
-commits an empty ``embed`` at once.  Its key holds ``questions.adversaries`` and, unless they hold ``dense``,
-``tools.ranker`` (so without a dense adversary a switch between ``dense`` and ``hybrid`` embeds once more).
+commits an empty ``embed`` at once.  A page's vector depends on neither the ranker nor the adversaries, so when
+the stage embeds its key holds neither (:func:`embed_reads`): a switch between ``dense`` and ``hybrid``, or from a
+dense adversary to a dense ranker, reuses the vectors.  Only the idle stage's key holds them, so the first run
+with a reader after an idle one embeds.
 
 Measured on the demo corpus (10,033 pages, 2 cores shared with other work): title and description at 200-260
 pages per CPU second a process (``reports/embed.json``: ``pages_per_cpu_s``, ``cpu_seconds``), 50 CPU seconds in
@@ -73,7 +75,7 @@ def _pages(ctx: StageContext):
 
 def _embedder(ctx: StageContext) -> Embedder:
     # One model per process and stage run: every shard the process runs uses it.
-    return ctx.shared("embedder", lambda: Embedder.from_config(ctx.cfg.tools.dense))
+    return ctx.shared("embedder", lambda: Embedder.for_documents(ctx.cfg.tools.dense))
 
 
 def needed(cfg) -> bool:
@@ -82,10 +84,26 @@ def needed(cfg) -> bool:
     return "dense" in cfg.questions.adversaries or cfg.tools.ranker != "bm25"
 
 
+IDLE_READS = ("questions.adversaries", "tools.ranker")  # what :func:`needed` reads
+
+
 def embed_reads(cfg) -> tuple[str, ...]:
-    """Stage ``more_sections``: ``tools.ranker``, which decides whether the stage embeds, unless the ``dense``
-    adversary already needs the vectors (then the ranker changes nothing here, and :func:`needed` never reads it)."""
-    return () if "dense" in cfg.questions.adversaries else ("tools.ranker",)
+    """Stage ``more_sections``: nothing when a reader needs the vectors (they are the same bytes whichever reader,
+    so switching the ranker between ``dense`` and ``hybrid`` reuses them); else :data:`IDLE_READS`, the settings
+    that decided the stage idles, so the idle output's key differs from every embedding one's."""
+    return () if needed(cfg) else IDLE_READS
+
+
+def embeds(cfg) -> bool:
+    """Whether the stage embeds, from what its config view shows (``ctx.cfg``): it shows :data:`IDLE_READS` only
+    when :func:`embed_reads` found no reader, and then :func:`needed` decides on them; hidden, they needed the
+    vectors.  So the answer is a function of the stage's key."""
+    from synth.engine.config import UndeclaredConfig
+
+    try:
+        return needed(cfg)
+    except UndeclaredConfig:  # the view hides the readers' settings: embed_reads found a reader
+        return True
 
 
 def plan(ctx: StageContext) -> list[list[int]]:
@@ -93,7 +111,7 @@ def plan(ctx: StageContext) -> list[list[int]]:
     when no reader needs the vectors (:func:`needed`: ``dense`` is not among ``questions.adversaries`` and
     ``tools.ranker`` is ``bm25``): the stage then commits an empty ``embed`` in no time instead of running a model
     over every page."""
-    if not needed(ctx.cfg):
+    if not embeds(ctx.cfg):
         return []
     n, size = _pages(ctx).count_rows(), ctx.cfg.tools.dense.shard_pages
     return [[a, min(a + size, n)] for a in range(0, n, size)]
@@ -120,7 +138,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> EmbedShard:
     embedder = _embedder(ctx)
     bar = ctx.shared_bar("pages", _pages(ctx).count_rows(), "pages")
     t0 = time.thread_time()
-    vectors = embedder.encode(texts, progress=bar.update)
+    vectors = embedder.encode_documents(texts, progress=bar.update)
     seconds = time.thread_time() - t0
     save_npy(_part(ctx, i), vectors)
     return EmbedShard(pages=len(texts), dim=int(vectors.shape[1]), cpu_seconds=round(seconds, 3))
@@ -154,5 +172,5 @@ def finish(ctx: StageContext, summaries: list[EmbedShard]) -> StageResult:
 
 SHARDS = Shards(plan=plan, run=run_shard, finish=finish, summary=EmbedShard)
 
-__all__ = ["SHARDS", "dense_identity", "embed_reads", "needed", "page_texts", "lead", "plan", "run_shard",
+__all__ = ["IDLE_READS", "SHARDS", "dense_identity", "embed_reads", "embeds", "needed", "page_texts", "lead", "plan", "run_shard",
            "finish"]

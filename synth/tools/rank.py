@@ -114,8 +114,18 @@ def open_search(where: Any, tools: ToolsConfig, embed_dir: str | Path | None = N
 
 
 def rebuild_command(tools: ToolsConfig, root: str | Path) -> str:
-    """The command that embeds the pages for ``tools`` into ``root/embed``."""
-    return f"hopforge embed --out {root} --set tools.ranker={tools.ranker}"
+    """The command that embeds the pages for ``tools`` into ``root/embed``: with the ``tools.dense`` settings that
+    shape the vectors (model, text, document prompt) where they are not the defaults, so that it makes the very
+    vectors ``tools`` asks for."""
+    import shlex
+
+    from synth.tools.config import DenseConfig
+
+    default = DenseConfig()
+    shaping = [f"tools.dense.{name}={getattr(tools.dense, name)}" for name in ("model", "text", "document_prompt")
+               if getattr(tools.dense, name) != getattr(default, name) and getattr(tools.dense, name) is not None]
+    return shlex.join(["hopforge", "embed", "--out", str(root), "--set", f"tools.ranker={tools.ranker}",
+                       *(a for s in shaping for a in ("--set", s))])
 
 
 def open_vectors(folder: str | Path, tools: ToolsConfig, root: str | Path | None = None):
@@ -139,14 +149,18 @@ def open_vectors(folder: str | Path, tools: ToolsConfig, root: str | Path | None
 
 def search_facts(tools: ToolsConfig) -> dict:
     """What the run records of the agents' search: ``{"ranker"}`` and, for ``dense`` / ``hybrid``, the embedding
-    model's name and its identity (``name@sha``: a hash of its files, :func:`synth.tools.dense.model_identity`)."""
+    model's name and its identity (``name@sha``: a hash of its files, :func:`synth.tools.dense.model_identity`), and
+    its ``query_prompt`` and ``document_prompt`` when either is not empty (:func:`synth.tools.dense.resolve_prompts`)."""
     if tools.ranker == "bm25":
         return {"ranker": "bm25"}
-    from synth.tools.dense import model_identity
+    from synth.tools.dense import model_identity, resolve_prompts
 
     identity = model_identity(tools.dense.model)
     name, _, sha = identity.rpartition("@")
     out = {"ranker": tools.ranker, "model": name, "model_sha": sha, "identity": identity}
+    prompts = resolve_prompts(tools.dense.model, tools.dense.query_prompt, tools.dense.document_prompt)
+    if any(prompts):  # the texts put before a query and a page (none for the packaged model: nothing recorded)
+        out["query_prompt"], out["document_prompt"] = prompts
     if tools.ranker == HYBRID:
         out["rrf_k"], out["depth"] = RRF_K, HYBRID_DEPTH
     return out

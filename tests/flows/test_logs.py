@@ -19,15 +19,11 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import hopforge_command
+from helpers.demorun import STUDENT_RUN, sets
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINE = 300
-# Routed walks (questions.route): most 3-hop walks then get a question, so the student has rows to train.
-SMALL = ["walk.num_walks=100", "walk.hops=3", "expand.num_subgraphs=0", "rollout.n=2", "assemble.lengths=[2048]",
-         "sft.overrides=[max_steps=4, eval_fraction=0.3]", "eval.max_turns=2",
-         "eval.max_new_tokens=16", "eval.max_questions=2", "filters.min_tool_calls=2",
-         "questions.splits={sft: 0.6, rl: 0.1, eval: 0.3}"]
-SETS = [a for s in SMALL for a in ("--set", s)]
+SETS = sets(STUDENT_RUN)  # routed 3-hop walks: the student has rows to train
 # A metric line of the trainer, e.g. "12:00:01 INFO sft: step 3/4: loss 8.9, grad_norm 1.2, ..."
 METRIC_LINE = re.compile(r"^\d\d:\d\d:\d\d INFO sft: step \d+/4: loss [0-9.e+-]+, ", re.M)
 

@@ -105,3 +105,74 @@ def test_search_finds_by_meaning_and_remembers(dense):
     assert dense.queries == made + 5  # k=2 is another question; asked again, every answer is remembered
     assert dense.search_many(queries, 10)[0][:2] == dense.search_ids(queries[0], 2)
     assert len(dense.search_ids("anything", 10)) == len(PAGES)  # k past the pages: every page, once
+
+
+def _prompted_model(tmp_path, prompts: dict, name: str = "prompted-model"):
+    """A copy of the packaged model whose sentence-transformers config names ``prompts`` (as e5's or Qwen3's do)."""
+    import json
+
+    folder = tmp_path / name
+    shutil.copytree(packaged_model(), folder, copy_function=shutil.copy)
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({"prompts": prompts}))
+    return folder
+
+
+def test_the_packaged_model_embeds_queries_and_pages_as_plain_text(embedder):
+    import torch
+
+    assert (embedder.query_prompt, embedder.document_prompt) == ("", "")  # all-MiniLM-L6-v2 names no prompt
+    plain = embedder.encode(TEXTS)
+    assert embedder.encode_documents(TEXTS).tobytes() == plain.tobytes()
+    assert embedder.encode_queries(TEXTS, max_tokens=128).tobytes() == embedder.encode(TEXTS, max_tokens=128).tobytes()
+    # ...and that is sentence-transformers' own pipeline on the text alone, padded to a multiple of 8 as before.
+    model = embedder.model
+    for i, text in enumerate(TEXTS[:6]):
+        features = model.preprocess([text], processing_kwargs={"text": {"pad_to_multiple_of": 8}},
+                                    max_length=embedder.max_tokens)
+        with torch.inference_mode():
+            ref = torch.nn.functional.normalize(model(features)["sentence_embedding"].float(), dim=-1).numpy()[0]
+        assert ref.tobytes() == plain[i].tobytes(), text
+
+
+def test_the_query_prompt_reaches_queries_and_the_document_prompt_pages(tmp_path, embedder):
+    folder = _prompted_model(tmp_path, {"query": "query: ", "passage": "passage: "})  # e5's prompts
+    theirs = Embedder(str(folder))
+    assert (theirs.query_prompt, theirs.document_prompt) == ("query: ", "passage: ")
+    texts = list(PAGES.values())
+    # The same weights as the packaged model: a prompted text is the plain model's vector of prompt + text.
+    assert theirs.encode_documents(texts).tobytes() == embedder.encode([f"passage: {t}" for t in texts]).tobytes()
+    assert theirs.encode_queries(["a boat"], 128).tobytes() == embedder.encode(["query: a boat"], 128).tobytes()
+    assert not np.array_equal(theirs.encode_queries(["a boat"], 128), embedder.encode(["a boat"], 128))
+
+    # The index embeds its queries with the query prompt (and only them: pages are the stage's).
+    seen: list[tuple[tuple[str, ...], str]] = []
+    real = theirs.encode
+
+    def spy(texts, max_tokens=None, progress=None, prompt="", task=None):
+        seen.append((tuple(texts), prompt))
+        return real(texts, max_tokens, progress, prompt, task)
+
+    theirs.encode = spy
+    index = DenseIndex(list(PAGES), theirs.encode_documents(texts), theirs)
+    assert seen == [(tuple(texts), "passage: ")]
+    index.search_many(["a vessel that crosses the waves", "the French capital"], 2)
+    assert seen[-1] == (("a vessel that crosses the waves", "the French capital"), "query: ")
+
+    # tools.dense's prompts win over the model's ("" included: no prompt); Qwen3-style "document" wins "passage".
+    mine = Embedder(str(folder), query_prompt="Instruct: find the page\nQuery:", document_prompt="")
+    assert (mine.query_prompt, mine.document_prompt) == ("Instruct: find the page\nQuery:", "")
+    assert mine.encode_documents(texts).tobytes() == embedder.encode(texts).tobytes()
+    both = Embedder(str(_prompted_model(tmp_path, {"query": "q: ", "passage": "p: ", "document": "d: "}, "m2")))
+    assert (both.query_prompt, both.document_prompt) == ("q: ", "d: ")
+
+
+def test_vectors_of_another_document_prompt_are_refused_with_the_rebuild_command(tmp_path):
+    folder = _prompted_model(tmp_path, {"query": "query: ", "passage": "passage: "})
+    theirs = Embedder(str(folder))
+    out = tmp_path / "run" / "embed"
+    write_index(out, list(PAGES), theirs.encode_documents(list(PAGES.values())), theirs, "title_description")
+    assert DenseIndex.open(out, Embedder(str(folder), query_prompt="")).search_ids("a boat", 1) == ["p1"]  # queries only
+    with pytest.raises(InputError, match="embedded with the document prompt 'passage: ', but "
+                                         r"tools.dense.document_prompt gives '': rebuild them with `hopforge embed") as e:
+        DenseIndex.open(out, Embedder(str(folder), document_prompt=""))
+    assert "\n" not in str(e.value)

@@ -138,3 +138,43 @@ def test_shards_on_dask_workers_give_the_bytes_of_one_pass(tmp_path):
     assert outcome.name == "embed" and outcome.report["shards"] == 4 and outcome.report["output"] == 7
     ids, vectors, _ = _vectors(on_dask)
     assert ids == _vectors(one)[0] and vectors.tobytes() == _vectors(one)[1].tobytes()
+
+
+def test_switching_the_reader_reuses_the_vectors_and_no_reader_idles_the_stage(tmp_path):
+    store = _store(tmp_path / "run")
+    base = ["runner.cpu_workers=1"]
+    bm25 = run_stage(EMBED, load_config(None, base), store, progress=False)
+    assert bm25.report["output"] == 0 and "tools.ranker is bm25" in bm25.report["idle"]  # no reader: nothing embedded
+    dense = run_stage(EMBED, load_config(None, [*base, "tools.ranker=dense"]), store, progress=False)
+    assert not dense.reused and dense.key != bm25.key and dense.report["output"] == len(PAGES)
+    vectors = _vectors(store)[1]
+    # The vectors depend on neither the ranker nor which reader asked for them: the same key, nothing embedded.
+    for reader in (["tools.ranker=hybrid"], ["questions.adversaries=[tool,body,keywords,dense]"],
+                   ["tools.ranker=hybrid", "questions.adversaries=[tool,dense]"]):
+        again = run_stage(EMBED, load_config(None, [*base, *reader]), store, progress=False)
+        assert again.reused and again.key == dense.key, reader
+    assert _vectors(store)[1].tobytes() == vectors.tobytes()
+    # Back to no reader: the idle output again (its key), and bm25 with a dense adversary is a reader.
+    idle = run_stage(EMBED, load_config(None, [*base, "questions.adversaries=[tool,body]"]), store, progress=False)
+    assert idle.key not in (dense.key, bm25.key) and idle.report["output"] == 0 and idle.report["idle"]
+    assert run_stage(EMBED, load_config(None, base), store, progress=False).key == bm25.key
+
+
+def test_the_document_prompt_keys_the_vectors_and_the_query_prompt_does_not(tmp_path):
+    store = _store(tmp_path / "run")
+    base = [DENSE, "runner.cpu_workers=1"]
+    plain = run_stage(EMBED, load_config(None, base), store, progress=False)
+    _, vectors, meta = _vectors(store)
+    assert "document_prompt" not in meta  # the packaged model names none: dense.json as it was before prompts
+    queries = run_stage(EMBED, load_config(None, [*base, "tools.dense.query_prompt=query:"]), store, progress=False)
+    assert queries.reused and queries.key == plain.key  # a query prompt shapes searches, not page vectors
+    doc = run_stage(EMBED, load_config(None, [*base, "tools.dense.document_prompt=passage:"]), store, progress=False)
+    assert not doc.reused and doc.key != plain.key
+    _, prompted, meta = _vectors(store)
+    assert meta["document_prompt"] == "passage:"
+    texts = page_texts(pa.Table.from_pylist(PAGES, schema=PAGE_SCHEMA), "title_description")
+    assert prompted.tobytes() == Embedder().encode([f"passage:{t}" for t in texts]).tobytes()
+    with pytest.raises(Exception, match="embedded with the document prompt 'passage:'"):
+        DenseIndex.open(store.path("embed"), Embedder())
+    assert run_stage(EMBED, load_config(None, base), store, progress=False).key == plain.key
+    assert _vectors(store)[1].tobytes() == vectors.tobytes()
