@@ -14,7 +14,7 @@ question checks' adversaries, the long-context assembly) keep their own rankings
   :func:`~synth.tools.search.fuse_scores`): each list :data:`HYBRID_DEPTH` deep, its scores standardised per
   query (z-scores over its top :data:`HYBRID_DEPTH`, a BM25 list that matches fewer pages read as padded with
   zeros), summed with the weights :data:`HYBRID_WEIGHTS` (BM25, dense), the dense list's weight scaled by how good
-  its best page is in absolute terms (:data:`HYBRID_GATE`: none under a cosine similarity of 0.7, full from 0.85).
+  its best page is in absolute terms (:data:`HYBRID_GATE`: none under a cosine similarity of 0.7, full from 0.8).
   A list whose top stands far above its rest (BM25 on a query of rare words) outvotes a flat one, and a dense
   list whose best page is only loosely similar stays out of the way.  Reciprocal rank fusion (k = 60, equal
   weights), the hybrid before, gave the weaker list as much say as the stronger and lay between its two halves
@@ -49,8 +49,8 @@ from synth.tools.search import Ranking, ScoreFusion, SearchIndex
 DENSE, HYBRID = "dense", "hybrid"  # the names the rankings are registered under (as tools.ranker's values)
 HYBRID_DEPTH = 100  # results each list of the hybrid contributes to the fusion
 HYBRID_FUSION = "zscore"  # how the hybrid fuses its lists (synth.tools.search.fuse_scores)
-HYBRID_WEIGHTS = (0.3, 0.7)  # BM25's and the dense list's weights (bench/retrieval.py --fusions, calibration half)
-HYBRID_GATE = (0.7, 0.85)  # the dense list's say: none under this top cosine similarity, full from this one
+HYBRID_WEIGHTS = (0.25, 0.75)  # BM25's and the dense list's weights (bench/retrieval.py --fusions, calibration half)
+HYBRID_GATE = (0.7, 0.8)  # the dense list's say: none under this top cosine similarity, full from this one
 
 
 class DenseRanking:

@@ -33,7 +33,9 @@ colons, ``AND OR NOT`` and brackets are just characters and cannot raise.
 
 Other rankings (a dense retriever, a hybrid) plug in through :class:`Ranking` and
 :meth:`SearchIndex.register_ranking`; :class:`FusedRanking` combines several by reciprocal rank
-fusion; setting :attr:`SearchIndex.default_ranking` to one makes it the ranking ``search`` serves.
+fusion, :class:`ScoreFusion` several :class:`ScoredRanking` by their scores (:func:`fuse_scores`: z-scores,
+Qdrant's distribution-based or Weaviate's min-max fusion; the agents' ``hybrid``); setting
+:attr:`SearchIndex.default_ranking` to one makes it the ranking ``search`` serves.
 :func:`synth.tools.rank.open_search` does so from ``tools.ranker`` for every caller of the agents' tools.
 
 Ties are broken by page id, so results do not depend on how the index

@@ -235,7 +235,7 @@ def test_the_searching_stages_key_the_ranker_and_the_model_and_read_the_vectors(
     bm25, dense, hybrid = (load_config(None, [f"tools.ranker={r}"]) for r in ("bm25", "dense", "hybrid"))
     identity = search_facts(dense.tools)["identity"]
     assert search_key(bm25) == "ranker=bm25" and search_key(dense) == f"ranker=dense model={identity}"
-    assert search_key(hybrid) == (f"ranker=hybrid model={identity} fusion=zscore weights=0.3,0.7 gate=0.7,0.85 "
+    assert search_key(hybrid) == (f"ranker=hybrid model={identity} fusion=zscore weights=0.25,0.75 gate=0.7,0.8 "
                                   "depth=100")  # a new fusion ranks otherwise: its traces are made again
     for stage in (ROLLOUT, EVAL, RL_BAND):
         keys = {}
