@@ -338,7 +338,7 @@ class DenseIndex:
         self.embedder, self.query_max_tokens = embedder, query_max_tokens
         self._faiss = faiss.IndexFlatIP(vectors.shape[1])
         self._faiss.add(vectors)
-        self._memo: OrderedDict[tuple[str, int], list[tuple[str, float]]] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, int], tuple[list[str], np.ndarray]] = OrderedDict()
         self._lock = threading.Lock()
         self.queries = 0  # texts embedded and searched
         self.remembered = 0  # answers given from memory
@@ -378,14 +378,19 @@ class DenseIndex:
 
     def search_many(self, texts: Sequence[str], k: int) -> list[list[str]]:
         """The ``k`` pages nearest each text, best first; the texts not remembered are embedded in one batch."""
-        return [[pid for pid, _ in hits] for hits in self.scored_many(texts, k)]
+        return [ids for ids, _ in self._search(texts, k)]
 
     def scored_many(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """:meth:`search_many` with each page's score (the inner product of its vector and the text's: cosine
         similarity), ``(page id, score)`` best first; what a score-based fusion reads."""
+        return [list(zip(ids, scores.tolist())) for ids, scores in self._search(texts, k)]
+
+    def _search(self, texts: Sequence[str], k: int) -> list[tuple[list[str], np.ndarray]]:
+        """Each text's nearest ``k`` page ids and their scores (float32), remembered as such: a list of ids and an
+        array, about a sixth of the memory of (id, score) pairs."""
         texts = list(texts)
         with self._lock:
-            found: dict[str, list[tuple[str, float]]] = {}
+            found: dict[str, tuple[list[str], np.ndarray]] = {}
             for t in texts:
                 hit = self._memo.get((t, k))
                 if hit is not None:
@@ -397,8 +402,9 @@ class DenseIndex:
                 vectors = self.embedder.encode(todo, max_tokens=self.query_max_tokens)
                 scores, rows = self._faiss.search(vectors, min(k, len(self.page_ids)))
                 self.queries += len(todo)
-                for t, row, srow in zip(todo, rows.tolist(), scores.tolist()):
-                    found[t] = [(self.page_ids[r], s) for r, s in zip(row, srow) if r >= 0]
+                for t, row, srow in zip(todo, rows, scores):
+                    keep = row >= 0
+                    found[t] = ([self.page_ids[r] for r in row[keep].tolist()], srow[keep].copy())
                     self._memo[(t, k)] = found[t]
                 while len(self._memo) > MEMO:
                     self._memo.popitem(last=False)

@@ -151,6 +151,8 @@ def fuse_scores(lists: list[list[tuple[str, float]]], k: int, weights: list[floa
     ``clip((top - lo) / (hi - lo), 0, 1)``, ``top`` its best score: nothing when its best page is a poor match in
     absolute terms (a cosine similarity under ``lo``), fully from ``hi`` up.  A normalisation per query cannot see
     this: a dense list's top page stands as far above its rest for a query it cannot answer as for one it can.
+    Pages the gated sum leaves tied (every page, when the BM25 list is empty and the dense one gated out) are
+    ordered by the sum without the gates, then by page id: a list with no say still orders what the others do not.
     """
     if method not in FUSIONS:
         raise ValueError(f"unknown fusion {method!r}; known: {', '.join(FUSIONS)}")
@@ -166,11 +168,13 @@ def fuse_scores(lists: list[list[tuple[str, float]]], k: int, weights: list[floa
     if not ids or k <= 0:
         return []
     total = np.zeros(len(ids), dtype=np.float64)
+    ungated = np.zeros(len(ids), dtype=np.float64)  # the tie-break: the sum as if no list were gated
     for w, floor, gate, hits in zip(weights, floors, gates, lists):
         hits = hits[:depth]
+        say = 1.0
         if gate is not None and hits:
             lo, hi = gate
-            w *= min(1.0, max(0.0, (hits[0][1] - lo) / (hi - lo)))
+            say = min(1.0, max(0.0, (hits[0][1] - lo) / (hi - lo)))
         if not hits or not w:
             continue
         s = np.fromiter((x for _, x in hits), dtype=np.float64, count=len(hits))
@@ -191,8 +195,9 @@ def fuse_scores(lists: list[list[tuple[str, float]]], k: int, weights: list[floa
                 norm, missing = (s - (mean - 3 * sd)) / (6 * sd), 0.0
         col = np.full(len(ids), missing)
         col[rows] = norm
-        total += w * col
-    order = sorted(ids, key=lambda pid: (-total[ids[pid]], pid))
+        total += w * say * col
+        ungated += w * col
+    order = sorted(ids, key=lambda pid: (-total[ids[pid]], -ungated[ids[pid]], pid))
     return order[:k]
 
 

@@ -315,6 +315,18 @@ def test_the_dense_gate_gives_a_loosely_similar_list_no_say_and_a_close_one_its_
     assert fuse_scores([bm25, dense], 4, gates=[None, (0.6, 0.78)], **args) == ["A", "C", "B", "D"]
 
 
+def test_a_gated_out_list_still_orders_what_the_others_leave_tied():
+    # The answer page masked, BM25 matches nothing else; the dense list's best cosine (0.60) is under the gate:
+    # it has no say, yet its order, not the page ids, is what comes back.
+    dense = [("P9", 0.60), ("P1", 0.55), ("P5", 0.41), ("P3", 0.40)]
+    assert fuse_scores([[], dense], 3, [0.25, 0.75], depth=4, floors=[0.0, None],
+                       gates=[None, (0.7, 0.8)]) == ["P9", "P1", "P5"]
+    # and after the pages BM25 ranks, the dense-only pages in the dense list's order
+    bm25 = [("B", 7.0), ("A", 2.0)]
+    assert fuse_scores([bm25, dense], 6, [0.25, 0.75], depth=4, floors=[0.0, None],
+                       gates=[None, (0.7, 0.8)]) == ["B", "A", "P9", "P1", "P5", "P3"]
+
+
 def test_fusion_is_deterministic_on_ties_and_whatever_the_lists_order():
     one, two = [("B", 2.0), ("A", 1.0)], [("A", 2.0), ("B", 1.0)]
     # symmetric lists: A and B tie, and the tie goes by page id
