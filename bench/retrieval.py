@@ -21,9 +21,9 @@ Questions' sub-clues are not a set here: they need the questions stage (a teache
 Each set is scored for the agents' three rankers, each opened by :func:`synth.tools.rank.open_search` as the
 agents open it (``bm25``: the index's ``tool`` ranking, BM25F over title and body with the exact-title bonus;
 ``dense``: the query's vector against the ``embed`` stage's page vectors; ``hybrid``: both fused by their scores,
-:func:`~synth.tools.search.fuse_scores`; under dense and hybrid a query equal to a title returns that page first); the index's ``body``
-ranking (plain BM25 over the body, the question checks' adversary); and three independent baselines over the
-same pages: ``rank_bm25`` (``BM25Okapi`` over title plus body with the index's analyzer, no boosts), ``bm25s``
+:func:`~synth.tools.search.fuse_scores`; under dense and hybrid a query equal to a title returns that page first);
+the index's ``body`` ranking (plain BM25 over the body, the question checks' adversary); and three independent
+baselines over the same pages: ``rank_bm25`` (``BM25Okapi`` over title plus body with the index's analyzer, no boosts), ``bm25s``
 (title plus body, bm25s's own tokenizer, English stop words and PyStemmer's English stemmer, its default
 Lucene BM25), and ``faiss`` (a plain FAISS ``IndexFlatIP`` over the ``embed`` stage's vectors, the query embedded
 by the same model, no title rule).  Reported: hit@1, hit@10 and MRR (over the top 10).  ``--runs`` samples
@@ -430,8 +430,8 @@ def fusions(indexes: dict[str, SearchIndex], pages: list[dict], n: int, runs: in
             chosen[family(v)] = v
     variants = list(dict.fromkeys([(m, 0.5, None) for m in FUSION_METHODS] + list(chosen.values())))
     ev = fusion_table(inputs, samples, indexes, variants)
-    return {"calibration": {variant_name(v): {"worst_margin": worst_margin(cal, v), "mean_mrr": round(mean_mrr(cal, v), 4)}
-                            for v in grid},
+    return {"calibration": {variant_name(v): {"worst_margin": worst_margin(cal, v),
+                                              "mean_mrr": round(mean_mrr(cal, v), 4)} for v in grid},
             "chosen": {f: variant_name(v) for f, v in chosen.items()},
             "evaluation": {variant_name(v): {"worst_margin": worst_margin(ev, v), **{s: ev[s][v] for s in SETS}}
                            for v in variants},
@@ -474,8 +474,8 @@ def calibrate(out: Path, pages: list[dict], n: int) -> dict:
 
 def print_fusions(res: dict, args, load, t0) -> dict:
     """--fusions' tables (Markdown) and its JSON line."""
-    print(f"fusions: BM25 weight w (dense 1 - w; gated: the gate too) chosen per method on the calibration half (seed 1000, "
-          f"{args.queries} queries a set); figures: median of {args.runs} evaluation samples; overrides "
+    print(f"fusions: BM25 weight w (dense 1 - w; gated: the gate too) chosen per method on the calibration half "
+          f"(seed 1000, {args.queries} queries a set); figures: median of {args.runs} evaluation samples; overrides "
           f"{args.overrides or 'none'}; load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
     print("chosen on the calibration half: " + ", ".join(res["chosen"].values()))
     rows = {**{r: res["rankers"][r] for r in ("bm25", "dense")}, **res["evaluation"]}

@@ -42,7 +42,8 @@ def search_text(facts: dict | None) -> str:
     if facts.get("fusion"):
         w_bm25, w_dense = (facts.get("weights") or [None, None])[:2]
         gate = facts.get("dense_gate") or []
-        gated = f", the dense list's say gated by its top cosine similarity {gate[0]}-{gate[1]}" if len(gate) == 2 else ""
+        gated = (f", the dense list's say gated by its top cosine similarity {gate[0]}-{gate[1]}"
+                 if len(gate) == 2 else "")
         return (f"a local BM25 index and dense retrieval fused by their scores ({facts['fusion']}, weights BM25 "
                 f"{w_bm25} / dense {w_dense}{gated}; tools.ranker {md_code(ranker)}; {model})")
     # a run of the hybrid before it fused by scores

@@ -188,5 +188,5 @@ def search_key(cfg: Any, store: Any = None) -> str:
     return key
 
 
-__all__ = ["DENSE", "HYBRID", "HYBRID_DEPTH", "HYBRID_FUSION", "HYBRID_GATE", "HYBRID_WEIGHTS", "DenseRanking", "TitleFirst", "open_search", "open_vectors",
-           "rebuild_command", "search_facts", "search_key", "use_ranker"]
+__all__ = ["DENSE", "HYBRID", "HYBRID_DEPTH", "HYBRID_FUSION", "HYBRID_GATE", "HYBRID_WEIGHTS", "DenseRanking",
+           "TitleFirst", "open_search", "open_vectors", "rebuild_command", "search_facts", "search_key", "use_ranker"]

@@ -134,7 +134,7 @@ def fuse_scores(lists: list[list[tuple[str, float]]], k: int, weights: list[floa
                 method: str = "zscore", depth: int = 100, floors: list[float | None] | None = None,
                 gates: list[tuple[float, float] | None] | None = None) -> list[str]:
     """Fuse scored lists (each ``[(page id, score)]``, best first, at most ``depth`` long) by their scores, each
-    normalised per query against its own top ``depth``; the top ``k`` page ids of the weighted sum, ties by page id.
+    normalised per query against its own top ``depth``; the top ``k`` page ids of the weighted sum (ties below).
 
     A list shorter than ``depth`` whose ranking has a ``floor`` (``floors``, one per list; BM25's is 0) is read as
     padded with the floor up to ``depth``: the pages it leaves out scored that.  So a list that matches three pages

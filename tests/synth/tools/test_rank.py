@@ -23,7 +23,8 @@ from synth.engine.runner import run_stage
 from synth.engine.store import MissingInput, Store, atomic_write_json
 from synth.tools.config import ToolsConfig
 from synth.tools.dense import META_FILE, VECTORS_FILE, save_npy
-from synth.tools.rank import HYBRID_GATE, HYBRID_WEIGHTS, DenseRanking, open_search, search_facts, search_key, use_ranker
+from synth.tools.rank import (HYBRID_GATE, HYBRID_WEIGHTS, DenseRanking, open_search, search_facts, search_key,
+                              use_ranker)
 from synth.tools.search import FusedRanking, ScoreFusion, SearchIndex, fuse_scores, reciprocal_rank_fusion
 from synth.tools.server import start_server
 
