@@ -20,10 +20,10 @@ Questions' sub-clues are not a set here: they need the questions stage (a teache
 
 Each set is scored for the agents' three rankers, each opened by :func:`synth.tools.rank.open_search` as the
 agents open it (``bm25``: the index's ``tool`` ranking, BM25F over title and body with the exact-title bonus;
-``dense``: the query's vector against the ``embed`` stage's page vectors; ``hybrid``: both fused by reciprocal
-rank fusion; under dense and hybrid a query equal to a title returns that page first); the index's ``body``
-ranking (plain BM25 over the body, the question checks' adversary); and three independent baselines over the
-same pages: ``rank_bm25`` (``BM25Okapi`` over title plus body with the index's analyzer, no boosts), ``bm25s``
+``dense``: the query's vector against the ``embed`` stage's page vectors; ``hybrid``: both fused by their scores,
+:func:`~synth.tools.search.fuse_scores`; under dense and hybrid a query equal to a title returns that page first);
+the index's ``body`` ranking (plain BM25 over the body, the question checks' adversary); and three independent
+baselines over the same pages: ``rank_bm25`` (``BM25Okapi`` over title plus body with the index's analyzer, no boosts), ``bm25s``
 (title plus body, bm25s's own tokenizer, English stop words and PyStemmer's English stemmer, its default
 Lucene BM25), and ``faiss`` (a plain FAISS ``IndexFlatIP`` over the ``embed`` stage's vectors, the query embedded
 by the same model, no title rule).  Reported: hit@1, hit@10 and MRR (over the top 10).  ``--runs`` samples
@@ -35,11 +35,23 @@ the median over the runs.  The dense queries' vectors are computed in batches fi
 ``--calibrate`` builds an index per title weight (1-4) and scores the tool ranking on queries drawn from
 the *other* half of the pages (held out from the evaluation), which is how ``TITLE_WEIGHT`` was chosen.
 
+``--fusions`` measures ways of fusing the hybrid's two lists, each as the hybrid asks them (100 deep, the pages
+titled as the query pinned first and taken out of the lists), fetched once per query with their scores:
+weighted reciprocal rank fusion, z-score fusion, Qdrant's distribution-based score fusion (DBSF), Weaviate's
+min-max relative score fusion, each with BM25's weight ``w`` (the dense list's ``1 - w``) from 0.1 to 0.9, and
+z-score fusion with the dense list gated by its top cosine similarity (:func:`~synth.tools.search.fuse_scores`'s
+``gates``).  Each method's parameters are chosen on queries drawn from the calibration half (seed 1000) by their
+worst margin over the better of ``bm25`` and ``dense`` (hit@10 and MRR@10, every set but ``title``), then
+measured, at those parameters and at equal weights, on the evaluation half's samples: the reported figures are
+of queries never tuned on.  This is how ``synth.tools.rank.HYBRID_WEIGHTS`` and ``HYBRID_GATE`` were chosen.
+``--set KEY=VALUE`` passes a demo config override to the build and every ranker (``tools.dense.text=title_lead``
+embeds each page's title and lead: a store of its own, ``--out``).
+
 The last line is JSON: {"bench": "retrieval", "sets": {set: {ranking: {hit1, hit10, mrr}}}, "goals", ...}.
 Goals: ``bm25`` >= rank_bm25 on hit@10 and MRR for every set but ``title``; ``hybrid`` >= both ``bm25`` and
 ``dense`` on hit@10 and MRR for every set but ``title``; ``title`` hit@1 >= 0.99 for every ranker.
 
-Usage: python bench/retrieval.py [--out DIR] [--queries 1000] [--runs 3] [--calibrate]
+Usage: python bench/retrieval.py [--out DIR] [--queries 1000] [--runs 3] [--calibrate | --fusions] [--set K=V]
 """
 from __future__ import annotations
 
@@ -248,8 +260,11 @@ def score_many(top_many, queries: list[tuple[str, str]]) -> dict:
     return metrics([rank_of(ranked, pid) for ranked, (_, pid) in zip(found, queries)])
 
 
+OVERRIDES: list[str] = []  # --set: demo config overrides (tools.dense.text=title_lead), for every ranker and build
+
+
 def config(ranker: str = "hybrid"):
-    return load_config(str(ROOT / "configs" / "demo.yaml"), [f"tools.ranker={ranker}"])
+    return load_config(str(ROOT / "configs" / "demo.yaml"), [*OVERRIDES, f"tools.ranker={ranker}"])
 
 
 def build(out: Path, upto: str = "embed") -> Store:
@@ -312,6 +327,117 @@ def evaluate(indexes: dict[str, SearchIndex], baselines: dict, pages: list[dict]
     return med
 
 
+FUSION_METHODS = ("rrf", "zscore", "dbsf", "minmax")  # what --fusions measures (rrf: weighted reciprocal rank)
+FUSION_WEIGHTS = tuple(round(0.1 + 0.05 * i, 2) for i in range(17))  # BM25's weight w, the dense list's 1 - w
+GATED_WEIGHTS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)  # z-score fusion with the dense list gated by its top cosine
+GATE_LO, GATE_HI = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75), (0.8, 0.85, 0.9, 0.95, 1.0)
+_PINNED_MAX = 16  # the lists are fetched this much deeper than HYBRID_DEPTH, so the pinned pages can be dropped
+
+
+def variant_name(v: tuple) -> str:
+    """``method@w``, and ``gate lo-hi`` for a gated dense list: a fusion variant ``(method, w, gate)``."""
+    method, w, gate = v
+    return f"{method}@{w}" + (f" gate {gate[0]}-{gate[1]}" if gate else "")
+
+
+def family(v: tuple) -> str:
+    return v[0] + ("+gate" if v[2] else "")
+
+
+class FusionInputs:
+    """Per distinct query, what the hybrid fuses, fetched once: the pages titled as the query (the title rule puts
+    them first) and the BM25 and dense lists, each :data:`HYBRID_DEPTH` deep with the pinned pages taken out, as
+    the hybrid ranking asks its lists (:class:`~synth.tools.rank.TitleFirst` excludes what it pinned)."""
+
+    def __init__(self, indexes: dict[str, SearchIndex], texts: list[str]):
+        from synth.tools.rank import DenseRanking
+
+        index = indexes["bm25"]
+        tool, dense = index.ranking("tool"), dense_of(indexes["hybrid"].ranking("hybrid"))
+        texts = [t for t in dict.fromkeys(texts) if query_terms(t)]
+        for a in range(0, len(texts), 2048):
+            dense.scored_many(texts[a:a + 2048], HYBRID_DEPTH)  # embedded in batches, then answered from memory
+        by_meaning = DenseRanking(dense)
+        self.inputs: dict[str, tuple] = {}
+        for t in texts:
+            pinned = index.title_page_ids(t)[:K]
+            ex = frozenset(pinned)
+            self.inputs[t] = (pinned, tool.scored(t, HYBRID_DEPTH, ex), by_meaning.scored(t, HYBRID_DEPTH, ex),
+                              tool.floor, by_meaning.floor)
+
+    def top(self, query: str, method: str, w: float, gate: tuple | None = None) -> list[str]:
+        """The top :data:`K` of the hybrid fusing its lists by ``method`` with weights ``(w, 1 - w)``, the dense
+        list gated by ``gate`` (:func:`~synth.tools.search.fuse_scores`)."""
+        from synth.tools.search import fuse_scores, reciprocal_rank_fusion
+
+        if query not in self.inputs:
+            return []
+        pinned, bm25, dense, f_bm25, f_dense = self.inputs[query]
+        n = K - len(pinned)
+        if n <= 0:
+            return pinned[:K]
+        if method == "rrf":
+            rest = reciprocal_rank_fusion([[p for p, _ in bm25], [p for p, _ in dense]], n, [w, 1 - w])
+        else:
+            rest = fuse_scores([bm25, dense], n, [w, 1 - w], method, HYBRID_DEPTH, [f_bm25, f_dense], [None, gate])
+        return pinned + rest
+
+
+def fusion_table(inputs: FusionInputs, samples: list[dict], indexes: dict[str, SearchIndex],
+                 variants: list[tuple]) -> dict:
+    """Median over ``samples`` of every set's hit@1 / hit@10 / MRR@10 for each fusion variant ``(method, w,
+    gate)``, and of ``bm25`` and ``dense`` (the agents' rankers) beside them."""
+    per_run = []
+    for sets in samples:
+        res = {}
+        for name, queries in sets.items():
+            res[name] = {v: score(lambda q, v=v: inputs.top(q, *v), queries) for v in variants}
+            for r in ("bm25", "dense"):
+                res[name][r] = score(lambda q, r=r: indexes[r].search_ids(q, K), queries)
+        per_run.append(res)
+    return {name: {v: {m: statistics.median(run[name][v][m] for run in per_run) for m in ("hit1", "hit10", "mrr")}
+                   for v in per_run[0][name]} for name in SETS}
+
+
+def worst_margin(table: dict, v) -> float:
+    """The smallest margin of variant ``v`` over the better of ``bm25`` and ``dense``, on hit@10 and on MRR@10,
+    across the sets but ``title`` (the goal is a margin >= 0 on each)."""
+    return round(min(table[s][v][m] - max(table[s]["bm25"][m], table[s]["dense"][m])
+                     for s in SETS if s != "title" for m in ("hit10", "mrr")), 4)
+
+
+def fusions(indexes: dict[str, SearchIndex], pages: list[dict], n: int, runs: int, df: dict[str, int]) -> dict:
+    """Each fusion's parameters (its BM25 weight; gated, the gate too) chosen on queries of the calibration half
+    (seed 1000; by worst margin over the better of bm25 and dense, then mean MRR@10 over the sets), then every
+    fusion at its chosen parameters and at equal weights measured on the evaluation half's samples (seeds 0 to
+    ``runs - 1``, the main table's queries): the reported figures were never tuned on."""
+    held = [p for p in pages if held_out(p["page_id"])]
+    evaluation = [p for p in pages if not held_out(p["page_id"])]
+    calibration = [query_sets(held, n, 1000, df)]
+    samples = [query_sets(evaluation, n, seed, df) for seed in range(runs)]
+    texts = [q for sets in calibration + samples for qs in sets.values() for q, _ in qs]
+    prewarm(indexes, texts)
+    inputs = FusionInputs(indexes, texts)
+    grid = [(m, w, None) for m in FUSION_METHODS for w in FUSION_WEIGHTS]
+    grid += [("zscore", w, (lo, hi)) for w in GATED_WEIGHTS for lo in GATE_LO for hi in GATE_HI]
+    cal = fusion_table(inputs, calibration, indexes, grid)
+    mean_mrr = lambda t, v: statistics.mean(t[s][v]["mrr"] for s in SETS)  # noqa: E731
+    chosen: dict[str, tuple] = {}
+    for v in grid:
+        best = chosen.get(family(v))
+        rank = lambda v: (worst_margin(cal, v), mean_mrr(cal, v), -abs(v[1] - 0.5))  # noqa: E731
+        if best is None or rank(v) > rank(best):
+            chosen[family(v)] = v
+    variants = list(dict.fromkeys([(m, 0.5, None) for m in FUSION_METHODS] + list(chosen.values())))
+    ev = fusion_table(inputs, samples, indexes, variants)
+    return {"calibration": {variant_name(v): {"worst_margin": worst_margin(cal, v),
+                                              "mean_mrr": round(mean_mrr(cal, v), 4)} for v in grid},
+            "chosen": {f: variant_name(v) for f, v in chosen.items()},
+            "evaluation": {variant_name(v): {"worst_margin": worst_margin(ev, v), **{s: ev[s][v] for s in SETS}}
+                           for v in variants},
+            "rankers": {r: {s: ev[s][r] for s in SETS} for r in ("bm25", "dense")}}
+
+
 def goals_of(med: dict) -> dict:
     """Each goal (module docstring) per set: met or not."""
     out = {}
@@ -346,6 +472,26 @@ def calibrate(out: Path, pages: list[dict], n: int) -> dict:
     return res
 
 
+def print_fusions(res: dict, args, load, t0) -> dict:
+    """--fusions' tables (Markdown) and its JSON line."""
+    print(f"fusions: BM25 weight w (dense 1 - w; gated: the gate too) chosen per method on the calibration half "
+          f"(seed 1000, {args.queries} queries a set); figures: median of {args.runs} evaluation samples; overrides "
+          f"{args.overrides or 'none'}; load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
+    print("chosen on the calibration half: " + ", ".join(res["chosen"].values()))
+    rows = {**{r: res["rankers"][r] for r in ("bm25", "dense")}, **res["evaluation"]}
+    print("\n| ranking (hit@10 / MRR@10) | " + " | ".join(s for s in SETS if s != "title")
+          + " | title hit@1 | worst margin |")
+    print("| --- |" + " ---: |" * len(SETS) + " ---: |")
+    for name, r in rows.items():
+        print(f"| {name} | " + " | ".join(f"{r[s]['hit10']:.3f} / {r[s]['mrr']:.3f}" for s in SETS if s != "title")
+              + f" | {r['title']['hit1']:.3f} | {r.get('worst_margin', '')} |")
+    line = {"bench": "retrieval", "mode": "fusions", "queries": args.queries, "runs": args.runs,
+            "overrides": args.overrides, **res, "loadavg": [round(x, 2) for x in load],
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()], "seconds": round(time.perf_counter() - t0, 1)}
+    print(json.dumps(line))
+    return line
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "data" / "bench-retrieval",
@@ -354,7 +500,13 @@ def main(argv: list[str] | None = None) -> dict:
                     help="queries per set and sample (each dense query costs a model call)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--fusions", action="store_true",
+                    help="measure the hybrid's fusion methods (RRF, z-score, DBSF, min-max), each with its BM25 "
+                         "weight chosen on the calibration half, on the evaluation half's queries")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a demo config override for every ranker and the build (tools.dense.text=title_lead)")
     args = ap.parse_args(argv)
+    OVERRIDES[:] = args.overrides
     load = os.getloadavg()
     t0 = time.perf_counter()
     store = build(args.out, "index" if args.calibrate else "embed")
@@ -374,6 +526,8 @@ def main(argv: list[str] | None = None) -> dict:
         return line
     evaluation = [p for p in pages if not held_out(p["page_id"])]
     indexes = open_rankers(store)
+    if args.fusions:
+        return print_fusions(fusions(indexes, pages, args.queries, args.runs, page_frequencies(pages)), args, load, t0)
     cfg = config("dense")
     bm25s_baseline = BM25S(pages)
     baselines = {"rank_bm25": Baseline(pages), "bm25s": bm25s_baseline,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.retrieval import metrics, query_sets, rank_of, score, score_many
+from bench.retrieval import SETS, metrics, query_sets, rank_of, score, score_many, variant_name, worst_margin
 
 
 def test_hit_at_k_and_mrr_from_hand_made_rankings() -> None:
@@ -34,6 +34,16 @@ def test_query_sets_are_seeded_and_leave_the_title_out() -> None:
     for q, pid in a["rare_keywords"]:
         assert f"valley{pid}" in q.split() and f"town{pid}" in q.split()  # in one page each: the rarest
     assert a["title"][0][0] == by_id[a["title"][0][1]]["title"]
+
+
+def test_a_fusions_worst_margin_is_over_the_better_half_on_each_set_and_measure_titles_aside() -> None:
+    v = ("zscore", 0.25, (0.7, 0.8))
+    assert variant_name(v) == "zscore@0.25 gate 0.7-0.8" and variant_name(("rrf", 0.5, None)) == "rrf@0.5"
+    row = lambda h10, mrr: {"hit1": 0.0, "hit10": h10, "mrr": mrr}  # noqa: E731
+    table = {s: {"bm25": row(0.9, 0.8), "dense": row(0.5, 0.4), v: row(0.95, 0.85)} for s in SETS}
+    table["keywords"]["dense"] = row(0.99, 0.7)  # the better half differs by set and by measure
+    table["title"][v] = row(0.0, 0.0)  # titles are judged by hit@1 alone, not here
+    assert worst_margin(table, v) == -0.04
 
 
 if __name__ == "__main__":

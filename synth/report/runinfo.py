@@ -39,6 +39,14 @@ def search_text(facts: dict | None) -> str:
     model = f"embedding model {md_code(facts.get('model'))}, files sha {md_code(facts.get('model_sha'))}"
     if ranker == "dense":
         return f"dense retrieval over every page's vector (tools.ranker {md_code('dense')}; {model})"
+    if facts.get("fusion"):
+        w_bm25, w_dense = (facts.get("weights") or [None, None])[:2]
+        gate = facts.get("dense_gate") or []
+        gated = (f", the dense list's say gated by its top cosine similarity {gate[0]}-{gate[1]}"
+                 if len(gate) == 2 else "")
+        return (f"a local BM25 index and dense retrieval fused by their scores ({facts['fusion']}, weights BM25 "
+                f"{w_bm25} / dense {w_dense}{gated}; tools.ranker {md_code(ranker)}; {model})")
+    # a run of the hybrid before it fused by scores
     return (f"a local BM25 index and dense retrieval fused by reciprocal rank fusion, k = {facts.get('rrf_k', 60)} "
             f"(tools.ranker {md_code(ranker)}; {model})")
 

@@ -85,7 +85,8 @@ class ToolsConfig(Section):
         "benchmarks and `hopforge tools serve` (so verl's tool too): `bm25`, the tantivy index's BM25 (title "
         "weighted, exact title first); `dense`, the `embed` stage's page vectors searched with the query's vector "
         "(`tools.dense`: it finds a page by meaning, a paraphrase with no word of its page); `hybrid`, both fused "
-        "by reciprocal rank fusion (each page scores the sum of 1/(60 + rank) over the two lists, each 100 deep). "
+        "by their scores (each list 100 deep, z-scores per query weighted BM25 0.25 / dense 0.75, the dense list's "
+        "say gated by its best cosine similarity, none under 0.7, full from 0.8). "
         "Under every ranker a query equal to a page's title finds that page first, the answer page stays masked "
         "with k results still returned, and snippets, titles and descriptions come from the index. `dense` and "
         "`hybrid` make the `embed` stage embed every page and cost a model call per query (synth/tools/rank.py).")

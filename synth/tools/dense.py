@@ -379,7 +379,8 @@ def write_meta(folder: Path, page_ids: Sequence[str], dim: int, embedder: Embedd
 class DenseIndex:
     """Page vectors in an exact inner-product index (FAISS ``IndexFlatIP``) and the embedder of queries.
 
-    :meth:`search_ids` and :meth:`search_many` return page ids, best first; both remember their answers by
+    :meth:`search_ids` and :meth:`search_many` return page ids, best first (:meth:`scored_many` with their
+    scores); all remember their answers by
     ``(text, k)`` (the last :data:`MEMO`), so a repeated query costs a lookup.  Queries are cut at
     ``query_max_tokens`` tokens.  Thread-safe."""
 
@@ -400,7 +401,7 @@ class DenseIndex:
         self.embedder, self.query_max_tokens = embedder, query_max_tokens
         self._faiss = faiss.IndexFlatIP(vectors.shape[1])
         self._faiss.add(vectors)
-        self._memo: OrderedDict[tuple[str, int], list[str]] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, int], tuple[list[str], np.ndarray]] = OrderedDict()
         self._lock = threading.Lock()
         self.queries = 0  # texts embedded and searched
         self.remembered = 0  # answers given from memory
@@ -444,9 +445,19 @@ class DenseIndex:
 
     def search_many(self, texts: Sequence[str], k: int) -> list[list[str]]:
         """The ``k`` pages nearest each text, best first; the texts not remembered are embedded in one batch."""
+        return [ids for ids, _ in self._search(texts, k)]
+
+    def scored_many(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        """:meth:`search_many` with each page's score (the inner product of its vector and the text's: cosine
+        similarity), ``(page id, score)`` best first; what a score-based fusion reads."""
+        return [list(zip(ids, scores.tolist())) for ids, scores in self._search(texts, k)]
+
+    def _search(self, texts: Sequence[str], k: int) -> list[tuple[list[str], np.ndarray]]:
+        """Each text's nearest ``k`` page ids and their scores (float32), remembered as such: a list of ids and an
+        array, about a sixth of the memory of (id, score) pairs."""
         texts = list(texts)
         with self._lock:
-            found: dict[str, list[str]] = {}
+            found: dict[str, tuple[list[str], np.ndarray]] = {}
             for t in texts:
                 hit = self._memo.get((t, k))
                 if hit is not None:
@@ -456,10 +467,11 @@ class DenseIndex:
             self.remembered += len(texts) - len(todo)
             if todo:
                 vectors = self.embedder.encode_queries(todo, max_tokens=self.query_max_tokens)
-                _, rows = self._faiss.search(vectors, min(k, len(self.page_ids)))
+                scores, rows = self._faiss.search(vectors, min(k, len(self.page_ids)))
                 self.queries += len(todo)
-                for t, row in zip(todo, rows.tolist()):
-                    found[t] = [self.page_ids[r] for r in row if r >= 0]
+                for t, row, srow in zip(todo, rows, scores):
+                    keep = row >= 0
+                    found[t] = ([self.page_ids[r] for r in row[keep].tolist()], srow[keep].copy())
                     self._memo[(t, k)] = found[t]
                 while len(self._memo) > MEMO:
                     self._memo.popitem(last=False)

@@ -10,9 +10,18 @@ question checks' adversaries, the long-context assembly) keep their own rankings
 * ``bm25``: the index's ``tool`` ranking, as before (title-weighted BM25, a query equal to a title first).
 * ``dense`` (:class:`DenseRanking`): the query's vector against every page's (exact inner product); it finds a
   page by meaning, a paraphrase that shares no word with it.
-* ``hybrid``: ``tool`` and ``dense`` fused by reciprocal rank fusion (:class:`~synth.tools.search.FusedRanking`,
-  each list :data:`HYBRID_DEPTH` deep, a page scoring the sum of ``1 / (RRF_K + rank)``, ``RRF_K = 60`` as in
-  Cormack et al. 2009, the usual constant: it damps the top ranks so that neither list alone decides).
+* ``hybrid``: ``tool`` and ``dense`` fused by their scores (:class:`~synth.tools.search.ScoreFusion`,
+  :func:`~synth.tools.search.fuse_scores`): each list :data:`HYBRID_DEPTH` deep, its scores standardised per
+  query (z-scores over its top :data:`HYBRID_DEPTH`, a BM25 list that matches fewer pages read as padded with
+  zeros), summed with the weights :data:`HYBRID_WEIGHTS` (BM25, dense), the dense list's weight scaled by how good
+  its best page is in absolute terms (:data:`HYBRID_GATE`: none under a cosine similarity of 0.7, full from 0.8).
+  A list whose top stands far above its rest (BM25 on a query of rare words) outvotes a flat one, and a dense
+  list whose best page is only loosely similar stays out of the way.  Reciprocal rank fusion (k = 60, equal
+  weights), the hybrid before, gave the weaker list as much say as the stronger and lay between its two halves
+  on every query set of ``bench/retrieval.py``; the weights and the gate were chosen there (``--fusions``) on
+  queries drawn from the calibration half of the demo's pages, and the figures it reports are of the other half.
+  The gate reads cosine similarities of the packaged all-MiniLM-L6-v2: another ``tools.dense.model`` scores on
+  another scale, and its gate would be chosen again.
 
 What the agent sees is the same under every ranker: the index builds every hit's title, snippet (the best
 paragraph for the query's words) and description, ``open`` / ``find`` read the index, and a query equal to a
@@ -35,15 +44,20 @@ from typing import Any
 
 from synth.engine.store import MissingInput
 from synth.tools.config import ToolsConfig
-from synth.tools.search import RRF_K, FusedRanking, Ranking, SearchIndex
+from synth.tools.search import Ranking, ScoreFusion, SearchIndex
 
 DENSE, HYBRID = "dense", "hybrid"  # the names the rankings are registered under (as tools.ranker's values)
 HYBRID_DEPTH = 100  # results each list of the hybrid contributes to the fusion
+HYBRID_FUSION = "zscore"  # how the hybrid fuses its lists (synth.tools.search.fuse_scores)
+HYBRID_WEIGHTS = (0.25, 0.75)  # BM25's and the dense list's weights (bench/retrieval.py --fusions, calibration half)
+HYBRID_GATE = (0.7, 0.8)  # the dense list's say: none under this top cosine similarity, full from this one
 
 
 class DenseRanking:
     """A :class:`~synth.tools.search.Ranking` by meaning: the nearest page vectors to the query's.  Excluded pages
     are dropped after a search ``len(exclude)`` deeper, so ``k`` results remain (when the index holds them)."""
+
+    floor = None  # its list holds every page up to the depth asked (ScoredRanking)
 
     def __init__(self, dense: Any):
         self.dense = dense  # a synth.tools.dense.DenseIndex
@@ -53,6 +67,13 @@ class DenseRanking:
             return []
         hits = self.dense.search_ids(query, int(k) + len(exclude))
         return [pid for pid in hits if pid not in exclude][:k]
+
+    def scored(self, query: str, k: int, exclude: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
+        """``(page id, cosine similarity)`` of :meth:`top`'s pages (:class:`~synth.tools.search.ScoredRanking`)."""
+        if not isinstance(query, str) or not query.strip() or k <= 0:
+            return []
+        (hits,) = self.dense.scored_many([query], int(k) + len(exclude))
+        return [(pid, s) for pid, s in hits if pid not in exclude][:k]
 
 
 class TitleFirst:
@@ -86,7 +107,8 @@ def use_ranker(index: SearchIndex, tools: ToolsConfig, dense: Any = None) -> Sea
     if ranker == DENSE:
         ranking: Ranking = TitleFirst(index, by_meaning)
     else:
-        ranking = TitleFirst(index, FusedRanking([index.ranking("tool"), by_meaning], depth=HYBRID_DEPTH))
+        ranking = TitleFirst(index, ScoreFusion([index.ranking("tool"), by_meaning], list(HYBRID_WEIGHTS),
+                                                HYBRID_FUSION, HYBRID_DEPTH, [None, HYBRID_GATE]))
     index.register_ranking(ranker, ranking)
     index.default_ranking = ranker
     return index
@@ -150,7 +172,8 @@ def open_vectors(folder: str | Path, tools: ToolsConfig, root: str | Path | None
 def search_facts(tools: ToolsConfig) -> dict:
     """What the run records of the agents' search: ``{"ranker"}`` and, for ``dense`` / ``hybrid``, the embedding
     model's name and its identity (``name@sha``: a hash of its files, :func:`synth.tools.dense.model_identity`), and
-    its ``query_prompt`` and ``document_prompt`` when either is not empty (:func:`synth.tools.dense.resolve_prompts`)."""
+    its ``query_prompt`` and ``document_prompt`` when either is not empty (:func:`synth.tools.dense.resolve_prompts`);
+    for ``hybrid``, how it fuses: ``fusion``, ``weights`` (BM25, dense), ``dense_gate`` and ``depth``."""
     if tools.ranker == "bm25":
         return {"ranker": "bm25"}
     from synth.tools.dense import model_identity, resolve_prompts
@@ -162,16 +185,22 @@ def search_facts(tools: ToolsConfig) -> dict:
     if any(prompts):  # the texts put before a query and a page (none for the packaged model: nothing recorded)
         out["query_prompt"], out["document_prompt"] = prompts
     if tools.ranker == HYBRID:
-        out["rrf_k"], out["depth"] = RRF_K, HYBRID_DEPTH
+        out.update(fusion=HYBRID_FUSION, weights=list(HYBRID_WEIGHTS), dense_gate=list(HYBRID_GATE),
+                   depth=HYBRID_DEPTH)
     return out
 
 
 def search_key(cfg: Any, store: Any = None) -> str:
     """Stage ``key_extra`` of the stages that search with the agents' tools: ``ranker=bm25``, or the ranker and
-    the dense model's identity (its files, which ``tools.dense.model``, a path, does not name)."""
+    the dense model's identity (its files, which ``tools.dense.model``, a path, does not name), and for the
+    hybrid its fusion (a new fusion ranks otherwise, so its traces are made again)."""
     facts = search_facts(cfg.tools)
-    return f"ranker={facts['ranker']}" + (f" model={facts['identity']}" if "identity" in facts else "")
+    key = f"ranker={facts['ranker']}" + (f" model={facts['identity']}" if "identity" in facts else "")
+    if "fusion" in facts:
+        key += (f" fusion={facts['fusion']} weights={','.join(map(str, facts['weights']))} "
+                f"gate={','.join(map(str, facts['dense_gate']))} depth={facts['depth']}")
+    return key
 
 
-__all__ = ["DENSE", "HYBRID", "HYBRID_DEPTH", "DenseRanking", "TitleFirst", "open_search", "open_vectors",
-           "rebuild_command", "search_facts", "search_key", "use_ranker"]
+__all__ = ["DENSE", "HYBRID", "HYBRID_DEPTH", "HYBRID_FUSION", "HYBRID_GATE", "HYBRID_WEIGHTS", "DenseRanking",
+           "TitleFirst", "open_search", "open_vectors", "rebuild_command", "search_facts", "search_key", "use_ranker"]

@@ -33,7 +33,9 @@ colons, ``AND OR NOT`` and brackets are just characters and cannot raise.
 
 Other rankings (a dense retriever, a hybrid) plug in through :class:`Ranking` and
 :meth:`SearchIndex.register_ranking`; :class:`FusedRanking` combines several by reciprocal rank
-fusion; setting :attr:`SearchIndex.default_ranking` to one makes it the ranking ``search`` serves.
+fusion, :class:`ScoreFusion` several :class:`ScoredRanking` by their scores (:func:`fuse_scores`: z-scores,
+Qdrant's distribution-based or Weaviate's min-max fusion; the agents' ``hybrid``); setting
+:attr:`SearchIndex.default_ranking` to one makes it the ranking ``search`` serves.
 :func:`synth.tools.rank.open_search` does so from ``tools.ranker`` for every caller of the agents' tools.
 
 Ties are broken by page id, so results do not depend on how the index
@@ -50,6 +52,7 @@ import math
 from pathlib import Path
 from typing import Iterable, Protocol
 
+import numpy as np
 import orjson
 import tantivy
 
@@ -110,6 +113,113 @@ class FusedRanking:
     def top(self, query: str, k: int, exclude: frozenset[str]) -> list[str]:
         lists = [r.top(query, max(k, self.depth), exclude) for r in self.rankings]
         return reciprocal_rank_fusion(lists, k, self.weights)
+
+
+FUSIONS = ("zscore", "dbsf", "minmax")  # the score fusions of fuse_scores
+
+
+class ScoredRanking(Protocol):
+    """A :class:`Ranking` that also gives its scores: ``scored`` returns ``(page id, score)`` best first, as
+    ``top`` would rank them, and ``floor`` is the score of a page it does not return when its list is shorter than
+    asked (BM25: 0, the page matches no word), or None (the list holds every page there is)."""
+
+    floor: float | None
+
+    def top(self, query: str, k: int, exclude: frozenset[str]) -> list[str]: ...
+
+    def scored(self, query: str, k: int, exclude: frozenset[str]) -> list[tuple[str, float]]: ...
+
+
+def fuse_scores(lists: list[list[tuple[str, float]]], k: int, weights: list[float] | None = None,
+                method: str = "zscore", depth: int = 100, floors: list[float | None] | None = None,
+                gates: list[tuple[float, float] | None] | None = None) -> list[str]:
+    """Fuse scored lists (each ``[(page id, score)]``, best first, at most ``depth`` long) by their scores, each
+    normalised per query against its own top ``depth``; the top ``k`` page ids of the weighted sum (ties below).
+
+    A list shorter than ``depth`` whose ranking has a ``floor`` (``floors``, one per list; BM25's is 0) is read as
+    padded with the floor up to ``depth``: the pages it leaves out scored that.  So a list that matches three pages
+    of the corpus is three pages far above the rest, as it is, not three pages among themselves.  A page a list
+    does not hold scores that list's floor (a short list) or its last score (a full list: at most that).
+
+    ``method``: ``zscore`` (each score less the list's mean, over its standard deviation: a list whose top stands
+    far above its rest, a confident one, speaks loudest, and a flat one barely moves the sum); ``dbsf`` (Qdrant's
+    distribution-based fusion: ``(s - (mean - 3 sd)) / (6 sd)``, a page absent from a list 0 there); ``minmax``
+    (Weaviate's relative score fusion: ``(s - min) / (max - min)``, absent 0).  A list whose scores are all
+    equal (or empty) says nothing under ``zscore`` and ``dbsf``; under ``minmax`` its pages score 1.
+
+    ``gates`` (one per list, or None): a list gated ``(lo, hi)`` speaks with its weight times
+    ``clip((top - lo) / (hi - lo), 0, 1)``, ``top`` its best score: nothing when its best page is a poor match in
+    absolute terms (a cosine similarity under ``lo``), fully from ``hi`` up.  A normalisation per query cannot see
+    this: a dense list's top page stands as far above its rest for a query it cannot answer as for one it can.
+    Pages the gated sum leaves tied (every page, when the BM25 list is empty and the dense one gated out) are
+    ordered by the sum without the gates, then by page id: a list with no say still orders what the others do not.
+    """
+    if method not in FUSIONS:
+        raise ValueError(f"unknown fusion {method!r}; known: {', '.join(FUSIONS)}")
+    weights = list(weights) if weights is not None else [1.0] * len(lists)
+    floors = list(floors) if floors is not None else [None] * len(lists)
+    gates = list(gates) if gates is not None else [None] * len(lists)
+    if not (len(weights) == len(floors) == len(gates) == len(lists)):
+        raise ValueError(f"{len(lists)} lists but {len(weights)} weights, {len(floors)} floors, {len(gates)} gates")
+    ids: dict[str, int] = {}
+    for hits in lists:
+        for pid, _ in hits[:depth]:
+            ids.setdefault(pid, len(ids))
+    if not ids or k <= 0:
+        return []
+    total = np.zeros(len(ids), dtype=np.float64)
+    ungated = np.zeros(len(ids), dtype=np.float64)  # the tie-break: the sum as if no list were gated
+    for w, floor, gate, hits in zip(weights, floors, gates, lists):
+        hits = hits[:depth]
+        say = 1.0
+        if gate is not None and hits:
+            lo, hi = gate
+            say = min(1.0, max(0.0, (hits[0][1] - lo) / (hi - lo)))
+        if not hits or not w:
+            continue
+        s = np.fromiter((x for _, x in hits), dtype=np.float64, count=len(hits))
+        pad = floor is not None and len(s) < depth
+        absent = float(floor) if pad else float(s[-1])
+        padded = np.concatenate([s, np.full(depth - len(s), absent)]) if pad else s
+        rows = np.fromiter((ids[pid] for pid, _ in hits), dtype=np.int64, count=len(hits))
+        if method == "minmax":
+            lo, hi = padded.min(), padded.max()
+            norm, missing = ((s - lo) / (hi - lo) if hi > lo else np.ones_like(s)), 0.0
+        else:
+            mean, sd = padded.mean(), padded.std()
+            if not sd > 0:
+                continue
+            if method == "zscore":
+                norm, missing = (s - mean) / sd, (absent - mean) / sd
+            else:
+                norm, missing = (s - (mean - 3 * sd)) / (6 * sd), 0.0
+        col = np.full(len(ids), missing)
+        col[rows] = norm
+        total += w * say * col
+        ungated += w * col
+    order = sorted(ids, key=lambda pid: (-total[ids[pid]], -ungated[ids[pid]], pid))
+    return order[:k]
+
+
+class ScoreFusion:
+    """Scored rankings (:class:`ScoredRanking`) fused by their scores (:func:`fuse_scores`), each asked for
+    ``depth`` results; the excluded pages are left out of every list before the fusion."""
+
+    def __init__(self, rankings: list[ScoredRanking], weights: list[float] | None = None, method: str = "zscore",
+                 depth: int = 100, gates: list[tuple[float, float] | None] | None = None):
+        if not rankings:
+            raise ValueError("ScoreFusion needs at least one ranking")
+        if method not in FUSIONS:
+            raise ValueError(f"unknown fusion {method!r}; known: {', '.join(FUSIONS)}")
+        self.rankings, self.weights, self.method, self.depth = list(rankings), weights, method, depth
+        self.gates = gates
+
+    def top(self, query: str, k: int, exclude: frozenset[str] = frozenset()) -> list[str]:
+        if k <= 0:
+            return []
+        lists = [r.scored(query, max(k, self.depth), exclude) for r in self.rankings]
+        return fuse_scores(lists, k, self.weights, self.method, max(k, self.depth),
+                           [getattr(r, "floor", None) for r in self.rankings], self.gates)
 
 
 class _Searcher:
@@ -212,8 +322,14 @@ class _Lexical:
         # bit and break a tie the other way. Sorted, the ranking is a function of the bag of terms (memo_key).
         return self.source.ranked(self.query(query, sorted(terms)), min(int(k), MAX_K), exclude)
 
+    floor = 0.0  # a page that matches no word of the query scores 0
+
     def top(self, query: str, k: int, exclude: frozenset[str] = frozenset()) -> list[str]:
         return [pid for _, _, pid in self.ranked(query, k, exclude)]
+
+    def scored(self, query: str, k: int, exclude: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
+        """``(page id, BM25 score)`` of the top ``k``, as :meth:`top` ranks them (:class:`ScoredRanking`)."""
+        return [(pid, float(score)) for score, _, pid in self.ranked(query, k, exclude)]
 
 
 class SearchIndex:
@@ -425,5 +541,6 @@ def _meta(doc: dict) -> dict:
     return orjson.loads(doc["meta"][0]) if doc.get("meta") else {}
 
 
-__all__ = ["SearchIndex", "IndexNotFound", "Ranking", "FusedRanking", "RANKINGS", "reciprocal_rank_fusion",
+__all__ = ["SearchIndex", "IndexNotFound", "Ranking", "ScoredRanking", "FusedRanking", "ScoreFusion", "FUSIONS",
+           "RANKINGS", "reciprocal_rank_fusion", "fuse_scores",
            "build_index"]

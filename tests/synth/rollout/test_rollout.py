@@ -149,7 +149,10 @@ def test_rollouts_search_with_the_configured_ranker_and_its_traces_follow_it(tmp
     assert not out.reused and out.key != bm25.key  # another ranker: the traces are made again
     search = out.report["search"]
     assert search["ranker"] == "hybrid" and search["model"] == "all-MiniLM-L6-v2" and len(search["model_sha"]) >= 12
-    assert store.stage_entry("rollout")["extra"] == f"ranker=hybrid model={search['identity']}"  # manifest.json
+    assert search["fusion"] == "zscore" and search["weights"] and search["dense_gate"]  # how the hybrid fused
+    assert store.stage_entry("rollout")["extra"] == (  # manifest.json
+        f"ranker=hybrid model={search['identity']} fusion=zscore "
+        f"weights={','.join(map(str, search['weights']))} gate={','.join(map(str, search['dense_gate']))} depth=100")
     questions = {q["question_id"]: q for q in ds.dataset(tmp_path / "questions").to_table().to_pylist()}
     for t in _traces(tmp_path):
         assert questions[t["question_id"]]["answer_page_id"] not in t["searched_page_ids"]  # still masked

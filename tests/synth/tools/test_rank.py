@@ -23,8 +23,9 @@ from synth.engine.runner import run_stage
 from synth.engine.store import MissingInput, Store, atomic_write_json
 from synth.tools.config import ToolsConfig
 from synth.tools.dense import META_FILE, VECTORS_FILE, save_npy
-from synth.tools.rank import DenseRanking, open_search, search_facts, search_key, use_ranker
-from synth.tools.search import FusedRanking, SearchIndex
+from synth.tools.rank import (HYBRID_GATE, HYBRID_WEIGHTS, DenseRanking, open_search, search_facts, search_key,
+                              use_ranker)
+from synth.tools.search import FusedRanking, ScoreFusion, SearchIndex, fuse_scores, reciprocal_rank_fusion
 from synth.tools.server import start_server
 
 
@@ -87,13 +88,17 @@ def test_hybrid_ranks_the_meaning_too_and_an_exact_title_first(store):
 
 
 class Nearest:
-    """A stand-in for the page vectors: every query's nearest pages in one fixed order."""
+    """A stand-in for the page vectors: every query's nearest pages in one fixed order, at cosine similarities
+    falling from 0.9 by 0.05 a rank (the first one past the hybrid's gate: the list has its full say)."""
 
     def __init__(self, order: list[str]):
         self.order = order
 
     def search_ids(self, text: str, k: int) -> list[str]:
         return self.order[:k]
+
+    def scored_many(self, texts: list[str], k: int) -> list[list[tuple[str, float]]]:
+        return [[(pid, 0.9 - 0.05 * i) for i, pid in enumerate(self.order[:k])] for _ in texts]
 
 
 def test_the_hybrid_puts_an_exact_title_first_where_plain_fusion_would_not(store):
@@ -231,6 +236,8 @@ def test_the_searching_stages_key_the_ranker_and_the_model_and_read_the_vectors(
     bm25, dense, hybrid = (load_config(None, [f"tools.ranker={r}"]) for r in ("bm25", "dense", "hybrid"))
     identity = search_facts(dense.tools)["identity"]
     assert search_key(bm25) == "ranker=bm25" and search_key(dense) == f"ranker=dense model={identity}"
+    assert search_key(hybrid) == (f"ranker=hybrid model={identity} fusion=zscore weights=0.25,0.75 gate=0.7,0.8 "
+                                  "depth=100")  # a new fusion ranks otherwise: its traces are made again
     for stage in (ROLLOUT, EVAL, RL_BAND):
         keys = {}
         for name, cfg in (("bm25", bm25), ("dense", dense), ("hybrid", hybrid)):
@@ -249,8 +256,120 @@ def test_the_report_and_the_card_name_the_ranker_and_the_model():
     from synth.report.runinfo import search_text
 
     facts = search_facts(ToolsConfig(ranker="hybrid"))
-    assert facts["identity"] == f"{facts['model']}@{facts['model_sha']}" and facts["rrf_k"] == 60
+    assert facts["identity"] == f"{facts['model']}@{facts['model_sha']}" and facts["fusion"] == "zscore"
+    assert facts["weights"] == list(HYBRID_WEIGHTS) and facts["dense_gate"] == list(HYBRID_GATE)
+    assert facts["depth"] == 100 and "rrf_k" not in facts
     assert RolloutReport.from_dict({"search": facts}).search == facts  # reports/rollout.json, read back
     text = search_text(facts)
     assert "`hybrid`" in text and f"`{facts['model']}`" in text and f"`{facts['model_sha']}`" in text
+    assert "fused by their scores" in text and f"{HYBRID_GATE[0]}-{HYBRID_GATE[1]}" in text
+    assert "reciprocal rank fusion, k = 60" in search_text({"ranker": "hybrid", "rrf_k": 60})  # a run before it
     assert "BM25" in search_text(None) and "`bm25`" in search_text({"ranker": "bm25"})  # a run before the ranker
+
+
+# ---- the hybrid's fusion by scores (synth.tools.search.fuse_scores), on hand-made lists --------------------------
+
+DEEP = [("X", 0.9), ("Y", 0.5), ("Z", 0.5), ("W", 0.5)]  # a dense list, 4 deep: X stands above a flat rest
+
+
+def test_a_short_bm25_list_is_its_pages_far_above_the_rest_not_among_themselves():
+    # BM25 matches one page, A, padded with its floor (0) to the depth: [3, 0, 0, 0], so A's z-score is 1.732 and a
+    # page it leaves out scores -0.577; X's in the dense list is 1.732, the rest (and A, absent: the last score)
+    # -0.577. Weighted 0.6 / 0.4: A 0.808 beats X 0.346; W, Y and Z tie at -0.577, by page id.
+    assert fuse_scores([[("A", 3.0)], DEEP], 5, [0.6, 0.4], "zscore", 4, [0.0, None]) == ["A", "X", "W", "Y", "Z"]
+    # Unpadded, one score has no spread and says nothing: the dense list alone decides.
+    assert fuse_scores([[("A", 3.0)], DEEP], 5, [0.6, 0.4], "zscore", 4, [None, None])[0] == "X"
+
+
+def test_a_confident_list_outvotes_a_flat_one_where_equal_rank_fusion_does_not():
+    # 20 deep. BM25: A far above 19 pages near 1-2 (a query of rare words); dense: 20 pages evenly spread, A not
+    # among them. Equal reciprocal rank fusion puts B first (second in BM25, first in the dense list); standardised,
+    # A's BM25 z-score (4.3) outweighs the dense list's best (1.6) and what A lacks there.
+    others = [f"p{i:02d}" for i in range(18)]
+    bm25 = [("A", 20.0), ("B", 2.0)] + [(p, 1.9 - 0.05 * i) for i, p in enumerate(others)]
+    dense = [("B", 0.62)] + [(p, 0.61 - 0.01 * i) for i, p in enumerate(others)] + [("E", 0.42)]
+    assert reciprocal_rank_fusion([[p for p, _ in bm25], [p for p, _ in dense]], 3)[0] == "B"
+    assert fuse_scores([bm25, dense], 3, depth=20, floors=[0.0, None])[0] == "A"
+    # and the other way round: a dense list whose best page stands far above its rest, over a flat BM25 list
+    sharp = [("X", 0.95), ("B", 0.40)] + [(p, 0.39 - 0.001 * i) for i, p in enumerate(others)]
+    flat = [("B", 5.0)] + [(p, 4.9 - 0.05 * i) for i, p in enumerate(others)] + [("E", 3.9)]
+    assert reciprocal_rank_fusion([[p for p, _ in flat], [p for p, _ in sharp]], 3)[0] == "B"
+    assert fuse_scores([flat, sharp], 2, depth=20, floors=[0.0, None]) == ["X", "B"]
+
+
+def test_a_list_of_equal_scores_says_nothing():
+    bm25 = [("B", 4.0), ("A", 3.0), ("C", 1.0), ("D", 0.5)]
+    level = [("Z", 0.7), ("Y", 0.7), ("A", 0.7), ("X", 0.7)]
+    # the BM25 order, then the dense list's pages (absent from BM25, its last score), by page id
+    assert fuse_scores([bm25, level], 8, depth=4, floors=[0.0, None]) == ["B", "A", "C", "D", "X", "Y", "Z"]
+
+
+def test_the_dense_gate_gives_a_loosely_similar_list_no_say_and_a_close_one_its_full_weight():
+    bm25 = [("A", 6.0), ("B", 5.0), ("C", 1.0), ("D", 0.5)]
+    dense = [("C", 0.66), ("D", 0.40), ("A", 0.39), ("B", 0.38)]  # C stands out, at a cosine of 0.66
+    args = dict(weights=[0.3, 0.7], depth=4, floors=[0.0, None])
+    ungated = fuse_scores([bm25, dense], 4, **args)
+    assert ungated[0] == "C"
+    assert fuse_scores([bm25, dense], 4, gates=[None, (0.7, 0.85)], **args) == ["A", "B", "C", "D"]  # under 0.7
+    assert fuse_scores([bm25, dense], 4, gates=[None, (0.5, 0.66)], **args) == ungated  # at the top: full say
+    # a third of its say (0.66 a third of the way from 0.6 to 0.78): C passes B, not A
+    assert fuse_scores([bm25, dense], 4, gates=[None, (0.6, 0.78)], **args) == ["A", "C", "B", "D"]
+
+
+def test_a_gated_out_list_still_orders_what_the_others_leave_tied():
+    # The answer page masked, BM25 matches nothing else; the dense list's best cosine (0.60) is under the gate:
+    # it has no say, yet its order, not the page ids, is what comes back.
+    dense = [("P9", 0.60), ("P1", 0.55), ("P5", 0.41), ("P3", 0.40)]
+    assert fuse_scores([[], dense], 3, [0.25, 0.75], depth=4, floors=[0.0, None],
+                       gates=[None, (0.7, 0.8)]) == ["P9", "P1", "P5"]
+    # and after the pages BM25 ranks, the dense-only pages in the dense list's order
+    bm25 = [("B", 7.0), ("A", 2.0)]
+    assert fuse_scores([bm25, dense], 6, [0.25, 0.75], depth=4, floors=[0.0, None],
+                       gates=[None, (0.7, 0.8)]) == ["B", "A", "P9", "P1", "P5", "P3"]
+
+
+def test_fusion_is_deterministic_on_ties_and_whatever_the_lists_order():
+    one, two = [("B", 2.0), ("A", 1.0)], [("A", 2.0), ("B", 1.0)]
+    # symmetric lists: A and B tie, and the tie goes by page id
+    assert fuse_scores([one, two], 2, depth=2) == fuse_scores([two, one], 2, depth=2) == ["A", "B"]
+    lists = [[("P", 3.0), ("Q", 2.0), ("R", 1.0)], [("R", 0.9), ("S", 0.7), ("P", 0.6)]]
+    a = fuse_scores(lists, 4, [0.3, 0.7], depth=3, floors=[0.0, None])
+    assert a == fuse_scores(lists[::-1], 4, [0.7, 0.3], depth=3, floors=[None, 0.0]) and sorted(a) == list("PQRS")
+    with pytest.raises(ValueError, match="unknown fusion"):
+        fuse_scores(lists, 2, method="rrf")
+
+
+class Scored:
+    """A stand-in scored ranking: fixed (page, score) pairs, masking honoured."""
+
+    def __init__(self, pairs, floor=None):
+        self.pairs, self.floor = pairs, floor
+
+    def top(self, query, k, exclude=frozenset()):
+        return [p for p, _ in self.scored(query, k, exclude)]
+
+    def scored(self, query, k, exclude=frozenset()):
+        return [(p, s) for p, s in self.pairs if p not in exclude][:k]
+
+
+def test_score_fusion_respects_the_mask_and_returns_k():
+    bm25 = Scored([("A", 9.0), ("B", 3.0), ("C", 2.0)], floor=0.0)
+    dense = Scored([("A", 0.9), ("D", 0.8), ("E", 0.7), ("B", 0.6), ("F", 0.5)])
+    fused = ScoreFusion([bm25, dense], depth=5)
+    assert fused.top("q", 3)[0] == "A"
+    masked = fused.top("q", 3, frozenset({"A"}))
+    assert "A" not in masked and len(masked) == 3
+    assert len(fused.top("q", 10, frozenset({"A", "B"}))) == 4  # every page left: C, D, E, F
+    assert fused.top("q", 0) == []
+
+
+def test_the_rankings_scores_follow_their_order(store):
+    index = open_search(store, ToolsConfig(ranker="hybrid"))
+    tool = index.ranking("tool")
+    scored = tool.scored("bowed string instrument", 5)
+    assert [p for p, _ in scored] == tool.top("bowed string instrument", 5) and scored[0][0] in ("4", "8")
+    assert all(a[1] >= b[1] > 0 for a, b in zip(scored, scored[1:])) and tool.floor == 0.0
+    dense = DenseRanking(open_search(store, ToolsConfig(ranker="dense")).ranking("dense").inner.dense)
+    hits = dense.scored(BOAT, 4, frozenset({"3"}))
+    assert [p for p, _ in hits] == dense.top(BOAT, 4, frozenset({"3"})) and hits[0][0] == SHIP and "3" not in dict(hits)
+    assert all(1.0 >= a[1] >= b[1] for a, b in zip(hits, hits[1:]))  # cosine similarities, best first
