@@ -227,7 +227,7 @@ class FlatBaseline:
         self.embedder, self.query_max_tokens = embedder, query_max_tokens
 
     def top_many(self, queries: list[str], k: int = K) -> list[list[str]]:
-        vectors = self.embedder.encode(queries, max_tokens=self.query_max_tokens)
+        vectors = self.embedder.encode_queries(queries, max_tokens=self.query_max_tokens)
         _, rows = self.index.search(vectors, k)
         return [[self.ids[r] for r in row if r >= 0] for row in rows.tolist()]
 
