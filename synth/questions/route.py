@@ -135,8 +135,10 @@ class Router:
         at = next((i for i, p in enumerate(paras) if anchor.lower() in (p or "").lower()), 0)
         return Evidence(here, there, at + 1, paras[at] if paras else "", anchor)
 
-    def route(self, src: Source) -> Source | None:
-        """The walk routed so that every hop can be clued (itself when it already can), or None."""
+    def route(self, src: Source, exclude: frozenset[str] = frozenset(), named_only: bool = False) -> Source | None:
+        """The walk routed so that every hop can be clued (itself when it already can), or None.  ``exclude``:
+        pages it may not end on (answers that already answer ``walk.max_answer_repeats`` questions);
+        ``named_only``: a route that ends on a named entity or none."""
         walk = [e["page_id"] for e in src.entities]
         for e in src.entities:
             self._entities.setdefault(e["page_id"], e)
@@ -176,7 +178,7 @@ class Router:
             if last:  # named entities end a walk before concepts do; a hub (more than max_in_degree pages link
                 # to it, as walk.max_in_degree keeps walks off hubs) ends none: it is decided page by page, so the
                 # route of a walk depends on nothing else the shard holds
-                nbrs = [n for n in nbrs if self.may_end(n)]
+                nbrs = [n for n in nbrs if n not in exclude and self.may_end(n)]
                 nbrs.sort(key=lambda n: not self.named(path[-1], n))
                 if named_only:
                     nbrs = [n for n in nbrs if self.named(path[-1], n)]
@@ -200,7 +202,7 @@ class Router:
         links.extend(walk)
         # First a route that ends on a named entity, within the budget; then, with what is left, any route.
         path = dfs([walk[0]], True)
-        if path is None:
+        if path is None and not named_only:
             left[0] = max(left[0], self.budget // 2)
             path = dfs([walk[0]], False)
         if path is None:

@@ -45,6 +45,9 @@ from synth.engine.store import MissingInput, write_parquet_atomic
 from synth.teacher.client import Teacher, TeacherError, merged_usage, shard_usage, stage_teacher
 
 
+REROUTE_BUDGET = 8  # the answer cap's second routing pass: its clue-check budget, as a multiple of route_budget
+
+
 def _sources(ctx: StageContext) -> list[Source]:
     # Loaded once per process and stage run; every shard slices it.
     return ctx.shared("sources", lambda: load_sources(ctx))
@@ -127,7 +130,6 @@ class QuestionsShard(ShardSummary):
 
 def run_shard(ctx: StageContext, i: int, span: list[int]) -> QuestionsShard:
     """Write, validate (repairing once) and check the questions of one shard; its rows go to shard parts."""
-    qcfg = ctx.cfg.questions
     sources = _sources(ctx)[span[0]:span[1]]
     n_in = len(sources)
     teacher = stage_teacher(ctx)
@@ -135,19 +137,50 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> QuestionsShard:
     screen = _screen(ctx)
     if screen is not None:  # benchmark paths get no question: no teacher call is spent on them
         sources = screen.drop_sources(sources, span[0], funnel, tally)
-    validator = _validator(ctx, sources)
     bar = ctx.shared_bar("write", len(_sources(ctx)), "questions")
     bar.update(n_in - len(sources))  # the screened sources are done: they get no question
+    kept, validator, routing = _questions(ctx, teacher, sources, funnel, repairs, tally, screen, bar)
+    write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
+    write_parquet_atomic(Reject.to_table(funnel.rejects),
+                         ctx.shard_out("rejects/questions", i))
+    return _summary(n_in, kept, funnel, tally, repairs, validator, routing, teacher)
+
+
+def _summary(n_in: int, kept: list, funnel: Funnel, tally: Tally, repairs: Repairs, validator: Validator,
+             routing: RouteStats, teacher: Teacher) -> QuestionsShard:
+    return QuestionsShard(
+        input=n_in, kept=len(kept), dropped=dict(funnel.dropped), failed=dict(funnel.failed),
+        decontamination=tally.as_dict(), failed_items=[f.as_dict() for f in funnel.failed_items],
+        repairs=repairs.as_dict(), validators=validator.stats(),
+        depths=[[d.nominal, d.effective, d.by_adversary] for d in validator.depths],
+        kept_adversaries={q.question_id: validator.depth_of[q.question_id].by_adversary
+                          for _, q in kept if q.question_id in validator.depth_of},
+        routing=routing.as_dict(),
+        **shard_usage(teacher))
+
+
+def _questions(ctx: StageContext, teacher: Teacher, sources: list[Source], funnel: Funnel, repairs: Repairs,
+               tally: Tally, screen: Screen | None, bar, exclude: frozenset[str] | None = None
+               ) -> tuple[list, Validator, RouteStats]:
+    """Route, write, validate and check the questions of ``sources``.  ``exclude`` set (the second pass of
+    :func:`_reroute`): only the walks that have a route ending on none of those pages are written."""
+    qcfg = ctx.cfg.questions
+    validator = _validator(ctx, sources)
     corpus = _corpus(ctx, validator)
     routing = RouteStats()
     if qcfg.route and corpus is not None:
         walked = {s.source_id: s for s in sources}
-        sources, routing = _route(sources, corpus, qcfg.route_budget, ctx.cfg.walk.max_in_degree)
+        # The second pass looks further (REROUTE_BUDGET times the budget): its walks are the ones whose first
+        # route ended where many did, and it may end only on a named entity no longer at the cap.
+        budget = qcfg.route_budget * (REROUTE_BUDGET if exclude is not None else 1)
+        sources, routing = _route(sources, corpus, budget, ctx.cfg.walk.max_in_degree, exclude)
         if screen is not None:  # a re-routed walk is screened again: its new path may retrace a benchmark
             moved = [s for s in sources if s is not walked.get(s.source_id)]
             kept_moved = {id(s) for s in screen.drop_routed(moved, funnel, tally)}
             bar.update(len(moved) - len(kept_moved))
             sources = [s for s in sources if s is walked.get(s.source_id) or id(s) in kept_moved]
+    elif exclude is not None:
+        sources = []
     kept = write_questions(ctx, teacher, sources, funnel, validator, repairs, bar, corpus)
     if qcfg.obfuscate:
         kept = _obfuscate(ctx, teacher, kept, funnel, validator)
@@ -161,18 +194,7 @@ def run_shard(ctx: StageContext, i: int, span: list[int]) -> QuestionsShard:
                       lambda src, q: _solvable_messages(q, metas), want_correct=True)
     if qcfg.check_shortcut:
         kept = _shortcut(ctx, kept, funnel)
-    write_parquet_atomic(Question.to_table([q for _, q in kept]), ctx.shard_out("questions", i))
-    write_parquet_atomic(Reject.to_table(funnel.rejects),
-                         ctx.shard_out("rejects/questions", i))
-    return QuestionsShard(
-        input=n_in, kept=len(kept), dropped=dict(funnel.dropped), failed=dict(funnel.failed),
-        decontamination=tally.as_dict(), failed_items=[f.as_dict() for f in funnel.failed_items],
-        repairs=repairs.as_dict(), validators=validator.stats(),
-        depths=[[d.nominal, d.effective, d.by_adversary] for d in validator.depths],
-        kept_adversaries={q.question_id: validator.depth_of[q.question_id].by_adversary
-                          for _, q in kept if q.question_id in validator.depth_of},
-        routing=routing.as_dict(),
-        **shard_usage(teacher))
+    return kept, validator, routing
 
 
 def finish(ctx: StageContext, summaries: list[QuestionsShard]) -> StageResult:
@@ -198,7 +220,14 @@ def finish(ctx: StageContext, summaries: list[QuestionsShard]) -> StageResult:
     # A shard drops in the order it decides (first drafts, then repairs), so the rows go in source order: the
     # table (and the explorer, which lists it as written) is then the same for any questions.shard_size.
     at = {s.question_id: i for i, s in enumerate(_sources(ctx))}
-    kept = _cap_answers(kept, at, ctx.cfg.walk.max_answer_repeats, dropped, rejects)
+    cap = ctx.cfg.walk.max_answer_repeats
+    kept = _cap_answers(kept, at, cap, dropped, rejects)
+    rerouted: dict = {}
+    if ctx.cfg.questions.route and cap and dropped.get("answer_repeat"):
+        second, rerouted = _reroute(ctx, kept, rejects, at, cap, dropped, seen)
+        if second is not None:
+            summaries = [*summaries, second]
+            kept.sort(key=lambda q: at.get(q.question_id, len(at)))
     rejects.sort(key=lambda r: at.get(r.record_id, len(at)))
     w = ctx.writer("questions", Question.SCHEMA)
     w.write(Question.to_table(kept))
@@ -210,7 +239,8 @@ def finish(ctx: StageContext, summaries: list[QuestionsShard]) -> StageResult:
     extra = {"kinds": dict(Counter(q.kind for q in kept)), "shards": len(summaries),
              "prompt_sha": {t.name: t.sha for t in (QUESTION, SUBGRAPH_QUESTION, REPAIR)},
              "repairs": _merged_repairs(summaries), "validators": _merged_validators(summaries),
-             "routing": _merged_routing(summaries), "style": _style(ctx, kept),
+             "routing": {**_merged_routing(summaries), "answer_repeat_rerouted": rerouted},
+             "style": _style(ctx, kept),
              "phrasing": _phrasing(ctx, kept), "depth": _depth_report(kept, summaries, ctx.cfg.questions.adversaries),
              **merged_usage(summaries, ctx.cfg.teacher.price_per_mtok)}
     screen = _screen(ctx)
@@ -240,6 +270,45 @@ def _cap_answers(kept: list[Question], at: dict[str, int], cap: int | None, drop
         else:
             count[q.answer_page_id] += 1
     return [q for q in kept if q.question_id not in over]
+
+
+def _reroute(ctx: StageContext, kept: list[Question], rejects: list[Reject], at: dict[str, int], cap: int,
+             dropped: Counter, seen: set[str]) -> tuple[QuestionsShard | None, dict]:
+    """A second pass for the walks that :func:`_cap_answers` dropped (``answer_repeat``): each is routed again
+    with the answers that are at the cap excluded as its last page, to end on a named entity or not at all (the
+    benchmarks' answers), and written, validated and checked as in a shard; its question (same id) is kept if
+    its new answer is still under the cap, counted in source order
+    after the first pass's questions.  The cap spreads the answers instead of dropping the walks routing
+    crowded onto a few pages (a star, "Sun").  It runs once, after every shard, in source order, so it depends
+    on no shard layout; a walk it cannot place keeps its ``answer_repeat`` reject.  Returns the pass's summary
+    (its teacher calls and depths go in the stage's report) and its counts."""
+    dropped_ids = {r.record_id for r in rejects if r.reason == "answer_repeat"}
+    sources = [s for s in _sources(ctx) if s.kind == "walk" and s.question_id in dropped_ids]
+    if not sources:
+        return None, {}
+    count = Counter(q.answer_page_id for q in kept)
+    full = frozenset(p for p, n in count.items() if n >= cap)
+    teacher = stage_teacher(ctx)
+    funnel, repairs, tally = Funnel(), Repairs(), Tally()
+    bar = ctx.shared_bar("reroute", len(sources), "questions")
+    second, validator, routing = _questions(ctx, teacher, sources, funnel, repairs, tally, _screen(ctx), bar, full)
+    placed: set[str] = set()
+    for _, q in sorted(second, key=lambda sq: at.get(sq[1].question_id, len(at))):
+        norm = normalize_answer(q.question)
+        if count[q.answer_page_id] < cap and norm not in seen:
+            seen.add(norm)
+            count[q.answer_page_id] += 1
+            placed.add(q.question_id)
+            kept.append(q)
+    rejects[:] = [r for r in rejects if not (r.reason == "answer_repeat" and r.record_id in placed)]
+    dropped["answer_repeat"] -= len(placed)
+    if not dropped["answer_repeat"]:
+        del dropped["answer_repeat"]
+    # Its routing is reported apart (the walks were counted once by the shards that first routed them).
+    summary = _summary(0, [sq for sq in second if sq[1].question_id in placed], funnel, tally, repairs, validator,
+                       RouteStats(), teacher)
+    return summary, {"walks": len(sources), "routed": routing.walked + routing.rerouted,
+                     "clue_checks": routing.clue_checks, "written": len(second), "kept": len(placed)}
 
 
 def _depth_report(kept: list[Question], summaries: list[QuestionsShard], adversaries: list[str]) -> dict:
@@ -295,19 +364,26 @@ def _phrasing(ctx: StageContext, kept: list[Question]) -> dict:
 SHARDS = Shards(plan=plan, run=run_shard, finish=finish, summary=QuestionsShard)
 
 
-def _route(sources: list[Source], corpus: ShardCorpus, budget: int, max_in_degree: int | None
-           ) -> tuple[list[Source], RouteStats]:
+def _route(sources: list[Source], corpus: ShardCorpus, budget: int, max_in_degree: int | None,
+           exclude: frozenset[str] | None = None) -> tuple[list[Source], RouteStats]:
     """Walks routed so that every hop can be clued (:mod:`synth.questions.route`); a walk with no such route
-    within ``budget`` clue checks is written as walked (counted ``unroutable`` in the report's ``routing``)."""
+    within ``budget`` clue checks is written as walked (counted ``unroutable`` in the report's ``routing``).
+    With ``exclude`` (:func:`_reroute`), a walk is routed to end on none of those pages, and one with no such
+    route is left out."""
     router = Router(corpus, budget, max_in_degree=max_in_degree)
     out = []
     for src in sources:
         if src.kind != "walk":
             out.append(src)
             continue
+        routed = router.route(src, exclude or frozenset(), named_only=exclude is not None)
+        if exclude is not None:
+            if routed is not None:
+                out.append(routed)
+            continue
         # A walk with no route the oracle's clue checks accept goes to the teacher as walked: another teacher
         # may still clue it, or say which hop has no clue (no_clue).
-        out.append(router.route(src) or src)
+        out.append(routed or src)
     return out, router.stats
 
 

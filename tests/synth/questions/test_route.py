@@ -75,3 +75,26 @@ def test_routes_end_on_named_entities_where_one_can_be_clued(routed):
     walked_named = sum(named_title(s.entities[-1]["title"]) for s in walks[:60])
     assert ends and sum(ends) / len(ends) >= 0.6, (sum(ends), len(ends))
     assert sum(ends) > walked_named  # more named answers than the random walks end on
+
+
+def test_a_walk_routed_again_ends_on_none_of_the_answers_it_is_told_to_avoid(routed):
+    # The questions stage's second pass (`_reroute`) gives the walks the answer cap dropped another ending: the
+    # answers at the cap are excluded as last pages, the rest of the route is chosen as before.
+    walks, corpus, router = routed
+    moved = 0
+    for src in walks[:40]:
+        first = router.route(src)
+        if first is None:
+            continue
+        avoid = frozenset({first.entities[-1]["page_id"]})
+        again = router.route(src, avoid)
+        if again is None:
+            continue
+        moved += 1
+        path = [e["page_id"] for e in again.entities]
+        assert path[-1] not in avoid and path[0] == src.entities[0]["page_id"]
+        assert len(path) == len(src.entities) and len(set(path)) == len(path)
+        text, hops = chain_question(again.entities, derive_seed(again.seed, "oracle-question", 0), corpus)
+        assert [h["bridge"] for h in hops] == [e["title"] for e in again.entities[1:]]
+        assert again.question_id == src.question_id  # the same question, another answer
+    assert moved >= 5, moved
