@@ -23,6 +23,7 @@ import pytest
 from helpers.cli import hopforge_command
 from helpers.demorun import STUDENT_RUN, sets
 from helpers.openai_server import Reply, call, serve
+from synth.tools.rank import HYBRID_DEPTH, HYBRID_FUSION, HYBRID_GATE, HYBRID_WEIGHTS
 
 ROOT = Path(__file__).resolve().parents[2]
 HYBRID = sets(["tools.ranker=hybrid", *STUDENT_RUN])
@@ -79,9 +80,15 @@ def _answers(run: Path) -> dict[str, str]:
 def test_the_run_records_the_hybrid_ranker_for_each_stage_that_searched(run):
     manifest = _json(run / "manifest.json")["stages"]
     facts = _json(run / "reports" / "rollout.json")["search"]
-    assert facts["ranker"] == "hybrid" and facts["model"] == "all-MiniLM-L6-v2" and facts["rrf_k"] == 60
+    assert facts["ranker"] == "hybrid" and facts["model"] == "all-MiniLM-L6-v2"
+    # how it fused, as the ranker it searched with fuses
+    assert (facts["fusion"], facts["weights"], facts["dense_gate"], facts["depth"]) == (
+        HYBRID_FUSION, list(HYBRID_WEIGHTS), list(HYBRID_GATE), HYBRID_DEPTH)
     for stage in ("rollout", "eval", "rl_band"):  # their keys hold the ranker and the model, and read the vectors
-        assert manifest[stage]["extra"] == f"ranker=hybrid model={facts['identity']}", stage
+        assert manifest[stage]["extra"] == (
+            f"ranker=hybrid model={facts['identity']} fusion={HYBRID_FUSION} "
+            f"weights={','.join(map(str, HYBRID_WEIGHTS))} gate={','.join(map(str, HYBRID_GATE))} depth={HYBRID_DEPTH}"
+        ), stage
         assert "embed" in manifest[stage]["inputs"], stage
     assert _json(run / "eval" / "eval_report.json")["search"] == facts  # the student's eval, as its report says
     assert _json(run / "reports" / "eval.json")["search"] == facts
